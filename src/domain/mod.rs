@@ -1,0 +1,15 @@
+//! Pure types and rules. Nothing in here performs IO or reads a clock: every
+//! rule takes the instant it needs as an argument, so the same function can be
+//! called from the store, the server loops and the tests.
+
+pub mod backoff;
+pub mod ids;
+pub mod invalid;
+pub mod lease;
+pub mod scope;
+pub mod text;
+pub mod time;
+pub mod todo;
+
+pub use invalid::Invalid;
+pub use time::Timestamp;

@@ -1,0 +1,11 @@
+//! Switchboard: a durable work queue for AI agents, reached over MCP.
+//!
+//! The crate is laid out by concern: [`domain`] holds the pure rules,
+//! [`store`] the storage contract and its SQLite/PostgreSQL backends,
+//! [`server`] the HTTP server and its background loops, [`cli`] the command line.
+
+pub mod cli;
+pub mod clock;
+pub mod domain;
+pub mod server;
+pub mod store;

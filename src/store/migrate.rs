@@ -1,0 +1,136 @@
+//! Forward-only numbered migrations, embedded in the binary, one list per dialect.
+//!
+//! Each migration runs in its own transaction together with the row that
+//! records it, so a crash leaves the schema either before or after a step.
+//! Concurrent starters are serialised (PostgreSQL advisory lock; SQLite
+//! `BEGIN IMMEDIATE`) and re-check the version inside the lock.
+
+use sqlx::AnyPool;
+use sqlx::Row;
+
+use super::StoreError;
+use super::dialect::Dialect;
+
+#[derive(Debug)]
+pub struct Migration {
+    pub version: i64,
+    pub name: &'static str,
+    pub sql: &'static str,
+}
+
+pub static SQLITE_MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "registry",
+        sql: include_str!("migrations/sqlite/0001_registry.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "queue",
+        sql: include_str!("migrations/sqlite/0002_queue.sql"),
+    },
+];
+
+pub static POSTGRES_MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "registry",
+        sql: include_str!("migrations/postgres/0001_registry.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "queue",
+        sql: include_str!("migrations/postgres/0002_queue.sql"),
+    },
+];
+
+/// The schema version this binary expects.
+pub fn latest_version(dialect: Dialect) -> i64 {
+    dialect.migrations().last().map_or(0, |m| m.version)
+}
+
+const LEDGER: &str = "CREATE TABLE IF NOT EXISTS schema_migrations (
+    version     BIGINT PRIMARY KEY,
+    name        TEXT NOT NULL,
+    applied_at  BIGINT NOT NULL
+)";
+
+/// An arbitrary constant naming Switchboard's migration lock.
+const PG_MIGRATION_LOCK: i64 = 0x5357_4254_4348;
+
+/// The highest applied version, or `None` on a database never migrated.
+pub async fn current_version(pool: &AnyPool) -> Result<Option<i64>, StoreError> {
+    let exists = sqlx::query("SELECT version FROM schema_migrations ORDER BY version DESC LIMIT 1")
+        .fetch_optional(pool)
+        .await;
+    match exists {
+        Ok(row) => Ok(row.map(|r| r.get::<i64, _>(0))),
+        // A missing ledger table means "never migrated", not an outage.
+        Err(sqlx::Error::Database(_)) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Applies every migration above the current version up to `target`
+/// (default: all). Returns the versions it applied.
+pub async fn migrate(
+    pool: &AnyPool,
+    dialect: Dialect,
+    applied_at_millis: i64,
+    target: Option<i64>,
+) -> Result<Vec<i64>, StoreError> {
+    let latest = latest_version(dialect);
+    let target = target.unwrap_or(latest);
+    if let Some(current) = current_version(pool).await?
+        && current > latest
+    {
+        return Err(StoreError::Internal(format!(
+            "the database schema is at version {current}, newer than this binary's {latest}; \
+             run a newer switchboard"
+        )));
+    }
+    sqlx::query(LEDGER).execute(pool).await?;
+    let mut applied = Vec::new();
+    for migration in dialect.migrations() {
+        if migration.version > target {
+            break;
+        }
+        let mut tx = pool.begin_with(dialect.begin_write()).await?;
+        if dialect == Dialect::Postgres {
+            sqlx::query("SELECT pg_advisory_xact_lock($1)")
+                .bind(PG_MIGRATION_LOCK)
+                .execute(&mut *tx)
+                .await?;
+        }
+        let done: Option<i64> =
+            sqlx::query("SELECT version FROM schema_migrations WHERE version = $1")
+                .bind(migration.version)
+                .fetch_optional(&mut *tx)
+                .await?
+                .map(|r| r.get(0));
+        if done.is_some() {
+            tx.rollback().await?;
+            continue;
+        }
+        sqlx::raw_sql(migration.sql)
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| {
+                StoreError::Internal(format!(
+                    "migration {:04}_{} failed: {e}",
+                    migration.version, migration.name
+                ))
+            })?;
+        sqlx::query(
+            "INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)",
+        )
+        .bind(migration.version)
+        .bind(migration.name)
+        .bind(applied_at_millis)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        applied.push(migration.version);
+    }
+    Ok(applied)
+}

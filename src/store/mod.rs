@@ -1,0 +1,100 @@
+//! The storage contract and its two backends.
+//!
+//! [`Store`] is the one contract every surface talks to. [`SqlStore`] implements
+//! it for SQLite (embedded, one server) and PostgreSQL (any number of
+//! instances); the SQL differs only where the dialects do, in [`dialect`].
+//! Every state change that must hold across instances is one guarded
+//! statement; zero rows back means "someone else decided".
+//!
+//! Methods that act for an agent take a [`Caller`] and see only its endpoint's
+//! todos. Background sweeps are named `unscoped_*` so that a reader can tell
+//! at the call site that no tenant boundary applies.
+
+pub mod dialect;
+pub mod error;
+pub mod lock;
+pub mod migrate;
+pub mod model;
+mod rows;
+pub mod sql;
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+pub use error::{StoreError, StoreResult};
+pub use model::*;
+pub use sql::{DatabaseLocation, SqlStore, StoreOptions};
+
+use crate::clock::SharedClock;
+
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    fn backend(&self) -> Backend;
+    fn clock(&self) -> &SharedClock;
+
+    /// Ok when the database answers and its schema is the one this binary expects.
+    async fn readiness(&self) -> StoreResult<()>;
+
+    // --- registry (the parts the queue needs; the registry issue extends it) ---
+    async fn create_human(&self, name: &str) -> StoreResult<Human>;
+    async fn create_agent(&self, human_id: &str, name: &str, kind: AgentKind)
+    -> StoreResult<Agent>;
+    async fn create_endpoint(&self, new: NewEndpoint) -> StoreResult<Endpoint>;
+    /// An endpoint by id, whoever owns it: for the server's own wiring only.
+    async fn unscoped_get_endpoint(&self, id: &str) -> StoreResult<Endpoint>;
+    /// Revokes one of `human_id`'s endpoints and dead-letters its live todos.
+    /// `Conflict` when it is already revoked.
+    async fn revoke_endpoint(&self, human_id: &str, endpoint_id: &str) -> StoreResult<Revoked>;
+    /// Revokes every active endpoint whose `expires_at` has passed.
+    async fn unscoped_expire_endpoints(&self, limit: i64) -> StoreResult<Vec<Revoked>>;
+
+    // --- todos, agent-facing ---
+    /// Creates a todo, or returns the live todo with the same idempotency key
+    /// (`created: false`, nothing changed).
+    async fn create_todo(&self, new: NewTodo) -> StoreResult<CreatedTodo>;
+    async fn get_todo(&self, caller: &Caller, id: &str) -> StoreResult<Todo>;
+    /// The most recent attempt records of a todo, newest first.
+    async fn list_attempts(
+        &self,
+        caller: &Caller,
+        todo_id: &str,
+        limit: i64,
+    ) -> StoreResult<Vec<Attempt>>;
+    async fn claim(&self, caller: &Caller, id: &str, opts: ClaimOptions) -> StoreResult<Claimed>;
+    /// The oldest claimable todo in the granted queues (or the named one);
+    /// `None` when nothing is claimable.
+    async fn claim_next(
+        &self,
+        caller: &Caller,
+        queue: Option<&str>,
+        opts: ClaimOptions,
+    ) -> StoreResult<Option<Claimed>>;
+    async fn heartbeat(
+        &self,
+        caller: &Caller,
+        id: &str,
+        opts: HeartbeatOptions,
+    ) -> StoreResult<Todo>;
+    async fn complete(&self, caller: &Caller, id: &str, finish: Finish) -> StoreResult<Todo>;
+    async fn fail(&self, caller: &Caller, id: &str, finish: Finish) -> StoreResult<Todo>;
+    async fn release(&self, caller: &Caller, id: &str, opts: ReleaseOptions) -> StoreResult<Todo>;
+
+    // --- todos, human-facing ---
+    /// A human's retry of a failed or dead-lettered todo: back to pending with `attempt = 0`.
+    async fn human_retry(&self, human_id: &str, id: &str) -> StoreResult<Todo>;
+    /// A human's release of a claimed todo.
+    async fn human_release(&self, human_id: &str, id: &str) -> StoreResult<Todo>;
+
+    // --- background sweeps ---
+    /// Lapsed leases nobody took over: back to pending, or dead letter at the cap.
+    async fn unscoped_reap_lapsed_leases(&self, limit: i64) -> StoreResult<ReapReport>;
+    /// Failed todos whose retry window elapsed: back to pending.
+    async fn unscoped_schedule_due_retries(&self, limit: i64) -> StoreResult<Vec<TodoRef>>;
+    /// Deletes terminal todos (done, dead letter) finished longer ago than `older_than`.
+    async fn unscoped_prune_terminal_todos(
+        &self,
+        older_than: Duration,
+        limit: i64,
+    ) -> StoreResult<u64>;
+}

@@ -1,0 +1,295 @@
+//! The records the store reads and writes, and the options of its calls.
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::domain::Timestamp;
+use crate::domain::todo::{Disposition, Outcome, TodoState};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Human {
+    pub id: String,
+    pub name: String,
+    pub created_at: Timestamp,
+}
+
+/// How often an agent is expected to be heard from (`06-registry.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AgentKind {
+    Heartbeat,
+    Session,
+    Task,
+}
+
+impl AgentKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Heartbeat => "heartbeat",
+            Self::Session => "session",
+            Self::Task => "task",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        [Self::Heartbeat, Self::Session, Self::Task]
+            .into_iter()
+            .find(|k| k.as_str() == s)
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Agent {
+    pub id: String,
+    pub human_id: String,
+    pub name: String,
+    pub kind: AgentKind,
+    pub created_at: Timestamp,
+}
+
+/// What a vend writes. Secrets arrive already hashed.
+#[derive(Debug, Clone)]
+pub struct NewEndpoint {
+    pub agent_id: String,
+    pub slug: String,
+    pub credential_hash: String,
+    pub credential_prefix: String,
+    pub queues: Vec<String>,
+    pub verbs: Vec<String>,
+    pub expires_at: Option<Timestamp>,
+    pub default_lease_ttl_seconds: Option<i64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Endpoint {
+    pub id: String,
+    pub agent_id: String,
+    pub human_id: String,
+    pub slug: String,
+    pub credential_prefix: String,
+    pub scope_queues: Vec<String>,
+    pub scope_verbs: Vec<String>,
+    pub state: String,
+    pub created_at: Timestamp,
+    pub revoked_at: Option<Timestamp>,
+    pub expires_at: Option<Timestamp>,
+    pub last_seen_at: Option<Timestamp>,
+    pub last_contact_at: Option<Timestamp>,
+    pub default_lease_ttl_seconds: Option<i64>,
+}
+
+impl Endpoint {
+    /// The identity an agent acts under when it calls through this endpoint.
+    pub fn caller(&self) -> Caller {
+        Caller {
+            endpoint_id: self.id.clone(),
+            agent_id: self.agent_id.clone(),
+            queues: self.scope_queues.clone(),
+            default_lease_ttl_seconds: self.default_lease_ttl_seconds,
+        }
+    }
+}
+
+/// An agent-facing call's scope: every agent verb takes one, and every query
+/// it runs is limited to this endpoint's todos.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    pub endpoint_id: String,
+    pub agent_id: String,
+    pub queues: Vec<String>,
+    pub default_lease_ttl_seconds: Option<i64>,
+}
+
+impl Caller {
+    /// The lease owner shared by all sessions of the endpoint's agent.
+    pub fn owner(&self) -> String {
+        format!("agent:{}", self.agent_id)
+    }
+}
+
+/// How an intake was authenticated (`08-intake.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TrustMode {
+    Operator,
+    Token,
+    Signed,
+}
+
+impl TrustMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Operator => "operator",
+            Self::Token => "token",
+            Self::Signed => "signed",
+        }
+    }
+}
+
+/// The intake event recorded in the same transaction as the todo it creates.
+#[derive(Debug, Clone)]
+pub struct NewIntakeEvent {
+    pub trust_mode: TrustMode,
+    /// `human:<id>` or `webhook:<id>`.
+    pub actor: String,
+    pub webhook_id: Option<String>,
+    /// Sanitized headers (no credentials or signatures).
+    pub headers: Value,
+    pub content_type: Option<String>,
+    pub body: Vec<u8>,
+}
+
+#[derive(Debug, Clone)]
+pub struct NewTodo {
+    pub endpoint_id: String,
+    pub queue: String,
+    pub title: String,
+    pub kind: Option<String>,
+    pub source: Option<String>,
+    pub payload: Option<Value>,
+    pub idempotency_key: Option<String>,
+    pub max_attempts: Option<i64>,
+    /// `None` makes a pull-only todo that never rings.
+    pub intake: Option<NewIntakeEvent>,
+}
+
+impl NewTodo {
+    /// A pull-only todo with nothing but the required fields.
+    pub fn new(
+        endpoint_id: impl Into<String>,
+        queue: impl Into<String>,
+        title: impl Into<String>,
+    ) -> Self {
+        Self {
+            endpoint_id: endpoint_id.into(),
+            queue: queue.into(),
+            title: title.into(),
+            kind: None,
+            source: None,
+            payload: None,
+            idempotency_key: None,
+            max_attempts: None,
+            intake: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Todo {
+    pub id: String,
+    pub endpoint_id: String,
+    pub queue: String,
+    pub title: String,
+    pub kind: Option<String>,
+    pub source: Option<String>,
+    pub payload: Option<Value>,
+    pub idempotency_key: Option<String>,
+    pub event_id: Option<String>,
+    pub state: TodoState,
+    pub dead_letter: bool,
+    pub owner: Option<String>,
+    pub lease_expires_at: Option<Timestamp>,
+    /// Whether the current lease is fenced (the token itself is never stored).
+    pub fenced: bool,
+    pub attempt: i64,
+    pub max_attempts: i64,
+    pub attempts_total: i64,
+    pub attempts_pruned: i64,
+    pub next_retry_at: Option<Timestamp>,
+    pub result: Option<Value>,
+    pub last_note: Option<String>,
+    pub ring_attempts: i64,
+    pub last_ringed_at: Option<Timestamp>,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+    pub claimed_at: Option<Timestamp>,
+    pub completed_at: Option<Timestamp>,
+}
+
+#[derive(Debug, Clone)]
+pub struct CreatedTodo {
+    pub todo: Todo,
+    /// `false` when the idempotency key matched a live todo, which is returned unchanged.
+    pub created: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Attempt {
+    pub seq: i64,
+    pub attempt: i64,
+    pub claimant: Option<String>,
+    pub claimed_at: Timestamp,
+    pub last_heartbeat_at: Option<Timestamp>,
+    pub note: Option<String>,
+    pub ended_at: Option<Timestamp>,
+    pub outcome: Option<Outcome>,
+    pub disposition: Option<Disposition>,
+    pub died: bool,
+    pub summary: Option<String>,
+    pub summary_truncated: bool,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct ClaimOptions {
+    pub lease_ttl_seconds: Option<i64>,
+    pub require_fence: bool,
+    pub claimant: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Claimed {
+    pub todo: Todo,
+    pub attempt_seq: i64,
+    pub prior_attempts: Vec<Attempt>,
+    /// Present only for a fenced claim; shown once, stored as a hash.
+    pub lease_token: Option<String>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct HeartbeatOptions {
+    pub lease_ttl_seconds: Option<i64>,
+    pub lease_token: Option<String>,
+    pub note: Option<String>,
+}
+
+/// The arguments of `complete` and `fail`.
+#[derive(Debug, Clone, Default)]
+pub struct Finish {
+    pub result: Option<Value>,
+    pub summary: Option<String>,
+    pub lease_token: Option<String>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct ReleaseOptions {
+    pub summary: Option<String>,
+    pub lease_token: Option<String>,
+}
+
+/// Enough to route a doorbell for a todo.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TodoRef {
+    pub id: String,
+    pub endpoint_id: String,
+    pub queue: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Revoked {
+    pub endpoint_id: String,
+    pub revoked_at: Timestamp,
+    pub dead_lettered: u64,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ReapReport {
+    pub requeued: Vec<TodoRef>,
+    pub dead_lettered: Vec<TodoRef>,
+}

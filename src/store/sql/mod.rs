@@ -1,0 +1,381 @@
+//! [`SqlStore`]: the storage contract on SQLite or PostgreSQL.
+//!
+//! One implementation serves both dialects through sqlx's `Any` driver: the
+//! statements are the same text (`$n` placeholders work on both), and the few
+//! that differ come from [`Dialect`]. SQLite gets one writer connection and a
+//! small reader pool (WAL, busy timeout, `BEGIN IMMEDIATE`), so clients never
+//! see "database is locked"; PostgreSQL gets one pool and row locks.
+
+mod registry;
+mod sweeps;
+mod todos;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use sqlx::any::{AnyPoolOptions, install_default_drivers};
+use sqlx::{Any, AnyPool, Transaction};
+
+use super::dialect::Dialect;
+use super::migrate;
+use super::model::*;
+use super::{Store, StoreError, StoreResult};
+use crate::clock::SharedClock;
+use crate::domain::Timestamp;
+
+/// Where the data lives, parsed from `--database`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DatabaseLocation {
+    Sqlite(PathBuf),
+    Postgres(String),
+}
+
+impl DatabaseLocation {
+    /// Accepts `postgres://…` / `postgresql://…`, `sqlite://PATH`, `sqlite:PATH`
+    /// or a plain file path.
+    pub fn parse(raw: &str) -> Result<Self, String> {
+        let raw = raw.trim();
+        if raw.is_empty() {
+            return Err("the database location is empty".into());
+        }
+        if raw.starts_with("postgres://") || raw.starts_with("postgresql://") {
+            return Ok(Self::Postgres(raw.to_owned()));
+        }
+        let path = raw
+            .strip_prefix("sqlite://")
+            .or_else(|| raw.strip_prefix("sqlite:"))
+            .unwrap_or(raw);
+        let path = path.split('?').next().unwrap_or(path);
+        if path.is_empty() {
+            return Err(format!("{raw:?} names no SQLite file"));
+        }
+        if raw.contains("://") && !raw.starts_with("sqlite://") {
+            return Err(format!(
+                "unsupported database URL {raw:?}: use a file path, sqlite://PATH or postgres://…"
+            ));
+        }
+        if path.contains(['#', '%']) {
+            return Err(format!(
+                "the SQLite path {path:?} contains '#' or '%'; choose a simpler file name"
+            ));
+        }
+        Ok(Self::Sqlite(PathBuf::from(path)))
+    }
+
+    /// A form safe to print: a PostgreSQL URL loses its password.
+    pub fn redacted(&self) -> String {
+        match self {
+            Self::Sqlite(path) => path.display().to_string(),
+            Self::Postgres(url) => redact_url_password(url),
+        }
+    }
+}
+
+fn redact_url_password(url: &str) -> String {
+    // postgres://user:secret@host/db -> postgres://user:***@host/db
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let Some((userinfo, host)) = rest.split_once('@') else {
+        return url.to_owned();
+    };
+    match userinfo.split_once(':') {
+        Some((user, _)) => format!("{scheme}://{user}:***@{host}"),
+        None => url.to_owned(),
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct StoreOptions {
+    /// PostgreSQL pool size (SQLite always has one writer and a few readers).
+    pub max_connections: u32,
+    /// How long a call waits for a connection before answering `unavailable`.
+    pub acquire_timeout: Duration,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        Self {
+            max_connections: 24,
+            acquire_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct SqlStore {
+    dialect: Dialect,
+    /// All writes. On SQLite this pool has exactly one connection.
+    writer: AnyPool,
+    /// Plain reads. On PostgreSQL the same pool as `writer`.
+    reader: AnyPool,
+    clock: SharedClock,
+}
+
+impl SqlStore {
+    /// Opens the database (creating an SQLite file if needed). Does not migrate.
+    pub async fn connect(
+        location: &DatabaseLocation,
+        clock: SharedClock,
+        options: &StoreOptions,
+    ) -> StoreResult<Self> {
+        install_default_drivers();
+        match location {
+            DatabaseLocation::Sqlite(path) => Self::connect_sqlite(path, clock, options).await,
+            DatabaseLocation::Postgres(url) => {
+                let pool = AnyPoolOptions::new()
+                    .max_connections(options.max_connections)
+                    .acquire_timeout(options.acquire_timeout)
+                    .connect(url)
+                    .await
+                    .map_err(|e| {
+                        StoreError::Unavailable(format!(
+                            "cannot connect to {}: {e}",
+                            redact_url_password(url)
+                        ))
+                    })?;
+                Ok(Self {
+                    dialect: Dialect::Postgres,
+                    writer: pool.clone(),
+                    reader: pool,
+                    clock,
+                })
+            }
+        }
+    }
+
+    async fn connect_sqlite(
+        path: &Path,
+        clock: SharedClock,
+        options: &StoreOptions,
+    ) -> StoreResult<Self> {
+        let absolute = std::path::absolute(path).map_err(|e| {
+            StoreError::Unavailable(format!("cannot resolve {}: {e}", path.display()))
+        })?;
+        let url = format!("sqlite://{}?mode=rwc", absolute.display());
+        let pool = |max: u32| {
+            AnyPoolOptions::new()
+                .max_connections(max)
+                .acquire_timeout(options.acquire_timeout)
+                .after_connect(|conn, _meta| {
+                    Box::pin(async move {
+                        // WAL lets readers run beside the writer; NORMAL is
+                        // durable across process crashes in WAL mode.
+                        sqlx::raw_sql("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;")
+                            .execute(conn)
+                            .await?;
+                        Ok(())
+                    })
+                })
+        };
+        let open_err = |e: sqlx::Error| {
+            StoreError::Unavailable(format!("cannot open {}: {e}", absolute.display()))
+        };
+        let writer = pool(1).connect(&url).await.map_err(open_err)?;
+        let reader = pool(4).connect(&url).await.map_err(open_err)?;
+        Ok(Self {
+            dialect: Dialect::Sqlite,
+            writer,
+            reader,
+            clock,
+        })
+    }
+
+    /// Applies pending migrations up to `target` (all when `None`).
+    pub async fn migrate(&self, target: Option<i64>) -> StoreResult<Vec<i64>> {
+        migrate::migrate(
+            &self.writer,
+            self.dialect,
+            self.clock.now().as_millis(),
+            target,
+        )
+        .await
+    }
+
+    pub async fn schema_version(&self) -> StoreResult<Option<i64>> {
+        migrate::current_version(&self.reader).await
+    }
+
+    pub fn dialect(&self) -> Dialect {
+        self.dialect
+    }
+
+    /// The write pool, for tests and benchmarks that inspect the database directly.
+    pub fn pool(&self) -> &AnyPool {
+        &self.writer
+    }
+
+    pub async fn close(&self) {
+        self.writer.close().await;
+        self.reader.close().await;
+    }
+
+    fn now(&self) -> Timestamp {
+        self.clock.now()
+    }
+
+    async fn begin(&self) -> StoreResult<Transaction<'static, Any>> {
+        Ok(self.writer.begin_with(self.dialect.begin_write()).await?)
+    }
+}
+
+#[async_trait]
+impl Store for SqlStore {
+    fn backend(&self) -> Backend {
+        self.dialect.backend()
+    }
+
+    fn clock(&self) -> &SharedClock {
+        &self.clock
+    }
+
+    async fn readiness(&self) -> StoreResult<()> {
+        let expected = migrate::latest_version(self.dialect);
+        match self.schema_version().await? {
+            Some(v) if v == expected => Ok(()),
+            Some(v) => Err(StoreError::Unavailable(format!(
+                "schema is at version {v}, this binary expects {expected}"
+            ))),
+            None => Err(StoreError::Unavailable("schema not applied".into())),
+        }
+    }
+
+    async fn create_human(&self, name: &str) -> StoreResult<Human> {
+        self.insert_human(name).await
+    }
+
+    async fn create_agent(
+        &self,
+        human_id: &str,
+        name: &str,
+        kind: AgentKind,
+    ) -> StoreResult<Agent> {
+        self.insert_agent(human_id, name, kind).await
+    }
+
+    async fn create_endpoint(&self, new: NewEndpoint) -> StoreResult<Endpoint> {
+        self.insert_endpoint(new).await
+    }
+
+    async fn unscoped_get_endpoint(&self, id: &str) -> StoreResult<Endpoint> {
+        self.select_endpoint(id).await
+    }
+
+    async fn revoke_endpoint(&self, human_id: &str, endpoint_id: &str) -> StoreResult<Revoked> {
+        self.revoke(human_id, endpoint_id).await
+    }
+
+    async fn unscoped_expire_endpoints(&self, limit: i64) -> StoreResult<Vec<Revoked>> {
+        self.expire_endpoints(limit).await
+    }
+
+    async fn create_todo(&self, new: NewTodo) -> StoreResult<CreatedTodo> {
+        self.insert_todo(new).await
+    }
+
+    async fn get_todo(&self, caller: &Caller, id: &str) -> StoreResult<Todo> {
+        self.select_todo(caller, id).await
+    }
+
+    async fn list_attempts(
+        &self,
+        caller: &Caller,
+        todo_id: &str,
+        limit: i64,
+    ) -> StoreResult<Vec<Attempt>> {
+        self.select_attempts(caller, todo_id, limit).await
+    }
+
+    async fn claim(&self, caller: &Caller, id: &str, opts: ClaimOptions) -> StoreResult<Claimed> {
+        self.claim_by_id(caller, id, opts).await
+    }
+
+    async fn claim_next(
+        &self,
+        caller: &Caller,
+        queue: Option<&str>,
+        opts: ClaimOptions,
+    ) -> StoreResult<Option<Claimed>> {
+        self.claim_oldest(caller, queue, opts).await
+    }
+
+    async fn heartbeat(
+        &self,
+        caller: &Caller,
+        id: &str,
+        opts: HeartbeatOptions,
+    ) -> StoreResult<Todo> {
+        self.extend_lease(caller, id, opts).await
+    }
+
+    async fn complete(&self, caller: &Caller, id: &str, finish: Finish) -> StoreResult<Todo> {
+        self.finish_done(caller, id, finish).await
+    }
+
+    async fn fail(&self, caller: &Caller, id: &str, finish: Finish) -> StoreResult<Todo> {
+        self.finish_failed(caller, id, finish).await
+    }
+
+    async fn release(&self, caller: &Caller, id: &str, opts: ReleaseOptions) -> StoreResult<Todo> {
+        self.release_held(caller, id, opts).await
+    }
+
+    async fn human_retry(&self, human_id: &str, id: &str) -> StoreResult<Todo> {
+        self.retry_for_human(human_id, id).await
+    }
+
+    async fn human_release(&self, human_id: &str, id: &str) -> StoreResult<Todo> {
+        self.release_for_human(human_id, id).await
+    }
+
+    async fn unscoped_reap_lapsed_leases(&self, limit: i64) -> StoreResult<ReapReport> {
+        self.reap_lapsed(limit).await
+    }
+
+    async fn unscoped_schedule_due_retries(&self, limit: i64) -> StoreResult<Vec<TodoRef>> {
+        self.requeue_due_retries(limit).await
+    }
+
+    async fn unscoped_prune_terminal_todos(
+        &self,
+        older_than: Duration,
+        limit: i64,
+    ) -> StoreResult<u64> {
+        self.prune_terminal(older_than, limit).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_database_locations() {
+        assert_eq!(
+            DatabaseLocation::parse("switchboard.db").unwrap(),
+            DatabaseLocation::Sqlite("switchboard.db".into())
+        );
+        assert_eq!(
+            DatabaseLocation::parse("sqlite:///var/lib/sb.db?mode=rwc").unwrap(),
+            DatabaseLocation::Sqlite("/var/lib/sb.db".into())
+        );
+        assert_eq!(
+            DatabaseLocation::parse("sqlite:data.db").unwrap(),
+            DatabaseLocation::Sqlite("data.db".into())
+        );
+        assert!(matches!(
+            DatabaseLocation::parse("postgres://u:p@127.0.0.1/test").unwrap(),
+            DatabaseLocation::Postgres(_)
+        ));
+        assert!(DatabaseLocation::parse("mysql://x").is_err());
+        assert!(DatabaseLocation::parse("").is_err());
+    }
+
+    #[test]
+    fn redacts_passwords() {
+        let loc = DatabaseLocation::parse("postgres://root:hunter2@127.0.0.1:5432/test").unwrap();
+        assert_eq!(loc.redacted(), "postgres://root:***@127.0.0.1:5432/test");
+        assert!(!loc.redacted().contains("hunter2"));
+    }
+}

@@ -1,0 +1,893 @@
+//! The todo lifecycle (`02-queue.md`): create with dedup, claims, the holder's
+//! verbs, and a human's retry and release.
+//!
+//! Every transition is a guarded `UPDATE … RETURNING`: when it matches no row
+//! nothing happened, and [`SqlStore::refusal`] tells the caller whether the
+//! todo exists in its scope (`conflict`) or not (`not_found`).
+
+use sqlx::{Any, AssertSqlSafe, Row, Transaction};
+
+use super::SqlStore;
+use crate::domain::backoff::retry_backoff;
+use crate::domain::ids::{new_id, new_todo_id, random_token, sha256_hex};
+use crate::domain::lease::resolve_lease_seconds;
+use crate::domain::todo::{self as rules, Disposition, Outcome};
+use crate::domain::{Invalid, Timestamp};
+use crate::store::dialect::placeholders;
+use crate::store::error::is_unique_violation;
+use crate::store::model::*;
+use crate::store::rows::{self, attempt_columns, todo_columns};
+use crate::store::{StoreError, StoreResult};
+
+/// The columns a claim sets; `$1` now, `$2` owner, `$3` lease expiry, `$4` fence hash.
+const CLAIM_SET: &str = "state = 'claimed', owner = $2, lease_expires_at = $3, \
+    lease_token_hash = $4, attempt = attempt + 1, attempts_total = attempts_total + 1, \
+    claimed_at = $1, updated_at = $1, next_retry_at = NULL, last_note = NULL";
+
+/// What a takeover may claim besides a pending todo: a lapsed lease or an
+/// elapsed retry window, below the attempt cap. `$1` is now.
+const TAKEOVER_CONDITION: &str = "attempt < max_attempts AND \
+    ((state = 'claimed' AND lease_expires_at <= $1) \
+     OR (state = 'failed' AND next_retry_at <= $1))";
+
+/// The holder's guard: `$h` the id, `$h+1` the endpoint, `$h+2` the owner,
+/// `$h+3` the fence hash (a fenced lease needs its token; an unfenced one ignores it).
+fn holder_guard(h: usize) -> String {
+    format!(
+        "id = ${} AND endpoint_id = ${} AND state = 'claimed' AND owner = ${} \
+         AND (lease_token_hash IS NULL OR lease_token_hash = ${})",
+        h,
+        h + 1,
+        h + 2,
+        h + 3
+    )
+}
+
+const LIVE_CONDITION: &str =
+    "(state IN ('pending', 'claimed') OR (state = 'failed' AND next_retry_at IS NOT NULL))";
+
+enum ClaimTarget<'a> {
+    ById(&'a str),
+    /// The oldest claimable todo; `None` = any of the caller's queues.
+    Oldest(Option<&'a str>),
+}
+
+impl SqlStore {
+    pub(super) async fn insert_todo(&self, new: NewTodo) -> StoreResult<CreatedTodo> {
+        rules::validate_queue_name(&new.queue, "queue")?;
+        rules::validate_title(&new.title)?;
+        if let Some(kind) = &new.kind {
+            rules::validate_label(kind, "kind")?;
+        }
+        if let Some(source) = &new.source {
+            rules::validate_label(source, "source")?;
+        }
+        let payload = new
+            .payload
+            .as_ref()
+            .map(rules::encode_payload)
+            .transpose()?;
+        if let Some(key) = &new.idempotency_key {
+            rules::validate_idempotency_key(key)?;
+        }
+        let max_attempts = new.max_attempts.unwrap_or(rules::DEFAULT_MAX_ATTEMPTS);
+        rules::validate_max_attempts(max_attempts)?;
+
+        // A dedup hit on a todo that finishes between our insert and our read
+        // frees the key; trying again then creates. Twice is plenty.
+        for _ in 0..3 {
+            if let Some(outcome) = self
+                .try_insert_todo(&new, payload.as_deref(), max_attempts)
+                .await?
+            {
+                return Ok(outcome);
+            }
+        }
+        Err(StoreError::conflict(
+            "the idempotency key is contended; try again",
+        ))
+    }
+
+    async fn try_insert_todo(
+        &self,
+        new: &NewTodo,
+        payload: Option<&str>,
+        max_attempts: i64,
+    ) -> StoreResult<Option<CreatedTodo>> {
+        let now = self.now().as_millis();
+        let mut tx = self.begin().await?;
+        // FOR SHARE (PostgreSQL) orders us against a concurrent revoke, which
+        // would otherwise miss a todo committed just after its cascade.
+        let for_share = match self.dialect {
+            crate::store::dialect::Dialect::Postgres => " FOR SHARE",
+            crate::store::dialect::Dialect::Sqlite => "",
+        };
+        let endpoint = sqlx::query(AssertSqlSafe(format!(
+            "SELECT state, scope_queues FROM endpoints WHERE id = $1{for_share}"
+        )))
+        .bind(&new.endpoint_id)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some(endpoint) = endpoint else {
+            return Err(StoreError::NotFound);
+        };
+        if endpoint.get::<String, _>("state") != "active" {
+            return Err(StoreError::conflict("the endpoint is revoked"));
+        }
+        let queues: Vec<String> =
+            serde_json::from_str(&endpoint.get::<String, _>("scope_queues")).unwrap_or_default();
+        if !queues.contains(&new.queue) {
+            return Err(Invalid::new(
+                "queue",
+                format!(
+                    "{:?} is not in the endpoint's scope ({})",
+                    new.queue,
+                    queues.join(", ")
+                ),
+            )
+            .into());
+        }
+
+        let event_id = match &new.intake {
+            None => None,
+            Some(event) => {
+                let id = new_id("ev");
+                sqlx::query(
+                    "INSERT INTO intake_events (id, endpoint_id, webhook_id, trust_mode, actor, \
+                       received_at, headers, content_type, body, body_size) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+                )
+                .bind(&id)
+                .bind(&new.endpoint_id)
+                .bind(&event.webhook_id)
+                .bind(event.trust_mode.as_str())
+                .bind(&event.actor)
+                .bind(now)
+                .bind(event.headers.to_string())
+                .bind(&event.content_type)
+                .bind(event.body.clone())
+                .bind(event.body.len() as i64)
+                .execute(&mut *tx)
+                .await?;
+                Some(id)
+            }
+        };
+
+        let inserted = sqlx::query(concat!(
+            "INSERT INTO todos (id, endpoint_id, queue, title, kind, source, payload, \
+               idempotency_key, event_id, state, max_attempts, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'pending', $10, $11, $11) \
+             ON CONFLICT DO NOTHING RETURNING ",
+            todo_columns!()
+        ))
+        .bind(new_todo_id())
+        .bind(&new.endpoint_id)
+        .bind(&new.queue)
+        .bind(&new.title)
+        .bind(&new.kind)
+        .bind(&new.source)
+        .bind(payload)
+        .bind(&new.idempotency_key)
+        .bind(&event_id)
+        .bind(max_attempts)
+        .bind(now)
+        .fetch_optional(&mut *tx)
+        .await?;
+
+        if let Some(row) = inserted {
+            let todo = rows::todo(&row)?;
+            tx.commit().await?;
+            return Ok(Some(CreatedTodo {
+                todo,
+                created: true,
+            }));
+        }
+        // The key matched a live todo: return it, write nothing (the intake
+        // event goes with the rollback).
+        let existing = sqlx::query(AssertSqlSafe(format!(
+            concat!(
+                "SELECT ",
+                todo_columns!(),
+                " FROM todos WHERE endpoint_id = $1 AND idempotency_key = $2 AND {}"
+            ),
+            LIVE_CONDITION
+        )))
+        .bind(&new.endpoint_id)
+        .bind(&new.idempotency_key)
+        .fetch_optional(&mut *tx)
+        .await?;
+        tx.rollback().await?;
+        match existing {
+            Some(row) => Ok(Some(CreatedTodo {
+                todo: rows::todo(&row)?,
+                created: false,
+            })),
+            None => Ok(None),
+        }
+    }
+
+    pub(super) async fn select_todo(&self, caller: &Caller, id: &str) -> StoreResult<Todo> {
+        let row = sqlx::query(concat!(
+            "SELECT ",
+            todo_columns!(),
+            " FROM todos WHERE id = $1 AND endpoint_id = $2"
+        ))
+        .bind(id)
+        .bind(&caller.endpoint_id)
+        .fetch_optional(&self.reader)
+        .await?;
+        match row {
+            Some(row) => rows::todo(&row),
+            None => Err(StoreError::NotFound),
+        }
+    }
+
+    pub(super) async fn select_attempts(
+        &self,
+        caller: &Caller,
+        todo_id: &str,
+        limit: i64,
+    ) -> StoreResult<Vec<Attempt>> {
+        // Scoped through the todo: a foreign todo's history reads as missing.
+        self.select_todo(caller, todo_id).await?;
+        let rows = sqlx::query(concat!(
+            "SELECT ",
+            attempt_columns!(),
+            " FROM todo_attempts WHERE todo_id = $1 ORDER BY seq DESC LIMIT $2"
+        ))
+        .bind(todo_id)
+        .bind(limit.clamp(1, rules::KEPT_ATTEMPTS))
+        .fetch_all(&self.reader)
+        .await?;
+        rows.iter().map(rows::attempt).collect()
+    }
+
+    pub(super) async fn claim_by_id(
+        &self,
+        caller: &Caller,
+        id: &str,
+        opts: ClaimOptions,
+    ) -> StoreResult<Claimed> {
+        match self
+            .claim_target(caller, ClaimTarget::ById(id), opts)
+            .await?
+        {
+            Some(claimed) => Ok(claimed),
+            None => Err(StoreError::Internal(
+                "a claim by id returned nothing".into(),
+            )),
+        }
+    }
+
+    pub(super) async fn claim_oldest(
+        &self,
+        caller: &Caller,
+        queue: Option<&str>,
+        opts: ClaimOptions,
+    ) -> StoreResult<Option<Claimed>> {
+        if let Some(queue) = queue {
+            rules::validate_queue_name(queue, "queue")?;
+            if !caller.queues.iter().any(|q| q == queue) {
+                return Err(StoreError::Forbidden(format!(
+                    "queue {queue:?} is not in this endpoint's scope"
+                )));
+            }
+        }
+        self.claim_target(caller, ClaimTarget::Oldest(queue), opts)
+            .await
+    }
+
+    async fn claim_target(
+        &self,
+        caller: &Caller,
+        target: ClaimTarget<'_>,
+        opts: ClaimOptions,
+    ) -> StoreResult<Option<Claimed>> {
+        let lease_secs =
+            resolve_lease_seconds(opts.lease_ttl_seconds, caller.default_lease_ttl_seconds)?;
+        let claimant = opts
+            .claimant
+            .as_deref()
+            .map(rules::clean_claimant)
+            .filter(|c| !c.is_empty());
+        let lease_token = opts.require_fence.then(|| random_token(16));
+        let token_hash = lease_token.as_deref().map(sha256_hex);
+        let now = self.now();
+        let expires = now.add_secs(lease_secs);
+        let owner = caller.owner();
+
+        let mut tx = self.begin().await?;
+        let bind_claim = |sql: String| {
+            sqlx::query(AssertSqlSafe(sql))
+                .bind(now.as_millis())
+                .bind(owner.clone())
+                .bind(expires.as_millis())
+                .bind(token_hash.clone())
+        };
+        let (row, may_be_takeover) = match target {
+            ClaimTarget::ById(id) => {
+                let sql = format!(
+                    concat!(
+                        "UPDATE todos SET {} WHERE id = $5 AND endpoint_id = $6 ",
+                        "AND (state = 'pending' OR ({})) RETURNING ",
+                        todo_columns!()
+                    ),
+                    CLAIM_SET, TAKEOVER_CONDITION
+                );
+                let row = bind_claim(sql)
+                    .bind(id.to_owned())
+                    .bind(caller.endpoint_id.clone())
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                if row.is_none() {
+                    let err = Self::refusal(&mut tx, caller, id, Refused::Claim, now).await;
+                    tx.rollback().await?;
+                    return Err(err);
+                }
+                (row, true)
+            }
+            ClaimTarget::Oldest(queue) => {
+                let queues: Vec<&str> = match queue {
+                    Some(q) => vec![q],
+                    None => caller.queues.iter().map(String::as_str).collect(),
+                };
+                // Todos exist only in scope queues, so claiming across the
+                // whole scope needs no queue filter (and uses the endpoint index).
+                let queue_filter = if queue.is_none() {
+                    String::new()
+                } else {
+                    format!(" AND queue IN ({})", placeholders(6, queues.len()))
+                };
+                let pending_sql = format!(
+                    concat!(
+                        "UPDATE todos SET {set} WHERE id = (SELECT id FROM todos ",
+                        "WHERE endpoint_id = $5 AND state = 'pending'{filter} ",
+                        "ORDER BY created_at, id LIMIT 1{skip}) RETURNING ",
+                        todo_columns!()
+                    ),
+                    set = CLAIM_SET,
+                    filter = queue_filter,
+                    skip = self.dialect.skip_locked(),
+                );
+                let mut q = bind_claim(pending_sql).bind(caller.endpoint_id.clone());
+                if queue.is_some() {
+                    for name in &queues {
+                        q = q.bind((*name).to_owned());
+                    }
+                }
+                let pending = q.fetch_optional(&mut *tx).await?;
+                if pending.is_some() {
+                    (pending, false)
+                } else {
+                    // Nothing pending: take over a lapsed lease or an elapsed
+                    // retry directly, so recovery never waits for the reaper.
+                    let takeover_sql = format!(
+                        concat!(
+                            "UPDATE todos SET {set} WHERE id = (SELECT id FROM todos ",
+                            "WHERE endpoint_id = $5{filter} AND {cond} ",
+                            "ORDER BY created_at, id LIMIT 1{skip}) RETURNING ",
+                            todo_columns!()
+                        ),
+                        set = CLAIM_SET,
+                        filter = queue_filter,
+                        cond = TAKEOVER_CONDITION,
+                        skip = self.dialect.skip_locked(),
+                    );
+                    let mut q = bind_claim(takeover_sql).bind(caller.endpoint_id.clone());
+                    if queue.is_some() {
+                        for name in &queues {
+                            q = q.bind((*name).to_owned());
+                        }
+                    }
+                    (q.fetch_optional(&mut *tx).await?, true)
+                }
+            }
+        };
+        let Some(row) = row else {
+            tx.rollback().await?;
+            return Ok(None);
+        };
+        let mut todo = rows::todo(&row)?;
+
+        if may_be_takeover {
+            // A holder that vanished left its attempt open: close it first.
+            let closed = Self::close_open_attempt(
+                &mut tx,
+                &todo.id,
+                now,
+                Outcome::LeaseExpired,
+                Disposition::Requeued,
+                None,
+            )
+            .await?;
+            if closed > 0 {
+                todo.attempts_pruned += Self::prune_attempts(&mut tx, &todo).await?;
+            }
+        }
+        let attempt_seq = todo.attempts_total;
+        sqlx::query(
+            "INSERT INTO todo_attempts (todo_id, seq, attempt, claimant, claimed_at) \
+             VALUES ($1, $2, $3, $4, $5)",
+        )
+        .bind(&todo.id)
+        .bind(attempt_seq)
+        .bind(todo.attempt)
+        .bind(claimant)
+        .bind(now.as_millis())
+        .execute(&mut *tx)
+        .await?;
+        let prior_attempts = if todo.attempts_total > 1 {
+            let rows = sqlx::query(concat!(
+                "SELECT ",
+                attempt_columns!(),
+                " FROM todo_attempts WHERE todo_id = $1 AND ended_at IS NOT NULL \
+                 ORDER BY seq DESC LIMIT $2"
+            ))
+            .bind(&todo.id)
+            .bind(rules::PRIOR_ATTEMPTS_ON_CLAIM)
+            .fetch_all(&mut *tx)
+            .await?;
+            rows.iter()
+                .map(rows::attempt)
+                .collect::<StoreResult<Vec<_>>>()?
+        } else {
+            Vec::new()
+        };
+        tx.commit().await?;
+        Ok(Some(Claimed {
+            todo,
+            attempt_seq,
+            prior_attempts,
+            lease_token,
+        }))
+    }
+
+    pub(super) async fn extend_lease(
+        &self,
+        caller: &Caller,
+        id: &str,
+        opts: HeartbeatOptions,
+    ) -> StoreResult<Todo> {
+        // A bare heartbeat resets to the endpoint's default, not to what the claim asked.
+        let lease_secs =
+            resolve_lease_seconds(opts.lease_ttl_seconds, caller.default_lease_ttl_seconds)?;
+        let note = opts.note.as_deref().map(rules::clean_note);
+        let now = self.now();
+        let mut tx = self.begin().await?;
+        let row = sqlx::query(AssertSqlSafe(format!(
+            concat!(
+                "UPDATE todos SET lease_expires_at = $1, updated_at = $2, ",
+                "last_note = COALESCE($3, last_note) WHERE {} RETURNING ",
+                todo_columns!()
+            ),
+            holder_guard(4)
+        )))
+        .bind(now.add_secs(lease_secs).as_millis())
+        .bind(now.as_millis())
+        .bind(note.clone())
+        .bind(id)
+        .bind(&caller.endpoint_id)
+        .bind(caller.owner())
+        .bind(opts.lease_token.as_deref().map(sha256_hex))
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some(row) = row else {
+            let err = Self::refusal(&mut tx, caller, id, Refused::Holder, now).await;
+            tx.rollback().await?;
+            return Err(err);
+        };
+        sqlx::query(
+            "UPDATE todo_attempts SET last_heartbeat_at = $1, note = COALESCE($2, note) \
+             WHERE todo_id = $3 AND ended_at IS NULL",
+        )
+        .bind(now.as_millis())
+        .bind(note.clone())
+        .bind(id)
+        .execute(&mut *tx)
+        .await?;
+        if let Some(note) = &note {
+            sqlx::query("UPDATE endpoints SET last_note = $1, last_note_at = $2 WHERE id = $3")
+                .bind(note)
+                .bind(now.as_millis())
+                .bind(&caller.endpoint_id)
+                .execute(&mut *tx)
+                .await?;
+        }
+        let todo = rows::todo(&row)?;
+        tx.commit().await?;
+        Ok(todo)
+    }
+
+    pub(super) async fn finish_done(
+        &self,
+        caller: &Caller,
+        id: &str,
+        finish: Finish,
+    ) -> StoreResult<Todo> {
+        let result = encode_result(finish.result.as_ref())?;
+        let summary = finish.summary.as_deref().map(rules::clip_summary);
+        let now = self.now();
+        let mut tx = self.begin().await?;
+        let row = sqlx::query(AssertSqlSafe(format!(
+            concat!(
+                "UPDATE todos SET state = 'done', result = $1, completed_at = $2, ",
+                "updated_at = $2, lease_expires_at = NULL, lease_token_hash = NULL ",
+                "WHERE {} RETURNING ",
+                todo_columns!()
+            ),
+            holder_guard(3)
+        )))
+        .bind(result)
+        .bind(now.as_millis())
+        .bind(id)
+        .bind(&caller.endpoint_id)
+        .bind(caller.owner())
+        .bind(finish.lease_token.as_deref().map(sha256_hex))
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some(row) = row else {
+            let err = Self::refusal(&mut tx, caller, id, Refused::Holder, now).await;
+            tx.rollback().await?;
+            return Err(err);
+        };
+        let mut todo = rows::todo(&row)?;
+        Self::close_open_attempt(
+            &mut tx,
+            id,
+            now,
+            Outcome::Completed,
+            Disposition::Done,
+            summary,
+        )
+        .await?;
+        todo.attempts_pruned += Self::prune_attempts(&mut tx, &todo).await?;
+        tx.commit().await?;
+        Ok(todo)
+    }
+
+    pub(super) async fn finish_failed(
+        &self,
+        caller: &Caller,
+        id: &str,
+        finish: Finish,
+    ) -> StoreResult<Todo> {
+        let result = encode_result(finish.result.as_ref())?;
+        let summary = finish.summary.as_deref().map(rules::clip_summary);
+        let now = self.now();
+        let mut tx = self.begin().await?;
+        // Read the attempt under the row lock: the backoff depends on it.
+        let held = sqlx::query(AssertSqlSafe(format!(
+            "SELECT attempt, max_attempts FROM todos WHERE {}{}",
+            holder_guard(1),
+            self.dialect.for_update()
+        )))
+        .bind(id)
+        .bind(&caller.endpoint_id)
+        .bind(caller.owner())
+        .bind(finish.lease_token.as_deref().map(sha256_hex))
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some(held) = held else {
+            let err = Self::refusal(&mut tx, caller, id, Refused::Holder, now).await;
+            tx.rollback().await?;
+            return Err(err);
+        };
+        let attempt: i64 = held.get("attempt");
+        let max_attempts: i64 = held.get("max_attempts");
+        let (next_retry_at, completed_at, disposition) = if attempt < max_attempts {
+            (
+                Some(now.saturating_add(retry_backoff(attempt)).as_millis()),
+                None,
+                Disposition::RetryScheduled,
+            )
+        } else {
+            (None, Some(now.as_millis()), Disposition::DeadLettered)
+        };
+        let row = sqlx::query(concat!(
+            "UPDATE todos SET state = 'failed', result = $1, next_retry_at = $2, ",
+            "completed_at = $3, updated_at = $4, lease_expires_at = NULL, ",
+            "lease_token_hash = NULL WHERE id = $5 RETURNING ",
+            todo_columns!()
+        ))
+        .bind(result)
+        .bind(next_retry_at)
+        .bind(completed_at)
+        .bind(now.as_millis())
+        .bind(id)
+        .fetch_one(&mut *tx)
+        .await?;
+        let mut todo = rows::todo(&row)?;
+        Self::close_open_attempt(&mut tx, id, now, Outcome::Failed, disposition, summary).await?;
+        todo.attempts_pruned += Self::prune_attempts(&mut tx, &todo).await?;
+        tx.commit().await?;
+        Ok(todo)
+    }
+
+    pub(super) async fn release_held(
+        &self,
+        caller: &Caller,
+        id: &str,
+        opts: ReleaseOptions,
+    ) -> StoreResult<Todo> {
+        let summary = opts.summary.as_deref().map(rules::clip_summary);
+        let now = self.now();
+        let mut tx = self.begin().await?;
+        let row = sqlx::query(AssertSqlSafe(format!(
+            concat!(
+                "UPDATE todos SET state = 'pending', owner = NULL, lease_expires_at = NULL, ",
+                "lease_token_hash = NULL, updated_at = $1 WHERE {} RETURNING ",
+                todo_columns!()
+            ),
+            holder_guard(2)
+        )))
+        .bind(now.as_millis())
+        .bind(id)
+        .bind(&caller.endpoint_id)
+        .bind(caller.owner())
+        .bind(opts.lease_token.as_deref().map(sha256_hex))
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some(row) = row else {
+            let err = Self::refusal(&mut tx, caller, id, Refused::Holder, now).await;
+            tx.rollback().await?;
+            return Err(err);
+        };
+        let mut todo = rows::todo(&row)?;
+        Self::close_open_attempt(
+            &mut tx,
+            id,
+            now,
+            Outcome::Released,
+            Disposition::Requeued,
+            summary,
+        )
+        .await?;
+        todo.attempts_pruned += Self::prune_attempts(&mut tx, &todo).await?;
+        tx.commit().await?;
+        Ok(todo)
+    }
+
+    pub(super) async fn retry_for_human(&self, human_id: &str, id: &str) -> StoreResult<Todo> {
+        let now = self.now();
+        let mut tx = self.begin().await?;
+        let updated = sqlx::query(concat!(
+            "UPDATE todos SET state = 'pending', attempt = 0, result = NULL, ",
+            "next_retry_at = NULL, owner = NULL, lease_expires_at = NULL, ",
+            "lease_token_hash = NULL, completed_at = NULL, ring_attempts = 0, ",
+            "last_ringed_at = NULL, updated_at = $1 ",
+            "WHERE id = $2 AND state = 'failed' AND endpoint_id IN ",
+            "(SELECT id FROM endpoints WHERE human_id = $3 AND state = 'active') RETURNING ",
+            todo_columns!()
+        ))
+        .bind(now.as_millis())
+        .bind(id)
+        .bind(human_id)
+        .fetch_optional(&mut *tx)
+        .await;
+        let row = match updated {
+            Ok(row) => row,
+            Err(e) if is_unique_violation(&e) => {
+                tx.rollback().await?;
+                return Err(StoreError::conflict(
+                    "a live todo with the same idempotency key exists; finish or retry that one",
+                ));
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let Some(row) = row else {
+            let err = Self::human_refusal(&mut tx, human_id, id, "failed").await;
+            tx.rollback().await?;
+            return Err(err);
+        };
+        let todo = rows::todo(&row)?;
+        tx.commit().await?;
+        Ok(todo)
+    }
+
+    pub(super) async fn release_for_human(&self, human_id: &str, id: &str) -> StoreResult<Todo> {
+        let now = self.now();
+        let mut tx = self.begin().await?;
+        let row = sqlx::query(concat!(
+            "UPDATE todos SET state = 'pending', owner = NULL, lease_expires_at = NULL, ",
+            "lease_token_hash = NULL, updated_at = $1 ",
+            "WHERE id = $2 AND state = 'claimed' AND endpoint_id IN ",
+            "(SELECT id FROM endpoints WHERE human_id = $3 AND state = 'active') RETURNING ",
+            todo_columns!()
+        ))
+        .bind(now.as_millis())
+        .bind(id)
+        .bind(human_id)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some(row) = row else {
+            let err = Self::human_refusal(&mut tx, human_id, id, "claimed").await;
+            tx.rollback().await?;
+            return Err(err);
+        };
+        let mut todo = rows::todo(&row)?;
+        let summary = Some(("released by a human".to_owned(), false));
+        Self::close_open_attempt(
+            &mut tx,
+            id,
+            now,
+            Outcome::Released,
+            Disposition::Requeued,
+            summary,
+        )
+        .await?;
+        todo.attempts_pruned += Self::prune_attempts(&mut tx, &todo).await?;
+        tx.commit().await?;
+        Ok(todo)
+    }
+
+    /// Closes the todo's open attempt, if any. Returns how many were closed (0 or 1).
+    pub(super) async fn close_open_attempt(
+        tx: &mut Transaction<'static, Any>,
+        todo_id: &str,
+        now: Timestamp,
+        outcome: Outcome,
+        disposition: Disposition,
+        summary: Option<(String, bool)>,
+    ) -> StoreResult<u64> {
+        let (summary, truncated) = match summary {
+            Some((text, cut)) => (Some(text), cut),
+            None => (None, false),
+        };
+        let done = sqlx::query(
+            "UPDATE todo_attempts SET ended_at = $1, outcome = $2, disposition = $3, \
+               summary = $4, summary_truncated = $5 \
+             WHERE todo_id = $6 AND ended_at IS NULL",
+        )
+        .bind(now.as_millis())
+        .bind(outcome.as_str())
+        .bind(disposition.as_str())
+        .bind(summary)
+        .bind(i64::from(truncated))
+        .bind(todo_id)
+        .execute(&mut **tx)
+        .await?;
+        Ok(done.rows_affected())
+    }
+
+    /// Keeps the newest [`rules::KEPT_ATTEMPTS`] closed attempts; counts the rest
+    /// in `attempts_pruned`. Returns how many it pruned.
+    pub(super) async fn prune_attempts(
+        tx: &mut Transaction<'static, Any>,
+        todo: &Todo,
+    ) -> StoreResult<i64> {
+        if todo.attempts_total - todo.attempts_pruned <= rules::KEPT_ATTEMPTS {
+            return Ok(0);
+        }
+        let pruned = sqlx::query(
+            "DELETE FROM todo_attempts WHERE todo_id = $1 AND ended_at IS NOT NULL AND seq <= \
+               (SELECT seq FROM todo_attempts WHERE todo_id = $1 AND ended_at IS NOT NULL \
+                ORDER BY seq DESC LIMIT 1 OFFSET $2)",
+        )
+        .bind(&todo.id)
+        .bind(rules::KEPT_ATTEMPTS)
+        .execute(&mut **tx)
+        .await?
+        .rows_affected() as i64;
+        if pruned > 0 {
+            sqlx::query("UPDATE todos SET attempts_pruned = attempts_pruned + $1 WHERE id = $2")
+                .bind(pruned)
+                .bind(&todo.id)
+                .execute(&mut **tx)
+                .await?;
+        }
+        Ok(pruned)
+    }
+
+    /// Why an agent's guarded update matched nothing: `not_found` when the
+    /// todo is not the caller's (byte-identical to missing), else a conflict
+    /// that says which state stood in the way.
+    async fn refusal(
+        tx: &mut Transaction<'static, Any>,
+        caller: &Caller,
+        id: &str,
+        refused: Refused,
+        now: Timestamp,
+    ) -> StoreError {
+        let row = sqlx::query(
+            "SELECT state, lease_expires_at, attempt, max_attempts, next_retry_at \
+             FROM todos WHERE id = $1 AND endpoint_id = $2",
+        )
+        .bind(id)
+        .bind(&caller.endpoint_id)
+        .fetch_optional(&mut **tx)
+        .await;
+        let row = match row {
+            Ok(Some(row)) => row,
+            Ok(None) => return StoreError::NotFound,
+            Err(e) => return e.into(),
+        };
+        let state: String = row.get("state");
+        let next_retry_at: Option<i64> = row.get("next_retry_at");
+        let at_cap = row.get::<i64, _>("attempt") >= row.get::<i64, _>("max_attempts");
+        let message = match (refused, state.as_str()) {
+            (Refused::Holder, "claimed") => "the lease on this todo is not held by this caller \
+                 (it may have been taken over, or the lease_token does not match)"
+                .to_owned(),
+            (Refused::Holder, state) => format!("the todo is {state}, not claimed"),
+            (Refused::Claim, "claimed") if at_cap => {
+                "the todo's lease lapsed at its attempt cap; it will be dead-lettered".to_owned()
+            }
+            (Refused::Claim, "claimed") => {
+                let until = row
+                    .get::<Option<i64>, _>("lease_expires_at")
+                    .map(|ms| Timestamp::from_millis(ms).to_rfc3339())
+                    .unwrap_or_default();
+                format!("the todo is claimed and its lease runs until {until}")
+            }
+            (Refused::Claim, "failed") => match next_retry_at {
+                None => "the todo is a dead letter; a human can retry it".to_owned(),
+                Some(_) if at_cap => "the todo has used all its attempts".to_owned(),
+                Some(at) if at > now.as_millis() => format!(
+                    "the todo's retry window is open until {}",
+                    Timestamp::from_millis(at).to_rfc3339()
+                ),
+                Some(_) => "the todo cannot be claimed now".to_owned(),
+            },
+            (Refused::Claim, state) => format!("the todo is {state}"),
+        };
+        StoreError::Conflict(message)
+    }
+
+    /// As [`Self::refusal`], for a human acting on a todo of one of their endpoints.
+    async fn human_refusal(
+        tx: &mut Transaction<'static, Any>,
+        human_id: &str,
+        id: &str,
+        wanted: &str,
+    ) -> StoreError {
+        let row = sqlx::query(
+            "SELECT t.state, e.state AS endpoint_state FROM todos t \
+             JOIN endpoints e ON e.id = t.endpoint_id WHERE t.id = $1 AND e.human_id = $2",
+        )
+        .bind(id)
+        .bind(human_id)
+        .fetch_optional(&mut **tx)
+        .await;
+        match row {
+            Ok(None) => StoreError::NotFound,
+            Err(e) => e.into(),
+            Ok(Some(row)) => {
+                if row.get::<String, _>("endpoint_state") != "active" {
+                    StoreError::conflict("the todo's endpoint is revoked")
+                } else {
+                    let state: String = row.get("state");
+                    StoreError::Conflict(format!("the todo is {state}, not {wanted}"))
+                }
+            }
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Refused {
+    /// `heartbeat`, `complete`, `fail`, `release`: only the lease holder may.
+    Holder,
+    /// `claim` by id.
+    Claim,
+}
+
+fn encode_result(result: Option<&serde_json::Value>) -> StoreResult<Option<String>> {
+    match result {
+        None => Ok(None),
+        Some(value) => {
+            let text = value.to_string();
+            if text.len() > rules::MAX_PAYLOAD_BYTES {
+                return Err(Invalid::new(
+                    "result",
+                    format!(
+                        "is {} bytes of JSON; the limit is {}",
+                        text.len(),
+                        rules::MAX_PAYLOAD_BYTES
+                    ),
+                )
+                .into());
+            }
+            Ok(Some(text))
+        }
+    }
+}

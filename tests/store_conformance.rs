@@ -1,0 +1,75 @@
+//! The storage conformance suite: every test runs against SQLite and PostgreSQL.
+//! A behaviour that differs between the two is a bug.
+
+mod support;
+
+use std::time::Duration;
+
+use support::{TestStore, fixture};
+use switchboard::clock::Clock;
+use switchboard::domain::todo::TodoState;
+use switchboard::store::*;
+
+async fn create_claim_complete(ts: &TestStore) {
+    let store = &*ts.store;
+    let f = fixture(store, "ada").await;
+    let created = store
+        .create_todo(NewTodo::new(&f.endpoint.id, "inbox", "Review PR 12"))
+        .await
+        .unwrap();
+    assert!(created.created);
+    assert_eq!(created.todo.state, TodoState::Pending);
+
+    let claimed = store
+        .claim_next(&f.caller, None, ClaimOptions::default())
+        .await
+        .unwrap()
+        .expect("one todo is claimable");
+    assert_eq!(claimed.todo.id, created.todo.id);
+    assert_eq!(claimed.todo.state, TodoState::Claimed);
+    assert_eq!(claimed.todo.attempt, 1);
+    assert_eq!(claimed.attempt_seq, 1);
+    assert_eq!(
+        claimed.todo.lease_expires_at,
+        Some(ts.clock.now().add_secs(300))
+    );
+
+    ts.clock.advance(Duration::from_secs(10));
+    let done = store
+        .complete(
+            &f.caller,
+            &created.todo.id,
+            Finish {
+                result: Some(serde_json::json!({"ok": true})),
+                summary: Some("merged".into()),
+                lease_token: None,
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(done.state, TodoState::Done);
+    assert_eq!(done.result, Some(serde_json::json!({"ok": true})));
+    assert_eq!(done.completed_at, Some(ts.clock.now()));
+
+    let attempts = store
+        .list_attempts(&f.caller, &created.todo.id, 10)
+        .await
+        .unwrap();
+    assert_eq!(attempts.len(), 1);
+    assert_eq!(
+        attempts[0].outcome,
+        Some(switchboard::domain::todo::Outcome::Completed)
+    );
+    assert_eq!(attempts[0].summary.as_deref(), Some("merged"));
+
+    assert!(
+        store
+            .claim_next(&f.caller, None, ClaimOptions::default())
+            .await
+            .unwrap()
+            .is_none(),
+        "nothing left to claim"
+    );
+}
+
+on_both_backends!(create_claim_complete);
