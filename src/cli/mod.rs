@@ -1,1 +1,177 @@
-//! placeholder
+//! The command line. `serve`, `migrate` and `version` are local; the client
+//! commands of the registry issue will call the REST API.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::clock::{Clock, SystemClock};
+use crate::domain::duration::parse_positive_duration;
+use crate::server::{self, MaintenanceConfig, ServerConfig};
+use crate::store::migrate::latest_version;
+use crate::store::{DatabaseLocation, SqlStore, StoreOptions};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "switchboard",
+    version,
+    about = "A durable work queue for AI agents, reached over MCP.",
+    long_about = "A durable work queue for AI agents, reached over MCP.\n\n\
+        Every flag has an environment fallback (SWITCHBOARD_*); no config file is needed."
+)]
+pub struct Cli {
+    /// Log format on stderr.
+    #[arg(
+        long,
+        global = true,
+        env = "SWITCHBOARD_LOG_FORMAT",
+        default_value = "text"
+    )]
+    pub log_format: LogFormat,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the server (SQLite ./switchboard.db on 127.0.0.1:8080 unless told otherwise).
+    Serve(ServeArgs),
+    /// Apply schema migrations and exit.
+    Migrate(MigrateArgs),
+    /// Print the version and the schema version this binary expects.
+    Version,
+}
+
+#[derive(Debug, Args)]
+pub struct DatabaseArgs {
+    /// A file path, sqlite://PATH, or postgres://USER@HOST:PORT/DB.
+    #[arg(
+        long,
+        env = "SWITCHBOARD_DATABASE_URL",
+        default_value = "switchboard.db"
+    )]
+    pub database: String,
+}
+
+impl DatabaseArgs {
+    fn location(&self) -> anyhow::Result<DatabaseLocation> {
+        DatabaseLocation::parse(&self.database).map_err(|e| anyhow::anyhow!("--database: {e}"))
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub db: DatabaseArgs,
+
+    /// Address and port to listen on.
+    #[arg(long, env = "SWITCHBOARD_LISTEN", default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+
+    /// Period of the maintenance loop (lease reaper, retry scheduler, expiry).
+    #[arg(long, env = "SWITCHBOARD_MAINTENANCE_INTERVAL", default_value = "30s")]
+    pub maintenance_interval: String,
+
+    /// Finished todos (done, dead letter) older than this are deleted.
+    #[arg(long, env = "SWITCHBOARD_RETENTION", default_value = "30d")]
+    pub retention: String,
+
+    /// Period of the retention pass (it also runs once at start).
+    #[arg(long, env = "SWITCHBOARD_RETENTION_INTERVAL", default_value = "1h")]
+    pub retention_interval: String,
+
+    /// How long in-flight requests may finish after SIGINT/SIGTERM.
+    #[arg(long, env = "SWITCHBOARD_SHUTDOWN_GRACE", default_value = "10s")]
+    pub shutdown_grace: String,
+
+    /// PostgreSQL connection pool size.
+    #[arg(long, env = "SWITCHBOARD_DB_MAX_CONNECTIONS", default_value_t = 24)]
+    pub db_max_connections: u32,
+}
+
+#[derive(Debug, Args)]
+pub struct MigrateArgs {
+    #[command(flatten)]
+    pub db: DatabaseArgs,
+
+    /// Stop at this schema version instead of the latest.
+    #[arg(long)]
+    pub to: Option<i64>,
+}
+
+fn duration_flag(value: &str, flag: &'static str) -> anyhow::Result<Duration> {
+    parse_positive_duration(value, flag).map_err(|e| anyhow::anyhow!("--{e}"))
+}
+
+pub async fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Serve(args) => serve(args).await,
+        Command::Migrate(args) => migrate(args).await,
+        Command::Version => {
+            println!(
+                "switchboard {} (schema version {})",
+                env!("CARGO_PKG_VERSION"),
+                latest_version(crate::store::dialect::Dialect::Sqlite)
+            );
+            Ok(())
+        }
+    }
+}
+
+async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    let shutdown = server::shutdown::install().context("installing signal handlers")?;
+    let config = ServerConfig {
+        listen: args.listen,
+        database: args.db.location()?,
+        store: StoreOptions {
+            max_connections: args.db_max_connections.max(2),
+            ..StoreOptions::default()
+        },
+        maintenance: MaintenanceConfig {
+            interval: duration_flag(&args.maintenance_interval, "maintenance-interval")?,
+            retention: duration_flag(&args.retention, "retention")?,
+            retention_interval: duration_flag(&args.retention_interval, "retention-interval")?,
+            ..MaintenanceConfig::default()
+        },
+        shutdown_grace: duration_flag(&args.shutdown_grace, "shutdown-grace")?,
+    };
+    server::serve(config, shutdown).await
+}
+
+async fn migrate(args: MigrateArgs) -> anyhow::Result<()> {
+    let location = args.db.location()?;
+    let clock = std::sync::Arc::new(SystemClock);
+    let store = SqlStore::connect(&location, clock.clone(), &StoreOptions::default())
+        .await
+        .with_context(|| format!("opening the database {}", location.redacted()))?;
+    let applied = store
+        .migrate(args.to)
+        .await
+        .context("applying migrations")?;
+    let version = store.schema_version().await?.unwrap_or(0);
+    store.close().await;
+    if applied.is_empty() {
+        println!(
+            "{}: schema already at version {version}",
+            location.redacted()
+        );
+    } else {
+        let list: Vec<String> = applied.iter().map(i64::to_string).collect();
+        println!(
+            "{}: applied migration(s) {}; schema now at version {version} ({})",
+            location.redacted(),
+            list.join(", "),
+            clock.now()
+        );
+    }
+    Ok(())
+}

@@ -1,1 +1,127 @@
-//! placeholder
+//! `switchboard serve`: wiring from configuration to a running server.
+//!
+//! config → (SQLite: server lock) → store → migrations → listener → router →
+//! background loops; then serve until a shutdown signal, stop the loops, let
+//! in-flight requests finish within a grace period, and return.
+
+mod health;
+mod maintenance;
+pub mod shutdown;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use axum::Router;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+pub use maintenance::MaintenanceConfig;
+
+use crate::clock::{SharedClock, SystemClock};
+use crate::store::lock::ServerLock;
+use crate::store::{DatabaseLocation, SqlStore, Store, StoreOptions};
+
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    pub listen: SocketAddr,
+    pub database: DatabaseLocation,
+    pub store: StoreOptions,
+    pub maintenance: MaintenanceConfig,
+    /// How long in-flight requests may run after a shutdown signal.
+    pub shutdown_grace: Duration,
+}
+
+/// What the HTTP handlers share.
+#[derive(Clone)]
+pub struct AppState {
+    pub store: Arc<dyn Store>,
+}
+
+pub fn router(state: AppState) -> Router {
+    health::routes().with_state(state)
+}
+
+/// Runs the server until `shutdown` resolves.
+pub async fn serve(
+    config: ServerConfig,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let clock: SharedClock = Arc::new(SystemClock);
+
+    // One server per SQLite file: take the lock before touching the database.
+    let _lock = match &config.database {
+        DatabaseLocation::Sqlite(path) => {
+            let holder = format!(
+                "pid {} listening on {} since {}",
+                std::process::id(),
+                config.listen,
+                clock.now()
+            );
+            Some(ServerLock::acquire(path, &holder)?)
+        }
+        DatabaseLocation::Postgres(_) => None,
+    };
+
+    let store = SqlStore::connect(&config.database, clock.clone(), &config.store)
+        .await
+        .with_context(|| format!("opening the database {}", config.database.redacted()))?;
+    let applied = store
+        .migrate(None)
+        .await
+        .context("applying schema migrations")?;
+    if !applied.is_empty() {
+        tracing::info!(?applied, "schema migrations applied");
+    }
+    let sql_store = Arc::new(store);
+    let store: Arc<dyn Store> = sql_store.clone();
+
+    let listener = match TcpListener::bind(config.listen).await {
+        Ok(listener) => listener,
+        Err(e) => bail!("cannot listen on {}: {e}", config.listen),
+    };
+    let local = listener.local_addr()?;
+    tracing::info!(
+        listen = %local,
+        database = %config.database.redacted(),
+        backend = ?store.backend(),
+        "switchboard is serving"
+    );
+
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let loops = maintenance::spawn_loops(store.clone(), config.maintenance.clone(), stop_rx);
+
+    let app = router(AppState {
+        store: store.clone(),
+    });
+    let (signalled_tx, mut signalled_rx) = watch::channel(false);
+    let server = axum::serve(listener, app).with_graceful_shutdown(async move {
+        shutdown.await;
+        let _ = signalled_tx.send(true);
+    });
+    let mut server = std::pin::pin!(server.into_future());
+
+    tokio::select! {
+        result = &mut server => result.context("the HTTP server failed")?,
+        _ = maintenance::stopped(&mut signalled_rx) => {
+            tracing::info!("shutdown requested; finishing in-flight requests");
+            match tokio::time::timeout(config.shutdown_grace, &mut server).await {
+                Ok(result) => result.context("the HTTP server failed")?,
+                Err(_) => tracing::warn!(
+                    grace = ?config.shutdown_grace,
+                    "in-flight requests did not finish within the grace period; closing"
+                ),
+            }
+        }
+    }
+
+    let _ = stop_tx.send(true);
+    for handle in loops {
+        let _ = handle.await;
+    }
+    // Closing the pools checkpoints SQLite's WAL into the main file.
+    sql_store.close().await;
+    tracing::info!("switchboard stopped");
+    Ok(())
+}

@@ -52,13 +52,19 @@ impl TestStore {
 }
 
 pub async fn sqlite_store() -> TestStore {
+    let ts = unmigrated_sqlite_store().await;
+    ts.store.migrate(None).await.expect("migrate sqlite");
+    ts
+}
+
+/// A fresh SQLite database with no schema at all (for migration tests).
+pub async fn unmigrated_sqlite_store() -> TestStore {
     let dir = tempfile::tempdir().expect("temp dir");
     let location = DatabaseLocation::Sqlite(dir.path().join("test.db"));
     let clock = ManualClock::at_fixed_start();
     let store = SqlStore::connect(&location, clock.clone(), &StoreOptions::default())
         .await
         .expect("open sqlite");
-    store.migrate(None).await.expect("migrate sqlite");
     TestStore {
         store: Arc::new(store),
         clock,
@@ -69,6 +75,14 @@ pub async fn sqlite_store() -> TestStore {
 /// A fresh PostgreSQL database, or `None` (with a visible message) when
 /// `SWITCHBOARD_TEST_DATABASE_URL` is not set.
 pub async fn postgres_store(test_name: &str) -> Option<TestStore> {
+    let ts = unmigrated_postgres_store(test_name).await?;
+    ts.store.migrate(None).await.expect("migrate postgres");
+    Some(ts)
+}
+
+/// A fresh PostgreSQL database with no schema at all, or `None` (with a
+/// visible message) when `SWITCHBOARD_TEST_DATABASE_URL` is not set.
+pub async fn unmigrated_postgres_store(test_name: &str) -> Option<TestStore> {
     let Ok(admin_url) = std::env::var(PG_ENV) else {
         eprintln!("SKIPPED (PostgreSQL): {test_name}: set {PG_ENV} to run the PostgreSQL suite");
         return None;
@@ -96,7 +110,6 @@ pub async fn postgres_store(test_name: &str) -> Option<TestStore> {
     )
     .await
     .expect("open postgres");
-    store.migrate(None).await.expect("migrate postgres");
     Some(TestStore {
         store: Arc::new(store),
         clock,
@@ -105,6 +118,17 @@ pub async fn postgres_store(test_name: &str) -> Option<TestStore> {
             database,
         },
     })
+}
+
+/// Another fresh, unmigrated database on the same backend as `like`, for
+/// tests that need more than one store (it has its own clock).
+pub async fn unmigrated_store_like(like: &TestStore, test_name: &str) -> TestStore {
+    match like.backend() {
+        Backend::Sqlite => unmigrated_sqlite_store().await,
+        Backend::Postgres => unmigrated_postgres_store(test_name)
+            .await
+            .expect("a PostgreSQL test store exists, so the URL is set"),
+    }
 }
 
 /// `postgres://u@h:5432/old?x` → `postgres://u@h:5432/new?x`.
@@ -160,20 +184,49 @@ pub async fn endpoint_for(
 }
 
 pub async fn vend(store: &SqlStore, agent: &Agent, queues: &[&str]) -> Endpoint {
-    let credential = format!("sbk_{}", random_token(32));
     store
-        .create_endpoint(NewEndpoint {
-            agent_id: agent.id.clone(),
-            slug: format!("{}-{}", agent.name, random_token(3).to_lowercase()),
-            credential_hash: sha256_hex(&credential),
-            credential_prefix: credential[..12].to_owned(),
-            queues: queues.iter().map(|q| (*q).to_owned()).collect(),
-            verbs: vec![],
-            expires_at: None,
-            default_lease_ttl_seconds: None,
-        })
+        .create_endpoint(new_endpoint(agent, queues))
         .await
         .expect("endpoint")
+}
+
+/// What [`vend`] writes: a fresh credential, all verbs, no expiry, no default lease.
+pub fn new_endpoint(agent: &Agent, queues: &[&str]) -> NewEndpoint {
+    let credential = format!("sbk_{}", random_token(32));
+    NewEndpoint {
+        agent_id: agent.id.clone(),
+        slug: format!("{}-{}", agent.name, random_token(3).to_lowercase()),
+        credential_hash: sha256_hex(&credential),
+        credential_prefix: credential[..12].to_owned(),
+        queues: queues.iter().map(|q| (*q).to_owned()).collect(),
+        verbs: vec![],
+        expires_at: None,
+        default_lease_ttl_seconds: None,
+    }
+}
+
+/// As [`endpoint_for`], with the vend adjusted by `customize` (an expiry, a default lease).
+pub async fn endpoint_with(
+    store: &SqlStore,
+    human: Human,
+    agent_name: &str,
+    queues: &[&str],
+    customize: impl FnOnce(&mut NewEndpoint),
+) -> Fixture {
+    let agent = store
+        .create_agent(&human.id, agent_name, AgentKind::Task)
+        .await
+        .expect("agent");
+    let mut new = new_endpoint(&agent, queues);
+    customize(&mut new);
+    let endpoint = store.create_endpoint(new).await.expect("endpoint");
+    let caller = endpoint.caller();
+    Fixture {
+        human,
+        agent,
+        endpoint,
+        caller,
+    }
 }
 
 /// Generates one test per backend from an `async fn(TestStore)`.

@@ -1,0 +1,163 @@
+//! The background loops every instance runs (`01-architecture.md`):
+//! maintenance (lease reaper, retry scheduler, endpoint expiry) and retention.
+//! Each logs and continues on error, and stops promptly on shutdown.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::store::Store;
+
+#[derive(Debug, Clone)]
+pub struct MaintenanceConfig {
+    /// Period of the maintenance tick (default 30 s).
+    pub interval: Duration,
+    /// Terminal todos older than this are deleted (default 30 days).
+    pub retention: Duration,
+    /// Period of the retention pass (default 1 h; also once at start).
+    pub retention_interval: Duration,
+    /// Rows one sweep statement handles; a tick repeats until a batch comes back short.
+    pub batch: i64,
+    /// Upper bound on batches per sweep per tick, so one tick stays bounded.
+    pub max_batches: usize,
+    /// Upper bound on retention batches per pass (each its own short transaction).
+    pub retention_max_batches: usize,
+}
+
+impl Default for MaintenanceConfig {
+    fn default() -> Self {
+        Self {
+            interval: Duration::from_secs(30),
+            retention: Duration::from_secs(30 * 86_400),
+            retention_interval: Duration::from_secs(3_600),
+            batch: 500,
+            max_batches: 20,
+            retention_max_batches: 2_000,
+        }
+    }
+}
+
+pub fn spawn_loops(
+    store: Arc<dyn Store>,
+    config: MaintenanceConfig,
+    stop: watch::Receiver<bool>,
+) -> Vec<JoinHandle<()>> {
+    let maintenance = {
+        let (store, config, stop) = (store.clone(), config.clone(), stop.clone());
+        tokio::spawn(async move {
+            every(config.interval, stop, || maintenance_tick(&*store, &config)).await;
+        })
+    };
+    let retention = tokio::spawn(async move {
+        every(config.retention_interval, stop, || {
+            retention_pass(&*store, &config)
+        })
+        .await;
+    });
+    vec![maintenance, retention]
+}
+
+/// Resolves once `stop` turns true (or its sender is gone).
+pub async fn stopped(stop: &mut watch::Receiver<bool>) {
+    while !*stop.borrow_and_update() {
+        if stop.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Runs `tick` now and then every `period` until `stop` turns true.
+async fn every<F, Fut>(period: Duration, mut stop: watch::Receiver<bool>, mut tick: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let mut interval = tokio::time::interval(period);
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = interval.tick() => tick().await,
+            _ = stopped(&mut stop) => return,
+        }
+    }
+}
+
+/// One maintenance tick: reap lapsed leases, requeue due retries, expire endpoints.
+pub async fn maintenance_tick(store: &dyn Store, config: &MaintenanceConfig) {
+    for _ in 0..config.max_batches {
+        match store.unscoped_reap_lapsed_leases(config.batch).await {
+            Ok(report) => {
+                let n = report.requeued.len() + report.dead_lettered.len();
+                if n > 0 {
+                    tracing::info!(
+                        requeued = report.requeued.len(),
+                        dead_lettered = report.dead_lettered.len(),
+                        "reaped lapsed leases"
+                    );
+                }
+                if (n as i64) < config.batch {
+                    break;
+                }
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "lease reaper failed");
+                break;
+            }
+        }
+    }
+    for _ in 0..config.max_batches {
+        match store.unscoped_schedule_due_retries(config.batch).await {
+            Ok(requeued) => {
+                if !requeued.is_empty() {
+                    tracing::info!(requeued = requeued.len(), "retry windows elapsed");
+                }
+                if (requeued.len() as i64) < config.batch {
+                    break;
+                }
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "retry scheduler failed");
+                break;
+            }
+        }
+    }
+    match store.unscoped_expire_endpoints(config.batch).await {
+        Ok(expired) => {
+            for revoked in expired {
+                tracing::info!(
+                    endpoint = %revoked.endpoint_id,
+                    dead_lettered = revoked.dead_lettered,
+                    "endpoint expired"
+                );
+            }
+        }
+        Err(e) => tracing::error!(error = %e, "endpoint expiry failed"),
+    }
+}
+
+/// Deletes finished history older than the retention age, in batches.
+pub async fn retention_pass(store: &dyn Store, config: &MaintenanceConfig) {
+    let mut total = 0;
+    for _ in 0..config.retention_max_batches {
+        match store
+            .unscoped_prune_terminal_todos(config.retention, config.batch)
+            .await
+        {
+            Ok(n) => {
+                total += n;
+                if (n as i64) < config.batch {
+                    break;
+                }
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "retention pass failed");
+                break;
+            }
+        }
+    }
+    if total > 0 {
+        tracing::info!(deleted = total, "pruned finished todos past retention");
+    }
+}
