@@ -254,6 +254,7 @@ fn bad_configuration_exits_1_and_usage_errors_exit_2() {
 #[tokio::test]
 async fn serves_on_postgresql_when_configured() {
     let Ok(admin_url) = std::env::var(support::PG_ENV) else {
+        assert!(std::env::var_os(support::REQUIRE_PG_ENV).is_none());
         eprintln!(
             "SKIPPED (PostgreSQL): serves_on_postgresql_when_configured: set {}",
             support::PG_ENV

@@ -16,6 +16,8 @@ use switchboard::store::sql::DatabaseLocation;
 use switchboard::store::*;
 
 pub const PG_ENV: &str = "SWITCHBOARD_TEST_DATABASE_URL";
+/// Set by `.ci/run`: a missing PostgreSQL URL is then a failure, not a skip.
+pub const REQUIRE_PG_ENV: &str = "SWITCHBOARD_REQUIRE_POSTGRES";
 
 pub struct TestStore {
     pub store: Arc<SqlStore>,
@@ -84,6 +86,10 @@ pub async fn postgres_store(test_name: &str) -> Option<TestStore> {
 /// visible message) when `SWITCHBOARD_TEST_DATABASE_URL` is not set.
 pub async fn unmigrated_postgres_store(test_name: &str) -> Option<TestStore> {
     let Ok(admin_url) = std::env::var(PG_ENV) else {
+        assert!(
+            std::env::var_os(REQUIRE_PG_ENV).is_none(),
+            "{REQUIRE_PG_ENV} is set but {PG_ENV} is not: the PostgreSQL suite must run"
+        );
         eprintln!("SKIPPED (PostgreSQL): {test_name}: set {PG_ENV} to run the PostgreSQL suite");
         return None;
     };
