@@ -5,7 +5,7 @@
 //! in-flight requests finish within a grace period, and return.
 
 mod health;
-mod maintenance;
+pub mod maintenance;
 pub mod shutdown;
 
 use std::net::SocketAddr;
