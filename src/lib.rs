@@ -4,6 +4,7 @@
 //! [`store`] the storage contract and its SQLite/PostgreSQL backends,
 //! [`server`] the HTTP server and its background loops, [`cli`] the command line.
 
+pub mod api;
 pub mod cli;
 pub mod clock;
 pub mod domain;

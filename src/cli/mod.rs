@@ -7,6 +7,8 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use crate::api::ApiRates;
+use crate::api::ratelimit::Rate;
 use crate::clock::{Clock, SystemClock};
 use crate::domain::duration::parse_positive_duration;
 use crate::server::{self, MaintenanceConfig, ServerConfig};
@@ -93,6 +95,23 @@ pub struct ServeArgs {
     #[arg(long, env = "SWITCHBOARD_SHUTDOWN_GRACE", default_value = "10s")]
     pub shutdown_grace: String,
 
+    /// The URL clients reach this server at (MCP and webhook URLs are built
+    /// from it); default http://<listen address>.
+    #[arg(long, env = "SWITCHBOARD_PUBLIC_URL")]
+    pub public_url: Option<String>,
+
+    /// Human API reads per second per human (burst twice that).
+    #[arg(long, env = "SWITCHBOARD_API_READ_RATE", default_value_t = 20.0)]
+    pub api_read_rate: f64,
+
+    /// Human API writes per second per human (burst four times that).
+    #[arg(long, env = "SWITCHBOARD_API_WRITE_RATE", default_value_t = 5.0)]
+    pub api_write_rate: f64,
+
+    /// Webhook deliveries per second per client IP (burst twice that).
+    #[arg(long, env = "SWITCHBOARD_INTAKE_RATE", default_value_t = 10.0)]
+    pub intake_rate: f64,
+
     /// PostgreSQL connection pool size.
     #[arg(long, env = "SWITCHBOARD_DB_MAX_CONNECTIONS", default_value_t = 24)]
     pub db_max_connections: u32,
@@ -143,6 +162,12 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             ..MaintenanceConfig::default()
         },
         shutdown_grace: duration_flag(&args.shutdown_grace, "shutdown-grace")?,
+        public_url: args.public_url.clone(),
+        api_rates: ApiRates {
+            read: Rate::new(args.api_read_rate, args.api_read_rate * 2.0),
+            write: Rate::new(args.api_write_rate, args.api_write_rate * 4.0),
+            intake: Rate::new(args.intake_rate, args.intake_rate * 2.0),
+        },
     };
     server::serve(config, shutdown).await
 }

@@ -20,6 +20,47 @@ pub fn random_token(n: usize) -> String {
     URL_SAFE_NO_PAD.encode(buf)
 }
 
+/// A human API token: `sbh_` + base64url of 32 random bytes.
+pub fn new_human_token() -> String {
+    format!("sbh_{}", random_token(32))
+}
+
+/// An endpoint credential: `sbk_` + base64url of 32 random bytes.
+pub fn new_endpoint_credential() -> String {
+    format!("sbk_{}", random_token(32))
+}
+
+/// The secret part of a webhook ingest URL: 32 lowercase hex characters.
+pub fn new_webhook_url_token() -> String {
+    random_hex(16)
+}
+
+/// A webhook signing secret: 64 lowercase hex characters.
+pub fn new_signing_secret() -> String {
+    random_hex(32)
+}
+
+/// An endpoint slug: the agent's name, `-`, and 4 random `[a-z0-9]`.
+pub fn new_slug(agent_name: &str) -> String {
+    const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
+    let mut buf = [0u8; 4];
+    getrandom::fill(&mut buf).expect("the operating system's random source failed");
+    let suffix: String = buf
+        .iter()
+        .map(|b| ALPHABET[(*b as usize) % ALPHABET.len()] as char)
+        .collect();
+    format!("{agent_name}-{suffix}")
+}
+
+fn random_hex(n: usize) -> String {
+    let mut buf = vec![0u8; n];
+    getrandom::fill(&mut buf).expect("the operating system's random source failed");
+    buf.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// How many leading characters of a secret may be shown for recognition.
+pub const SHOWN_PREFIX_CHARS: usize = 12;
+
 /// Lowercase hex SHA-256: how every secret is stored.
 pub fn sha256_hex(secret: &str) -> String {
     let digest = Sha256::digest(secret.as_bytes());
@@ -40,6 +81,16 @@ mod tests {
         let b = new_todo_id();
         assert!(a.starts_with("td_") && a.len() == 35, "{a}");
         assert!(a < b);
+    }
+
+    #[test]
+    fn credentials_have_their_shapes() {
+        assert!(new_human_token().starts_with("sbh_") && new_human_token().len() == 47);
+        assert!(new_endpoint_credential().starts_with("sbk_"));
+        let url = new_webhook_url_token();
+        assert!(url.len() == 32 && url.bytes().all(|b| b.is_ascii_hexdigit()));
+        let slug = new_slug("reviewer");
+        assert!(slug.starts_with("reviewer-") && slug.len() == 13, "{slug}");
     }
 
     #[test]

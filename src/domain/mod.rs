@@ -7,6 +7,7 @@ pub mod duration;
 pub mod ids;
 pub mod invalid;
 pub mod lease;
+pub mod liveness;
 pub mod scope;
 pub mod text;
 pub mod time;

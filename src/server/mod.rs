@@ -4,6 +4,7 @@
 //! background loops; then serve until a shutdown signal, stop the loops, let
 //! in-flight requests finish within a grace period, and return.
 
+mod bootstrap;
 mod health;
 pub mod maintenance;
 pub mod shutdown;
@@ -19,6 +20,7 @@ use tokio::sync::watch;
 
 pub use maintenance::MaintenanceConfig;
 
+use crate::api::{ApiContext, ApiRates};
 use crate::clock::{SharedClock, SystemClock};
 use crate::store::lock::ServerLock;
 use crate::store::{DatabaseLocation, SqlStore, Store, StoreOptions};
@@ -31,16 +33,22 @@ pub struct ServerConfig {
     pub maintenance: MaintenanceConfig,
     /// How long in-flight requests may run after a shutdown signal.
     pub shutdown_grace: Duration,
+    /// The URL clients reach this server at; default `http://<listen address>`.
+    pub public_url: Option<String>,
+    pub api_rates: ApiRates,
 }
 
 /// What the HTTP handlers share.
 #[derive(Clone)]
 pub struct AppState {
     pub store: Arc<dyn Store>,
+    pub api: Arc<ApiContext>,
 }
 
 pub fn router(state: AppState) -> Router {
-    health::routes().with_state(state)
+    health::routes()
+        .merge(crate::api::routes())
+        .with_state(state)
 }
 
 /// Runs the server until `shutdown` resolves.
@@ -82,18 +90,24 @@ pub async fn serve(
         Err(e) => bail!("cannot listen on {}: {e}", config.listen),
     };
     let local = listener.local_addr()?;
+
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let loops = maintenance::spawn_loops(store.clone(), config.maintenance.clone(), stop_rx);
+
+    let public_url = config
+        .public_url
+        .clone()
+        .unwrap_or_else(|| format!("http://{local}"));
+    bootstrap::first_human(&*store, &public_url).await?;
     tracing::info!(
         listen = %local,
         database = %config.database.redacted(),
         backend = ?store.backend(),
         "switchboard is serving"
     );
-
-    let (stop_tx, stop_rx) = watch::channel(false);
-    let loops = maintenance::spawn_loops(store.clone(), config.maintenance.clone(), stop_rx);
-
     let app = router(AppState {
         store: store.clone(),
+        api: Arc::new(ApiContext::new(public_url, config.api_rates)),
     });
     let (signalled_tx, mut signalled_rx) = watch::channel(false);
     let server = axum::serve(listener, app).with_graceful_shutdown(async move {

@@ -86,6 +86,120 @@ pub trait Store: Send + Sync + 'static {
     /// A human's release of a claimed todo.
     async fn human_release(&self, human_id: &str, id: &str) -> StoreResult<Todo>;
 
+    // --- humans and their API tokens ---
+    async fn count_humans(&self) -> StoreResult<i64>;
+    async fn get_human(&self, id: &str) -> StoreResult<Human>;
+    async fn find_human_by_name(&self, name: &str) -> StoreResult<Human>;
+    async fn create_api_token(&self, new: NewApiToken) -> StoreResult<ApiToken>;
+    /// The live (unrevoked, unexpired) token with this hash and its human.
+    async fn authenticate_api_token(
+        &self,
+        token_hash: &str,
+    ) -> StoreResult<Option<(Human, ApiToken)>>;
+    async fn list_api_tokens(
+        &self,
+        human_id: &str,
+        page: &PageRequest,
+    ) -> StoreResult<Page<ApiToken>>;
+    /// `Conflict` when already revoked.
+    async fn revoke_api_token(&self, human_id: &str, id: &str) -> StoreResult<ApiToken>;
+
+    // --- agents and endpoints, as their human sees them ---
+    async fn register_agent(&self, new: NewAgent) -> StoreResult<Agent>;
+    async fn list_agents(&self, human_id: &str, page: &PageRequest) -> StoreResult<Page<Agent>>;
+    async fn get_agent(&self, human_id: &str, name: &str) -> StoreResult<Agent>;
+    async fn update_agent(
+        &self,
+        human_id: &str,
+        name: &str,
+        patch: AgentPatch,
+    ) -> StoreResult<Agent>;
+    /// Creates the endpoint, and the agent first when the human has none of
+    /// that name (with `kind`). Returns whether the agent was created.
+    async fn vend_endpoint(
+        &self,
+        human_id: &str,
+        agent_name: &str,
+        kind: AgentKind,
+        new: NewEndpoint,
+    ) -> StoreResult<(Agent, Endpoint, bool)>;
+    async fn list_endpoints(
+        &self,
+        human_id: &str,
+        page: &PageRequest,
+    ) -> StoreResult<Page<Endpoint>>;
+    async fn endpoints_of_agents(
+        &self,
+        human_id: &str,
+        agent_ids: &[String],
+    ) -> StoreResult<Vec<Endpoint>>;
+    /// One of the human's endpoints by slug or id.
+    async fn get_endpoint(&self, human_id: &str, reference: &str) -> StoreResult<Endpoint>;
+    /// `Conflict` when the endpoint is revoked.
+    async fn set_default_lease(
+        &self,
+        endpoint_id: &str,
+        seconds: Option<i64>,
+    ) -> StoreResult<Endpoint>;
+    /// Only a revoked endpoint may be deleted (`Conflict` otherwise).
+    async fn delete_endpoint(&self, human_id: &str, endpoint_id: &str) -> StoreResult<()>;
+    async fn endpoint_activity(
+        &self,
+        endpoint_ids: &[String],
+    ) -> StoreResult<std::collections::HashMap<String, EndpointActivity>>;
+
+    // --- todos, read by their human or agent ---
+    async fn human_list_todos(
+        &self,
+        human_id: &str,
+        filter: &TodoFilter,
+        page: &PageRequest,
+    ) -> StoreResult<Page<Todo>>;
+    async fn human_get_todo(&self, human_id: &str, id: &str) -> StoreResult<Todo>;
+    async fn human_list_attempts(
+        &self,
+        human_id: &str,
+        todo_id: &str,
+        limit: i64,
+    ) -> StoreResult<Vec<Attempt>>;
+    async fn human_get_intake_event(
+        &self,
+        human_id: &str,
+        todo_id: &str,
+    ) -> StoreResult<IntakeEvent>;
+    /// An agent's listing of its endpoint's todos, newest first.
+    async fn list_todos(
+        &self,
+        caller: &Caller,
+        queue: Option<&str>,
+        state: Option<crate::domain::todo::TodoState>,
+        limit: i64,
+    ) -> StoreResult<Vec<Todo>>;
+
+    // --- intake webhooks ---
+    /// A webhook for one of the human's endpoints (by id) and a queue of its scope.
+    async fn create_webhook(
+        &self,
+        human_id: &str,
+        endpoint_id: &str,
+        queue: &str,
+        token_hash: &str,
+        signing_secret: Option<&str>,
+    ) -> StoreResult<Webhook>;
+    async fn get_webhook(&self, human_id: &str, id: &str) -> StoreResult<Webhook>;
+    async fn list_webhooks(&self, human_id: &str, endpoint_id: &str) -> StoreResult<Vec<Webhook>>;
+    /// New URL token (and secret, when signed); the old ones stop working at once.
+    async fn rotate_webhook(
+        &self,
+        human_id: &str,
+        id: &str,
+        token_hash: &str,
+        signing_secret: Option<&str>,
+    ) -> StoreResult<Webhook>;
+    async fn delete_webhook(&self, human_id: &str, id: &str) -> StoreResult<()>;
+    /// The webhook a delivery URL names, whoever owns it.
+    async fn unscoped_find_webhook(&self, token_hash: &str) -> StoreResult<Option<WebhookTarget>>;
+
     // --- background sweeps ---
     /// Lapsed leases nobody took over: back to pending, or dead letter at the cap.
     async fn unscoped_reap_lapsed_leases(&self, limit: i64) -> StoreResult<ReapReport>;

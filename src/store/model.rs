@@ -51,7 +51,28 @@ pub struct Agent {
     pub human_id: String,
     pub name: String,
     pub kind: AgentKind,
+    /// Overrides the kind's default expected interval (seconds).
+    pub expected_interval_seconds: Option<i64>,
+    pub description: Option<String>,
     pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+
+#[derive(Debug, Clone)]
+pub struct NewAgent {
+    pub human_id: String,
+    pub name: String,
+    pub kind: AgentKind,
+    pub expected_interval_seconds: Option<i64>,
+    pub description: Option<String>,
+}
+
+/// A partial update of an agent; `None` leaves a field alone, `Some(None)` clears it.
+#[derive(Debug, Clone, Default)]
+pub struct AgentPatch {
+    pub kind: Option<AgentKind>,
+    pub expected_interval_seconds: Option<Option<i64>>,
+    pub description: Option<Option<String>>,
 }
 
 /// What a vend writes. Secrets arrive already hashed.
@@ -83,9 +104,28 @@ pub struct Endpoint {
     pub last_seen_at: Option<Timestamp>,
     pub last_contact_at: Option<Timestamp>,
     pub default_lease_ttl_seconds: Option<i64>,
+    pub last_note: Option<String>,
+    pub last_note_at: Option<Timestamp>,
+    /// Presence inputs (`05-presence.md`).
+    pub shift: Option<String>,
+    pub presence_override: Option<String>,
+    pub override_until: Option<Timestamp>,
+    pub override_set_at: Option<Timestamp>,
+    pub override_by: Option<String>,
+    pub presence_seen: String,
+    pub presence_changed_at: Option<Timestamp>,
+    pub presence_changed_by: Option<String>,
+    /// From the owning agent, for display and liveness.
+    pub agent_name: String,
+    pub agent_kind: AgentKind,
+    pub agent_expected_interval_seconds: Option<i64>,
 }
 
 impl Endpoint {
+    pub fn is_active(&self) -> bool {
+        self.state == "active"
+    }
+
     /// The identity an agent acts under when it calls through this endpoint.
     pub fn caller(&self) -> Caller {
         Caller {
@@ -292,4 +332,97 @@ pub struct Revoked {
 pub struct ReapReport {
     pub requeued: Vec<TodoRef>,
     pub dead_lettered: Vec<TodoRef>,
+}
+
+/// A human API token's record (the token itself is shown once and stored hashed).
+#[derive(Debug, Clone, Serialize)]
+pub struct ApiToken {
+    pub id: String,
+    pub human_id: String,
+    /// The first characters of the token, for recognising it in a list.
+    pub prefix: String,
+    pub label: Option<String>,
+    pub created_at: Timestamp,
+    pub expires_at: Option<Timestamp>,
+    pub revoked_at: Option<Timestamp>,
+    pub last_used_at: Option<Timestamp>,
+}
+
+#[derive(Debug, Clone)]
+pub struct NewApiToken {
+    pub human_id: String,
+    pub token_hash: String,
+    pub prefix: String,
+    pub label: Option<String>,
+    pub expires_at: Option<Timestamp>,
+}
+
+/// One page of a newest-first list, and where the next page starts.
+#[derive(Debug, Clone, Serialize)]
+pub struct Page<T> {
+    pub items: Vec<T>,
+    pub next_cursor: Option<String>,
+}
+
+/// Keyset pagination: at most `limit` rows older than `after`.
+#[derive(Debug, Clone, Default)]
+pub struct PageRequest {
+    pub limit: i64,
+    /// An opaque cursor from a previous page's `next_cursor`.
+    pub after: Option<String>,
+}
+
+/// Filters of a human's todo listing.
+#[derive(Debug, Clone, Default)]
+pub struct TodoFilter {
+    pub endpoint_id: Option<String>,
+    pub queue: Option<String>,
+    pub state: Option<crate::domain::todo::TodoState>,
+    pub dead_letter: Option<bool>,
+}
+
+/// Work counts of one endpoint, for liveness and the board.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct EndpointActivity {
+    pub pending: i64,
+    pub claimed: i64,
+    pub dead_letters: i64,
+    /// The oldest todo the endpoint holds a live claim on, if any.
+    pub working_on: Option<String>,
+}
+
+/// An intake event as stored (`08-intake.md`).
+#[derive(Debug, Clone, Serialize)]
+pub struct IntakeEvent {
+    pub id: String,
+    pub endpoint_id: String,
+    pub webhook_id: Option<String>,
+    pub trust_mode: String,
+    pub actor: String,
+    pub received_at: Timestamp,
+    pub headers: Value,
+    pub content_type: Option<String>,
+    #[serde(skip)]
+    pub body: Vec<u8>,
+    pub body_size: i64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Webhook {
+    pub id: String,
+    pub endpoint_id: String,
+    pub human_id: String,
+    pub queue: String,
+    pub signed: bool,
+    pub created_at: Timestamp,
+    pub rotated_at: Option<Timestamp>,
+}
+
+/// What a delivery needs to know about the webhook its URL names.
+#[derive(Debug, Clone)]
+pub struct WebhookTarget {
+    pub webhook: Webhook,
+    pub endpoint_active: bool,
+    /// The HMAC key of a signed webhook.
+    pub signing_secret: Option<String>,
 }

@@ -6,7 +6,7 @@ use sqlx::Row;
 use sqlx::any::AnyRow;
 
 use super::StoreError;
-use super::model::{Agent, AgentKind, Attempt, Endpoint, Human, Todo};
+use super::model::{Agent, AgentKind, ApiToken, Attempt, Endpoint, Human, IntakeEvent, Todo};
 use crate::domain::Timestamp;
 use crate::domain::todo::{Disposition, Outcome, TodoState};
 
@@ -28,11 +28,23 @@ macro_rules! attempt_columns {
 }
 pub(crate) use attempt_columns;
 
+macro_rules! agent_columns {
+    () => {
+        "id, human_id, name, kind, expected_interval_seconds, description, created_at, updated_at"
+    };
+}
+pub(crate) use agent_columns;
+
 macro_rules! endpoint_columns {
     () => {
-        "id, agent_id, human_id, slug, credential_prefix, \
-    scope_queues, scope_verbs, state, created_at, revoked_at, expires_at, last_seen_at, \
-    last_contact_at, default_lease_ttl_seconds"
+        "e.id, e.agent_id, e.human_id, e.slug, e.credential_prefix, e.scope_queues, \
+         e.scope_verbs, e.state, e.created_at, e.revoked_at, e.expires_at, e.last_seen_at, \
+         e.last_contact_at, e.default_lease_ttl_seconds, e.last_note, e.last_note_at, e.shift, \
+         e.presence_override, e.override_until, e.override_set_at, e.override_by, \
+         e.presence_seen, e.presence_changed_at, e.presence_changed_by, \
+         a.name AS agent_name, a.kind AS agent_kind, \
+         a.expected_interval_seconds AS agent_expected_interval_seconds \
+         FROM endpoints e JOIN agents a ON a.id = e.agent_id"
     };
 }
 pub(crate) use endpoint_columns;
@@ -145,6 +157,22 @@ pub fn endpoint(row: &AnyRow) -> Result<Endpoint, StoreError> {
         last_seen_at: opt_ts(row, "last_seen_at")?,
         last_contact_at: opt_ts(row, "last_contact_at")?,
         default_lease_ttl_seconds: row.try_get("default_lease_ttl_seconds")?,
+        last_note: row.try_get("last_note")?,
+        last_note_at: opt_ts(row, "last_note_at")?,
+        shift: row.try_get("shift")?,
+        presence_override: row.try_get("presence_override")?,
+        override_until: opt_ts(row, "override_until")?,
+        override_set_at: opt_ts(row, "override_set_at")?,
+        override_by: row.try_get("override_by")?,
+        presence_seen: row.try_get("presence_seen")?,
+        presence_changed_at: opt_ts(row, "presence_changed_at")?,
+        presence_changed_by: row.try_get("presence_changed_by")?,
+        agent_name: row.try_get("agent_name")?,
+        agent_kind: {
+            let kind: String = row.try_get("agent_kind")?;
+            AgentKind::parse(&kind).ok_or_else(|| corrupt("agent kind", &kind))?
+        },
+        agent_expected_interval_seconds: row.try_get("agent_expected_interval_seconds")?,
     })
 }
 
@@ -163,6 +191,40 @@ pub fn agent(row: &AnyRow) -> Result<Agent, StoreError> {
         human_id: row.try_get("human_id")?,
         name: row.try_get("name")?,
         kind: AgentKind::parse(&kind).ok_or_else(|| corrupt("agent kind", &kind))?,
+        expected_interval_seconds: row.try_get("expected_interval_seconds")?,
+        description: row.try_get("description")?,
         created_at: ts(row, "created_at")?,
+        updated_at: ts(row, "updated_at")?,
+    })
+}
+
+pub fn api_token(row: &AnyRow) -> Result<ApiToken, StoreError> {
+    Ok(ApiToken {
+        id: row.try_get("id")?,
+        human_id: row.try_get("human_id")?,
+        prefix: row.try_get("token_prefix")?,
+        label: row.try_get("label")?,
+        created_at: ts(row, "created_at")?,
+        expires_at: opt_ts(row, "expires_at")?,
+        revoked_at: opt_ts(row, "revoked_at")?,
+        last_used_at: opt_ts(row, "last_used_at")?,
+    })
+}
+
+pub fn intake_event(row: &AnyRow) -> Result<IntakeEvent, StoreError> {
+    let headers: String = row.try_get("headers")?;
+    Ok(IntakeEvent {
+        id: row.try_get("id")?,
+        endpoint_id: row.try_get("endpoint_id")?,
+        webhook_id: row.try_get("webhook_id")?,
+        trust_mode: row.try_get("trust_mode")?,
+        actor: row.try_get("actor")?,
+        received_at: ts(row, "received_at")?,
+        headers: serde_json::from_str(&headers).unwrap_or(serde_json::Value::Null),
+        content_type: row.try_get("content_type")?,
+        body: row
+            .try_get::<Option<Vec<u8>>, _>("body")?
+            .unwrap_or_default(),
+        body_size: row.try_get("body_size")?,
     })
 }

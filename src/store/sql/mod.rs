@@ -6,9 +6,15 @@
 //! small reader pool (WAL, busy timeout, `BEGIN IMMEDIATE`), so clients never
 //! see "database is locked"; PostgreSQL gets one pool and row locks.
 
+mod agents;
+mod humans;
+mod listing;
+mod paging;
 mod registry;
+pub use registry::validate_agent_name;
 mod sweeps;
 mod todos;
+mod webhooks;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -251,7 +257,14 @@ impl Store for SqlStore {
         name: &str,
         kind: AgentKind,
     ) -> StoreResult<Agent> {
-        self.insert_agent(human_id, name, kind).await
+        self.insert_agent(NewAgent {
+            human_id: human_id.to_owned(),
+            name: name.to_owned(),
+            kind,
+            expected_interval_seconds: None,
+            description: None,
+        })
+        .await
     }
 
     async fn create_endpoint(&self, new: NewEndpoint) -> StoreResult<Endpoint> {
@@ -327,6 +340,192 @@ impl Store for SqlStore {
 
     async fn human_release(&self, human_id: &str, id: &str) -> StoreResult<Todo> {
         self.release_for_human(human_id, id).await
+    }
+
+    async fn count_humans(&self) -> StoreResult<i64> {
+        self.count_all_humans().await
+    }
+
+    async fn get_human(&self, id: &str) -> StoreResult<Human> {
+        self.select_human(id).await
+    }
+
+    async fn find_human_by_name(&self, name: &str) -> StoreResult<Human> {
+        self.select_human_by_name(name).await
+    }
+
+    async fn create_api_token(&self, new: NewApiToken) -> StoreResult<ApiToken> {
+        self.insert_api_token(new).await
+    }
+
+    async fn authenticate_api_token(
+        &self,
+        token_hash: &str,
+    ) -> StoreResult<Option<(Human, ApiToken)>> {
+        self.authenticate_token(token_hash).await
+    }
+
+    async fn list_api_tokens(
+        &self,
+        human_id: &str,
+        page: &PageRequest,
+    ) -> StoreResult<Page<ApiToken>> {
+        self.select_api_tokens(human_id, page).await
+    }
+
+    async fn revoke_api_token(&self, human_id: &str, id: &str) -> StoreResult<ApiToken> {
+        self.revoke_token(human_id, id).await
+    }
+
+    async fn register_agent(&self, new: NewAgent) -> StoreResult<Agent> {
+        self.insert_agent(new).await
+    }
+
+    async fn list_agents(&self, human_id: &str, page: &PageRequest) -> StoreResult<Page<Agent>> {
+        self.select_agents(human_id, page).await
+    }
+
+    async fn get_agent(&self, human_id: &str, name: &str) -> StoreResult<Agent> {
+        self.select_agent(human_id, name).await
+    }
+
+    async fn update_agent(
+        &self,
+        human_id: &str,
+        name: &str,
+        patch: AgentPatch,
+    ) -> StoreResult<Agent> {
+        self.patch_agent(human_id, name, patch).await
+    }
+
+    async fn vend_endpoint(
+        &self,
+        human_id: &str,
+        agent_name: &str,
+        kind: AgentKind,
+        new: NewEndpoint,
+    ) -> StoreResult<(Agent, Endpoint, bool)> {
+        self.vend(human_id, agent_name, kind, new).await
+    }
+
+    async fn list_endpoints(
+        &self,
+        human_id: &str,
+        page: &PageRequest,
+    ) -> StoreResult<Page<Endpoint>> {
+        self.select_endpoints(human_id, page).await
+    }
+
+    async fn endpoints_of_agents(
+        &self,
+        human_id: &str,
+        agent_ids: &[String],
+    ) -> StoreResult<Vec<Endpoint>> {
+        self.select_endpoints_of_agents(human_id, agent_ids).await
+    }
+
+    async fn get_endpoint(&self, human_id: &str, reference: &str) -> StoreResult<Endpoint> {
+        self.select_endpoint_for(human_id, reference).await
+    }
+
+    async fn set_default_lease(
+        &self,
+        endpoint_id: &str,
+        seconds: Option<i64>,
+    ) -> StoreResult<Endpoint> {
+        self.update_default_lease(endpoint_id, seconds).await
+    }
+
+    async fn delete_endpoint(&self, human_id: &str, endpoint_id: &str) -> StoreResult<()> {
+        self.remove_endpoint(human_id, endpoint_id).await
+    }
+
+    async fn endpoint_activity(
+        &self,
+        endpoint_ids: &[String],
+    ) -> StoreResult<std::collections::HashMap<String, EndpointActivity>> {
+        self.select_activity(endpoint_ids).await
+    }
+
+    async fn human_list_todos(
+        &self,
+        human_id: &str,
+        filter: &TodoFilter,
+        page: &PageRequest,
+    ) -> StoreResult<Page<Todo>> {
+        self.select_todos_for_human(human_id, filter, page).await
+    }
+
+    async fn human_get_todo(&self, human_id: &str, id: &str) -> StoreResult<Todo> {
+        self.select_todo_for_human(human_id, id).await
+    }
+
+    async fn human_list_attempts(
+        &self,
+        human_id: &str,
+        todo_id: &str,
+        limit: i64,
+    ) -> StoreResult<Vec<Attempt>> {
+        self.select_attempts_for_human(human_id, todo_id, limit)
+            .await
+    }
+
+    async fn human_get_intake_event(
+        &self,
+        human_id: &str,
+        todo_id: &str,
+    ) -> StoreResult<IntakeEvent> {
+        self.select_event_for_human(human_id, todo_id).await
+    }
+
+    async fn list_todos(
+        &self,
+        caller: &Caller,
+        queue: Option<&str>,
+        state: Option<crate::domain::todo::TodoState>,
+        limit: i64,
+    ) -> StoreResult<Vec<Todo>> {
+        self.select_todos_for_caller(caller, queue, state, limit)
+            .await
+    }
+
+    async fn create_webhook(
+        &self,
+        human_id: &str,
+        endpoint_id: &str,
+        queue: &str,
+        token_hash: &str,
+        signing_secret: Option<&str>,
+    ) -> StoreResult<Webhook> {
+        self.insert_webhook(human_id, endpoint_id, queue, token_hash, signing_secret)
+            .await
+    }
+
+    async fn get_webhook(&self, human_id: &str, id: &str) -> StoreResult<Webhook> {
+        self.select_webhook(human_id, id).await
+    }
+
+    async fn list_webhooks(&self, human_id: &str, endpoint_id: &str) -> StoreResult<Vec<Webhook>> {
+        self.select_webhooks(human_id, endpoint_id).await
+    }
+
+    async fn rotate_webhook(
+        &self,
+        human_id: &str,
+        id: &str,
+        token_hash: &str,
+        signing_secret: Option<&str>,
+    ) -> StoreResult<Webhook> {
+        self.replace_webhook_secrets(human_id, id, token_hash, signing_secret)
+            .await
+    }
+
+    async fn delete_webhook(&self, human_id: &str, id: &str) -> StoreResult<()> {
+        self.remove_webhook(human_id, id).await
+    }
+
+    async fn unscoped_find_webhook(&self, token_hash: &str) -> StoreResult<Option<WebhookTarget>> {
+        self.select_webhook_by_token(token_hash).await
     }
 
     async fn unscoped_reap_lapsed_leases(&self, limit: i64) -> StoreResult<ReapReport> {

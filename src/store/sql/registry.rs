@@ -10,7 +10,7 @@ use crate::domain::scope::normalize_scope;
 use crate::domain::{Invalid, lease};
 use crate::store::error::is_unique_violation;
 use crate::store::model::*;
-use crate::store::rows::{self, endpoint_columns};
+use crate::store::rows::{self, agent_columns, endpoint_columns};
 use crate::store::{StoreError, StoreResult};
 
 /// Why an endpoint stopped working; recorded in its dead-lettered todos.
@@ -58,28 +58,27 @@ impl SqlStore {
         rows::human(&row)
     }
 
-    pub(super) async fn insert_agent(
-        &self,
-        human_id: &str,
-        name: &str,
-        kind: AgentKind,
-    ) -> StoreResult<Agent> {
-        validate_agent_name(name)?;
+    pub(super) async fn insert_agent(&self, new: NewAgent) -> StoreResult<Agent> {
+        validate_agent_name(&new.name)?;
+        validate_agent_details(new.expected_interval_seconds, new.description.as_deref())?;
         let now = self.now().as_millis();
-        let row = sqlx::query(
-            "INSERT INTO agents (id, human_id, name, kind, created_at, updated_at) \
-             VALUES ($1, $2, $3, $4, $5, $5) \
-             RETURNING id, human_id, name, kind, created_at",
-        )
+        let row = sqlx::query(concat!(
+            "INSERT INTO agents (id, human_id, name, kind, expected_interval_seconds, \
+               description, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $7) RETURNING ",
+            agent_columns!()
+        ))
         .bind(new_id("ag"))
-        .bind(human_id)
-        .bind(name)
-        .bind(kind.as_str())
+        .bind(&new.human_id)
+        .bind(&new.name)
+        .bind(new.kind.as_str())
+        .bind(new.expected_interval_seconds)
+        .bind(&new.description)
         .bind(now)
         .fetch_one(&self.writer)
         .await
         .map_err(|e| match is_unique_violation(&e) {
-            true => StoreError::conflict(format!("an agent named {name:?} already exists")),
+            true => StoreError::conflict(format!("an agent named {:?} already exists", new.name)),
             false => e.into(),
         })?;
         rows::agent(&row)
@@ -94,16 +93,15 @@ impl SqlStore {
         {
             return Err(Invalid::new("expires_at", "must be in the future").into());
         }
-        let row = sqlx::query(concat!(
+        let id = new_id("ep");
+        let inserted = sqlx::query(
             "INSERT INTO endpoints (id, agent_id, human_id, slug, credential_hash, \
                credential_prefix, scope_queues, scope_verbs, created_at, expires_at, \
                default_lease_ttl_seconds) \
              SELECT $1, a.id, a.human_id, $2, $3, $4, $5, $6, $7, $8, $9 \
-             FROM agents a WHERE a.id = $10 \
-             RETURNING ",
-            endpoint_columns!()
-        ))
-        .bind(new_id("ep"))
+             FROM agents a WHERE a.id = $10",
+        )
+        .bind(&id)
         .bind(&new.slug)
         .bind(&new.credential_hash)
         .bind(&new.credential_prefix)
@@ -113,27 +111,23 @@ impl SqlStore {
         .bind(new.expires_at.map(Timestamp::as_millis))
         .bind(default_lease)
         .bind(&new.agent_id)
-        .fetch_optional(&self.writer)
+        .execute(&self.writer)
         .await
         .map_err(|e| match is_unique_violation(&e) {
             true => StoreError::conflict("an endpoint with this slug or credential already exists"),
             false => e.into(),
         })?;
-        match row {
-            Some(row) => rows::endpoint(&row),
-            None => Err(StoreError::NotFound),
+        if inserted.rows_affected() == 0 {
+            return Err(StoreError::NotFound);
         }
+        self.select_endpoint(&id).await
     }
 
     pub(super) async fn select_endpoint(&self, id: &str) -> StoreResult<Endpoint> {
-        let row = sqlx::query(concat!(
-            "SELECT ",
-            endpoint_columns!(),
-            " FROM endpoints WHERE id = $1"
-        ))
-        .bind(id)
-        .fetch_optional(&self.reader)
-        .await?;
+        let row = sqlx::query(concat!("SELECT ", endpoint_columns!(), " WHERE e.id = $1"))
+            .bind(id)
+            .fetch_optional(&self.reader)
+            .await?;
         match row {
             Some(row) => rows::endpoint(&row),
             None => Err(StoreError::NotFound),
@@ -235,6 +229,7 @@ impl SqlStore {
         .bind(endpoint_id)
         .execute(&mut **tx)
         .await?;
+        Self::prune_claimed_attempts_of_endpoint(tx, endpoint_id).await?;
         let done = sqlx::query(
             "UPDATE todos SET state = 'failed', next_retry_at = NULL, lease_expires_at = NULL, \
                lease_token_hash = NULL, result = $3, completed_at = $1, updated_at = $1 \
@@ -268,4 +263,29 @@ pub fn validate_agent_name(name: &str) -> Result<(), Invalid> {
             ),
         ))
     }
+}
+
+/// An agent's optional settings: a positive expected interval (at most 30
+/// days) and a one-line description of at most 500 bytes.
+pub fn validate_agent_details(
+    expected_interval_seconds: Option<i64>,
+    description: Option<&str>,
+) -> Result<(), Invalid> {
+    if let Some(secs) = expected_interval_seconds
+        && !(1..=30 * 86_400).contains(&secs)
+    {
+        return Err(Invalid::new(
+            "expected_interval",
+            "must be between 1 second and 30 days",
+        ));
+    }
+    if let Some(text) = description
+        && (text.len() > 500 || text.chars().any(char::is_control))
+    {
+        return Err(Invalid::new(
+            "description",
+            "must be one line of at most 500 bytes",
+        ));
+    }
+    Ok(())
 }

@@ -40,7 +40,7 @@ impl SqlStore {
                next_retry_at = NULL, updated_at = $1 \
              WHERE id IN (SELECT id FROM todos WHERE state = 'claimed' AND lease_expires_at <= $1 \
                ORDER BY lease_expires_at LIMIT $3{}) \
-             RETURNING id, endpoint_id, queue, state",
+             RETURNING id, endpoint_id, queue, state, attempts_total, attempts_pruned",
             self.dialect.skip_locked()
         )))
         .bind(now.as_millis())
@@ -76,6 +76,17 @@ impl SqlStore {
                 q = q.bind(r.id.clone());
             }
             q.execute(&mut *tx).await?;
+        }
+        // Closing an attempt can take a todo past the kept history, as in
+        // every other place that closes one.
+        for row in &rows {
+            Self::prune_attempts_of(
+                &mut tx,
+                &row.get::<String, _>("id"),
+                row.get("attempts_total"),
+                row.get("attempts_pruned"),
+            )
+            .await?;
         }
         tx.commit().await?;
         Ok(report)

@@ -755,7 +755,18 @@ impl SqlStore {
         tx: &mut Transaction<'static, Any>,
         todo: &Todo,
     ) -> StoreResult<i64> {
-        if todo.attempts_total - todo.attempts_pruned <= rules::KEPT_ATTEMPTS {
+        Self::prune_attempts_of(tx, &todo.id, todo.attempts_total, todo.attempts_pruned).await
+    }
+
+    /// [`Self::prune_attempts`] for callers that hold only the todo's counters
+    /// (the reaper and the revoke cascade close attempts in bulk).
+    pub(super) async fn prune_attempts_of(
+        tx: &mut Transaction<'static, Any>,
+        todo_id: &str,
+        attempts_total: i64,
+        attempts_pruned: i64,
+    ) -> StoreResult<i64> {
+        if attempts_total - attempts_pruned <= rules::KEPT_ATTEMPTS {
             return Ok(0);
         }
         let pruned = sqlx::query(
@@ -763,7 +774,7 @@ impl SqlStore {
                (SELECT seq FROM todo_attempts WHERE todo_id = $1 AND ended_at IS NOT NULL \
                 ORDER BY seq DESC LIMIT 1 OFFSET $2)",
         )
-        .bind(&todo.id)
+        .bind(todo_id)
         .bind(rules::KEPT_ATTEMPTS)
         .execute(&mut **tx)
         .await?
@@ -771,11 +782,39 @@ impl SqlStore {
         if pruned > 0 {
             sqlx::query("UPDATE todos SET attempts_pruned = attempts_pruned + $1 WHERE id = $2")
                 .bind(pruned)
-                .bind(&todo.id)
+                .bind(todo_id)
                 .execute(&mut **tx)
                 .await?;
         }
         Ok(pruned)
+    }
+
+    /// Prunes the histories of an endpoint's claimed todos once the revoke
+    /// cascade has closed their open attempts. Only todos holding more than
+    /// [`rules::KEPT_ATTEMPTS`] records are touched.
+    pub(super) async fn prune_claimed_attempts_of_endpoint(
+        tx: &mut Transaction<'static, Any>,
+        endpoint_id: &str,
+    ) -> StoreResult<()> {
+        let overfull = sqlx::query(
+            "SELECT id, attempts_total, attempts_pruned FROM todos \
+             WHERE endpoint_id = $1 AND state = 'claimed' \
+               AND attempts_total - attempts_pruned > $2",
+        )
+        .bind(endpoint_id)
+        .bind(rules::KEPT_ATTEMPTS)
+        .fetch_all(&mut **tx)
+        .await?;
+        for row in &overfull {
+            Self::prune_attempts_of(
+                tx,
+                &row.get::<String, _>("id"),
+                row.get("attempts_total"),
+                row.get("attempts_pruned"),
+            )
+            .await?;
+        }
+        Ok(())
     }
 
     /// Why an agent's guarded update matched nothing: `not_found` when the

@@ -1,0 +1,173 @@
+//! The one error envelope of the REST API (`07-operator.md`):
+//! `{"error":{"code","message","field"?,"state"?}}`.
+
+use axum::Json;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use crate::domain::Invalid;
+use crate::store::StoreError;
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorBody {
+    pub error: ErrorDetail,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorDetail {
+    /// `invalid_argument`, `unauthenticated`, `forbidden`, `not_found`, `conflict`,
+    /// `payload_too_large`, `rate_limited`, `unavailable` or `internal`.
+    pub code: String,
+    pub message: String,
+    /// The offending input field, for `invalid_argument`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
+    /// The endpoint's state, when a conflict is about a revoked endpoint.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub state: Option<String>,
+}
+
+#[derive(Debug)]
+pub struct ApiError {
+    status: StatusCode,
+    detail: ErrorDetail,
+    retry_after_secs: Option<u64>,
+    www_authenticate: bool,
+}
+
+impl ApiError {
+    fn new(status: StatusCode, code: &str, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            detail: ErrorDetail {
+                code: code.to_owned(),
+                message: message.into(),
+                field: None,
+                state: None,
+            },
+            retry_after_secs: None,
+            www_authenticate: false,
+        }
+    }
+
+    pub fn invalid(field: &str, message: impl Into<String>) -> Self {
+        let mut e = Self::new(StatusCode::BAD_REQUEST, "invalid_argument", message);
+        e.detail.field = Some(field.to_owned());
+        e
+    }
+
+    /// Every authentication failure answers the same, whatever went wrong.
+    pub fn unauthenticated() -> Self {
+        let mut e = Self::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthenticated",
+            "a valid human API token is required (Authorization: Bearer sbh_…)",
+        );
+        e.www_authenticate = true;
+        e
+    }
+
+    pub fn not_found() -> Self {
+        Self::new(StatusCode::NOT_FOUND, "not_found", "not found")
+    }
+
+    pub fn conflict(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::CONFLICT, "conflict", message)
+    }
+
+    /// A conflict because the endpoint is revoked: carries `"state":"revoked"`.
+    pub fn revoked() -> Self {
+        let mut e = Self::conflict("the endpoint is revoked");
+        e.detail.state = Some("revoked".into());
+        e
+    }
+
+    pub fn payload_too_large(limit: usize) -> Self {
+        Self::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "payload_too_large",
+            format!("the request body exceeds {limit} bytes"),
+        )
+    }
+
+    pub fn rate_limited(retry_after_secs: u64) -> Self {
+        let mut e = Self::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "rate_limited",
+            "too many requests; slow down",
+        );
+        e.retry_after_secs = Some(retry_after_secs.max(1));
+        e
+    }
+
+    pub fn internal() -> Self {
+        Self::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            "internal error",
+        )
+    }
+
+    pub fn status(&self) -> StatusCode {
+        self.status
+    }
+}
+
+impl From<Invalid> for ApiError {
+    fn from(e: Invalid) -> Self {
+        Self::invalid(e.field, e.message)
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(err: StoreError) -> Self {
+        match err {
+            StoreError::InvalidArgument(invalid) => invalid.into(),
+            StoreError::Forbidden(message) => {
+                Self::new(StatusCode::FORBIDDEN, "forbidden", message)
+            }
+            StoreError::NotFound => Self::not_found(),
+            StoreError::Conflict(message) if message.contains("endpoint is revoked") => {
+                let mut e = Self::conflict(message);
+                e.detail.state = Some("revoked".into());
+                e
+            }
+            StoreError::Conflict(message) => Self::conflict(message),
+            StoreError::Unavailable(detail) => {
+                tracing::warn!(error = %detail, "database unavailable");
+                Self::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "unavailable",
+                    "the database is unavailable; try again",
+                )
+            }
+            StoreError::Internal(detail) => {
+                tracing::error!(error = %detail, "internal error");
+                Self::internal()
+            }
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut response = (self.status, Json(ErrorBody { error: self.detail })).into_response();
+        let headers = response.headers_mut();
+        if let Some(secs) = self.retry_after_secs
+            && let Ok(value) = HeaderValue::from_str(&secs.to_string())
+        {
+            headers.insert(header::RETRY_AFTER, value);
+        }
+        if self.www_authenticate {
+            headers.insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Bearer realm=\"switchboard-api\""),
+            );
+        }
+        response
+    }
+}
+
+pub type ApiResult<T> = Result<T, ApiError>;

@@ -1,0 +1,256 @@
+//! Request extractors that answer in the API's error envelope: the human
+//! behind a bearer token (with the per-human rate limit), JSON bodies that
+//! refuse unknown fields and name the bad one, and query strings.
+
+use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::request::Parts;
+use axum::http::{Method, header};
+use serde::de::DeserializeOwned;
+
+use super::error::ApiError;
+use crate::domain::ids::sha256_hex;
+use crate::server::AppState;
+use crate::store::{ApiToken, Human};
+
+/// Request bodies of the human API are capped at 64 KiB.
+pub const MAX_BODY_BYTES: usize = 64 * 1024;
+
+/// The authenticated human. Anything but a live `sbh_` token is 401, with
+/// the same body whatever was wrong.
+pub struct HumanAuth {
+    pub human: Human,
+    pub token: ApiToken,
+}
+
+impl FromRequestParts<AppState> for HumanAuth {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let token = bearer_token(parts).ok_or_else(ApiError::unauthenticated)?;
+        if !token.starts_with("sbh_") {
+            return Err(ApiError::unauthenticated());
+        }
+        let (human, token) = state
+            .store
+            .authenticate_api_token(&sha256_hex(token))
+            .await?
+            .ok_or_else(ApiError::unauthenticated)?;
+        let limiter = if is_read(&parts.method) {
+            &state.api.read_limiter
+        } else {
+            &state.api.write_limiter
+        };
+        if let Err(wait) = limiter.check(&human.id) {
+            return Err(ApiError::rate_limited(wait.as_secs_f64().ceil() as u64));
+        }
+        Ok(Self { human, token })
+    }
+}
+
+fn is_read(method: &Method) -> bool {
+    matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS)
+}
+
+/// The token of an `Authorization: Bearer …` header, if well formed.
+pub fn bearer_token(parts: &Parts) -> Option<&str> {
+    let value = parts.headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    if !scheme.eq_ignore_ascii_case("bearer") {
+        return None;
+    }
+    let token = token.trim();
+    (!token.is_empty()).then_some(token)
+}
+
+/// A JSON body: at most 64 KiB, `application/json`, no unknown fields, and
+/// a type error names the field it is in.
+pub struct ApiJson<T>(pub T);
+
+impl<T: DeserializeOwned> FromRequest<AppState> for ApiJson<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, _state: &AppState) -> Result<Self, ApiError> {
+        let is_json = req
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|ct| {
+                let mime = ct.split(';').next().unwrap_or("").trim();
+                mime.eq_ignore_ascii_case("application/json")
+            });
+        let bytes = axum::body::to_bytes(req.into_body(), MAX_BODY_BYTES)
+            .await
+            .map_err(|_| ApiError::payload_too_large(MAX_BODY_BYTES))?;
+        if !is_json {
+            return Err(ApiError::invalid(
+                "body",
+                "the request body must be JSON (Content-Type: application/json)",
+            ));
+        }
+        parse_json(&bytes).map(ApiJson)
+    }
+}
+
+/// Deserialises `bytes`, turning serde's error into one that names the field.
+pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let value: T = serde_path_to_error::deserialize(&mut de).map_err(|err| {
+        let path = err.path().to_string();
+        let inner = err.into_inner();
+        let message = inner.to_string();
+        let field = unknown_field_name(&message).unwrap_or_else(|| {
+            if path == "." || path.is_empty() {
+                "body".to_owned()
+            } else {
+                path.trim_start_matches('.').to_owned()
+            }
+        });
+        ApiError::invalid(&field, strip_position(&message))
+    })?;
+    de.end()
+        .map_err(|e| ApiError::invalid("body", strip_position(&e.to_string())))?;
+    Ok(value)
+}
+
+/// serde says "unknown field `queues`, expected …": the field is `queues`.
+fn unknown_field_name(message: &str) -> Option<String> {
+    let rest = message.strip_prefix("unknown field `")?;
+    Some(rest.split('`').next()?.to_owned())
+}
+
+/// Drops serde_json's " at line 1 column 17" suffix.
+fn strip_position(message: &str) -> String {
+    match message.rfind(" at line ") {
+        Some(i) => message[..i].to_owned(),
+        None => message.to_owned(),
+    }
+}
+
+/// A query string, refusing unknown parameters and naming the bad one.
+pub struct ApiQuery<T>(pub T);
+
+impl<T: DeserializeOwned> FromRequestParts<AppState> for ApiQuery<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &AppState) -> Result<Self, ApiError> {
+        let query = parts.uri.query().unwrap_or("");
+        let de = serde_urlencoded_deserializer(query);
+        match de {
+            Ok(value) => Ok(ApiQuery(value)),
+            Err((field, message)) => Err(ApiError::invalid(&field, message)),
+        }
+    }
+}
+
+fn serde_urlencoded_deserializer<T: DeserializeOwned>(query: &str) -> Result<T, (String, String)> {
+    // axum's Query uses serde_urlencoded; we go through a map first so that
+    // errors can name the parameter.
+    let pairs: Vec<(String, String)> = url_pairs(query);
+    let mut map = serde_json::Map::new();
+    for (k, v) in pairs {
+        if map.contains_key(&k) {
+            return Err((k, "is given more than once".into()));
+        }
+        map.insert(k, serde_json::Value::String(v));
+    }
+    let value = serde_json::Value::Object(map);
+    serde_path_to_error::deserialize(value).map_err(|err| {
+        let path = err.path().to_string();
+        let message = err.into_inner().to_string();
+        let field =
+            unknown_field_name(&message).unwrap_or_else(|| path.trim_start_matches('.').to_owned());
+        (
+            if field.is_empty() {
+                "query".into()
+            } else {
+                field
+            },
+            message,
+        )
+    })
+}
+
+fn url_pairs(query: &str) -> Vec<(String, String)> {
+    query
+        .split('&')
+        .filter(|p| !p.is_empty())
+        .map(|pair| {
+            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+            (percent_decode(k), percent_decode(v))
+        })
+        .collect()
+}
+
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'+' => out.push(b' '),
+            b'%' => {
+                let decoded = bytes
+                    .get(i + 1..i + 3)
+                    .and_then(|h| std::str::from_utf8(h).ok())
+                    .and_then(|h| u8::from_str_radix(h, 16).ok());
+                match decoded {
+                    Some(byte) => {
+                        out.push(byte);
+                        i += 2;
+                    }
+                    None => out.push(b'%'),
+                }
+            }
+            other => out.push(other),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Query parameters arrive as text; this parses one, naming it on failure.
+pub fn parse_param<T: std::str::FromStr>(
+    value: Option<&str>,
+    field: &str,
+    what: &str,
+) -> Result<Option<T>, ApiError> {
+    match value {
+        None => Ok(None),
+        Some(text) => text
+            .parse()
+            .map(Some)
+            .map_err(|_| ApiError::invalid(field, format!("{text:?} is not {what}"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Patch {
+        default_lease_ttl_seconds: Option<i64>,
+    }
+
+    #[test]
+    fn unknown_fields_are_named() {
+        let err = parse_json::<Patch>(br#"{"queues":["x"]}"#).unwrap_err();
+        let body = format!("{err:?}");
+        assert!(body.contains("queues"), "{body}");
+    }
+
+    #[test]
+    fn type_errors_name_the_field() {
+        let err = parse_json::<Patch>(br#"{"default_lease_ttl_seconds":"soon"}"#).unwrap_err();
+        assert!(format!("{err:?}").contains("default_lease_ttl_seconds"));
+    }
+
+    #[test]
+    fn percent_decoding() {
+        assert_eq!(percent_decode("a%20b+c"), "a b c");
+        assert_eq!(percent_decode("100%"), "100%");
+        assert_eq!(percent_decode("%zz"), "%zz");
+    }
+}

@@ -1,0 +1,205 @@
+use std::collections::HashMap;
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use serde::{Deserialize, Deserializer};
+use utoipa::ToSchema;
+
+use super::page_request;
+use super::tokens::ListQuery;
+use crate::api::error::{ApiError, ApiResult, ErrorBody};
+use crate::api::extract::{ApiJson, ApiQuery, HumanAuth};
+use crate::api::views::{AgentList, AgentView};
+use crate::server::AppState;
+use crate::store::{Agent, AgentKind, AgentPatch, Endpoint, EndpointActivity, NewAgent, Store};
+
+pub fn parse_kind(kind: &str) -> Result<AgentKind, ApiError> {
+    AgentKind::parse(kind).ok_or_else(|| {
+        ApiError::invalid(
+            "kind",
+            format!("{kind:?} is not an agent kind; expected heartbeat, session or task"),
+        )
+    })
+}
+
+/// Builds views for agents, with liveness over each one's endpoints.
+async fn agent_views(
+    store: &dyn Store,
+    human_id: &str,
+    agents: &[Agent],
+) -> ApiResult<Vec<AgentView>> {
+    let ids: Vec<String> = agents.iter().map(|a| a.id.clone()).collect();
+    let endpoints = store.endpoints_of_agents(human_id, &ids).await?;
+    let endpoint_ids: Vec<String> = endpoints.iter().map(|e| e.id.clone()).collect();
+    let activity = store.endpoint_activity(&endpoint_ids).await?;
+    let idle = EndpointActivity::default();
+    let mut by_agent: HashMap<&str, Vec<(&Endpoint, &EndpointActivity)>> = HashMap::new();
+    for e in &endpoints {
+        by_agent
+            .entry(e.agent_id.as_str())
+            .or_default()
+            .push((e, activity.get(&e.id).unwrap_or(&idle)));
+    }
+    let now = store.clock().now();
+    Ok(agents
+        .iter()
+        .map(|a| {
+            let mine = by_agent
+                .get(a.id.as_str())
+                .map(Vec::as_slice)
+                .unwrap_or(&[]);
+            AgentView::build(a, mine, now)
+        })
+        .collect())
+}
+
+/// The caller's agents, newest first, with liveness.
+#[utoipa::path(get, path = "/api/v1/agents", tag = "agents", params(ListQuery),
+    security(("bearer" = [])),
+    responses(
+        (status = 200, body = AgentList),
+        (status = 400, body = ErrorBody),
+        (status = 401, body = ErrorBody),
+        (status = 429, body = ErrorBody),
+    ))]
+pub async fn list(
+    State(state): State<AppState>,
+    auth: HumanAuth,
+    ApiQuery(q): ApiQuery<ListQuery>,
+) -> ApiResult<Json<AgentList>> {
+    let page = state
+        .store
+        .list_agents(
+            &auth.human.id,
+            &page_request(q.limit.as_deref(), q.cursor.as_deref())?,
+        )
+        .await?;
+    Ok(Json(AgentList {
+        agents: agent_views(&*state.store, &auth.human.id, &page.items).await?,
+        next_cursor: page.next_cursor,
+    }))
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RegisterAgent {
+    /// Lowercase `[a-z0-9][a-z0-9-]{0,62}`, unique per human.
+    pub name: String,
+    /// `heartbeat`, `session` (default) or `task`.
+    pub kind: Option<String>,
+    /// Overrides the kind's expected interval (seconds).
+    pub expected_interval_seconds: Option<i64>,
+    pub description: Option<String>,
+}
+
+/// Registers an agent (grants nothing by itself).
+#[utoipa::path(post, path = "/api/v1/agents", tag = "agents", request_body = RegisterAgent,
+    security(("bearer" = [])),
+    responses(
+        (status = 201, body = AgentView),
+        (status = 400, body = ErrorBody),
+        (status = 401, body = ErrorBody),
+        (status = 409, body = ErrorBody),
+        (status = 413, body = ErrorBody),
+        (status = 429, body = ErrorBody),
+    ))]
+pub async fn register(
+    State(state): State<AppState>,
+    auth: HumanAuth,
+    ApiJson(body): ApiJson<RegisterAgent>,
+) -> ApiResult<(StatusCode, Json<AgentView>)> {
+    let kind = match body.kind.as_deref() {
+        Some(k) => parse_kind(k)?,
+        None => AgentKind::Session,
+    };
+    let agent = state
+        .store
+        .register_agent(NewAgent {
+            human_id: auth.human.id.clone(),
+            name: body.name,
+            kind,
+            expected_interval_seconds: body.expected_interval_seconds,
+            description: body.description,
+        })
+        .await?;
+    let view = agent_views(&*state.store, &auth.human.id, &[agent]).await?;
+    Ok((
+        StatusCode::CREATED,
+        Json(view.into_iter().next().expect("one view")),
+    ))
+}
+
+/// One agent with liveness.
+#[utoipa::path(get, path = "/api/v1/agents/{name}", tag = "agents",
+    params(("name" = String, Path, description = "Agent name")),
+    security(("bearer" = [])),
+    responses(
+        (status = 200, body = AgentView),
+        (status = 401, body = ErrorBody),
+        (status = 404, body = ErrorBody),
+        (status = 429, body = ErrorBody),
+    ))]
+pub async fn show(
+    State(state): State<AppState>,
+    auth: HumanAuth,
+    Path(name): Path<String>,
+) -> ApiResult<Json<AgentView>> {
+    let agent = state.store.get_agent(&auth.human.id, &name).await?;
+    let view = agent_views(&*state.store, &auth.human.id, &[agent]).await?;
+    Ok(Json(view.into_iter().next().expect("one view")))
+}
+
+/// Distinguishes an absent field (leave alone) from `null` (clear).
+pub(crate) fn present<'de, D, T>(de: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(de).map(Some)
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EditAgent {
+    pub kind: Option<String>,
+    /// Seconds, or null to return to the kind's default.
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<i64>)]
+    pub expected_interval_seconds: Option<Option<i64>>,
+    /// Text, or null to clear.
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<String>)]
+    pub description: Option<Option<String>>,
+}
+
+/// Edits an agent's kind, expected interval or description.
+#[utoipa::path(patch, path = "/api/v1/agents/{name}", tag = "agents", request_body = EditAgent,
+    params(("name" = String, Path, description = "Agent name")),
+    security(("bearer" = [])),
+    responses(
+        (status = 200, body = AgentView),
+        (status = 400, body = ErrorBody),
+        (status = 401, body = ErrorBody),
+        (status = 404, body = ErrorBody),
+        (status = 413, body = ErrorBody),
+        (status = 429, body = ErrorBody),
+    ))]
+pub async fn edit(
+    State(state): State<AppState>,
+    auth: HumanAuth,
+    Path(name): Path<String>,
+    ApiJson(body): ApiJson<EditAgent>,
+) -> ApiResult<Json<AgentView>> {
+    let patch = AgentPatch {
+        kind: body.kind.as_deref().map(parse_kind).transpose()?,
+        expected_interval_seconds: body.expected_interval_seconds,
+        description: body.description,
+    };
+    let agent = state
+        .store
+        .update_agent(&auth.human.id, &name, patch)
+        .await?;
+    let view = agent_views(&*state.store, &auth.human.id, &[agent]).await?;
+    Ok(Json(view.into_iter().next().expect("one view")))
+}

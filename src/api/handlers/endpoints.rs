@@ -1,0 +1,311 @@
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use super::agents::{parse_kind, present};
+use super::page_request;
+use super::tokens::ListQuery;
+use super::webhooks::issue_webhook;
+use crate::api::error::{ApiError, ApiResult, ErrorBody};
+use crate::api::extract::{ApiJson, ApiQuery, HumanAuth};
+use crate::api::views::{EndpointList, EndpointView, VendView, mcp_json, mcp_url};
+use crate::domain::duration::parse_positive_duration;
+use crate::domain::ids::{SHOWN_PREFIX_CHARS, new_endpoint_credential, new_slug, sha256_hex};
+use crate::domain::todo::validate_queue_name;
+use crate::server::AppState;
+use crate::store::{AgentKind, Endpoint, EndpointActivity, NewEndpoint, StoreError};
+
+/// Views for endpoints, with their work counts and liveness.
+pub async fn endpoint_views(
+    state: &AppState,
+    endpoints: &[Endpoint],
+) -> ApiResult<Vec<EndpointView>> {
+    let ids: Vec<String> = endpoints.iter().map(|e| e.id.clone()).collect();
+    let activity = state.store.endpoint_activity(&ids).await?;
+    let idle = EndpointActivity::default();
+    let now = state.store.clock().now();
+    Ok(endpoints
+        .iter()
+        .map(|e| {
+            EndpointView::build(
+                e,
+                activity.get(&e.id).unwrap_or(&idle),
+                &state.api.public_url,
+                now,
+            )
+        })
+        .collect())
+}
+
+async fn endpoint_view(state: &AppState, endpoint: &Endpoint) -> ApiResult<EndpointView> {
+    Ok(endpoint_views(state, std::slice::from_ref(endpoint))
+        .await?
+        .remove(0))
+}
+
+/// The caller's endpoints, newest first.
+#[utoipa::path(get, path = "/api/v1/endpoints", tag = "endpoints", params(ListQuery),
+    security(("bearer" = [])),
+    responses(
+        (status = 200, body = EndpointList),
+        (status = 400, body = ErrorBody),
+        (status = 401, body = ErrorBody),
+        (status = 429, body = ErrorBody),
+    ))]
+pub async fn list(
+    State(state): State<AppState>,
+    auth: HumanAuth,
+    ApiQuery(q): ApiQuery<ListQuery>,
+) -> ApiResult<Json<EndpointList>> {
+    let page = state
+        .store
+        .list_endpoints(
+            &auth.human.id,
+            &page_request(q.limit.as_deref(), q.cursor.as_deref())?,
+        )
+        .await?;
+    Ok(Json(EndpointList {
+        endpoints: endpoint_views(&state, &page.items).await?,
+        next_cursor: page.next_cursor,
+    }))
+}
+
+#[derive(Debug, Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct VendRequest {
+    /// The agent's name; created (with `kind`) when it does not exist yet.
+    pub agent: String,
+    /// Kind of a newly created agent: `heartbeat`, `session` (default) or `task`.
+    pub kind: Option<String>,
+    /// Queue names; default `["inbox"]`. Immutable.
+    pub queues: Option<Vec<String>>,
+    /// Granted verbs; default all. Immutable.
+    pub verbs: Option<Vec<String>>,
+    /// Lifetime, e.g. `30d`; the endpoint is revoked when it passes.
+    pub expires_in: Option<String>,
+    /// 60–86 400 seconds.
+    pub default_lease_ttl_seconds: Option<i64>,
+    /// Also create a token webhook on the first queue.
+    pub webhook: Option<bool>,
+}
+
+/// Vends an endpoint: its credential and `.mcp.json` block are shown once.
+#[utoipa::path(post, path = "/api/v1/endpoints", tag = "endpoints", request_body = VendRequest,
+    security(("bearer" = [])),
+    responses(
+        (status = 201, body = VendView),
+        (status = 400, body = ErrorBody),
+        (status = 401, body = ErrorBody),
+        (status = 409, body = ErrorBody),
+        (status = 413, body = ErrorBody),
+        (status = 429, body = ErrorBody),
+    ))]
+pub async fn vend(
+    State(state): State<AppState>,
+    auth: HumanAuth,
+    ApiJson(body): ApiJson<VendRequest>,
+) -> ApiResult<(StatusCode, Json<VendView>)> {
+    crate::store::sql::validate_agent_name(&body.agent)
+        .map_err(|e| ApiError::invalid("agent", e.message))?;
+    let kind = match body.kind.as_deref() {
+        Some(k) => parse_kind(k)?,
+        None => AgentKind::Session,
+    };
+    let queues = body
+        .queues
+        .clone()
+        .unwrap_or_else(|| vec!["inbox".to_owned()]);
+    for q in &queues {
+        validate_queue_name(q, "queues")?;
+    }
+    let now = state.store.clock().now();
+    let expires_at = match body.expires_in.as_deref() {
+        None => None,
+        Some(text) => Some(now.saturating_add(parse_positive_duration(text, "expires_in")?)),
+    };
+    // A slug collision is unlikely but possible: draw again a few times.
+    let mut last_err = None;
+    for _ in 0..5 {
+        let credential = new_endpoint_credential();
+        let new = NewEndpoint {
+            agent_id: String::new(),
+            slug: new_slug(&body.agent),
+            credential_hash: sha256_hex(&credential),
+            credential_prefix: credential[..SHOWN_PREFIX_CHARS].to_owned(),
+            queues: queues.clone(),
+            verbs: body.verbs.clone().unwrap_or_default(),
+            expires_at,
+            default_lease_ttl_seconds: body.default_lease_ttl_seconds,
+        };
+        match state
+            .store
+            .vend_endpoint(&auth.human.id, &body.agent, kind, new)
+            .await
+        {
+            Ok((_agent, endpoint, agent_created)) => {
+                let webhook = if body.webhook == Some(true) {
+                    Some(
+                        issue_webhook(
+                            &state,
+                            &auth.human.id,
+                            &endpoint.id,
+                            &endpoint.scope_queues[0],
+                            false,
+                        )
+                        .await?,
+                    )
+                } else {
+                    None
+                };
+                let url = mcp_url(&state.api.public_url, &endpoint.slug);
+                tracing::info!(
+                    endpoint = %endpoint.slug,
+                    agent = %endpoint.agent_name,
+                    "endpoint vended"
+                );
+                return Ok((
+                    StatusCode::CREATED,
+                    Json(VendView {
+                        mcp_json: mcp_json(&endpoint.slug, &url, &credential),
+                        token: credential,
+                        agent_created,
+                        webhook,
+                        endpoint: endpoint_view(&state, &endpoint).await?,
+                    }),
+                ));
+            }
+            Err(StoreError::Conflict(msg)) if msg.contains("slug or credential") => {
+                last_err = Some(StoreError::Conflict(msg));
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(last_err
+        .map(ApiError::from)
+        .unwrap_or_else(ApiError::internal))
+}
+
+/// One endpoint by slug or id.
+#[utoipa::path(get, path = "/api/v1/endpoints/{reference}", tag = "endpoints",
+    params(("reference" = String, Path, description = "Endpoint slug or id")),
+    security(("bearer" = [])),
+    responses(
+        (status = 200, body = EndpointView),
+        (status = 401, body = ErrorBody),
+        (status = 404, body = ErrorBody),
+        (status = 429, body = ErrorBody),
+    ))]
+pub async fn show(
+    State(state): State<AppState>,
+    auth: HumanAuth,
+    Path(reference): Path<String>,
+) -> ApiResult<Json<EndpointView>> {
+    let endpoint = state.store.get_endpoint(&auth.human.id, &reference).await?;
+    Ok(Json(endpoint_view(&state, &endpoint).await?))
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EditEndpoint {
+    /// 60–86 400 seconds, or null for the server default (300). Scope fields
+    /// are immutable and refused.
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<i64>)]
+    pub default_lease_ttl_seconds: Option<Option<i64>>,
+}
+
+/// Changes an endpoint's default lease (the only editable field).
+#[utoipa::path(patch, path = "/api/v1/endpoints/{reference}", tag = "endpoints",
+    request_body = EditEndpoint,
+    params(("reference" = String, Path, description = "Endpoint slug or id")),
+    security(("bearer" = [])),
+    responses(
+        (status = 200, body = EndpointView),
+        (status = 400, body = ErrorBody),
+        (status = 401, body = ErrorBody),
+        (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody),
+        (status = 413, body = ErrorBody),
+        (status = 429, body = ErrorBody),
+    ))]
+pub async fn edit(
+    State(state): State<AppState>,
+    auth: HumanAuth,
+    Path(reference): Path<String>,
+    ApiJson(body): ApiJson<EditEndpoint>,
+) -> ApiResult<Json<EndpointView>> {
+    let endpoint = state.store.get_endpoint(&auth.human.id, &reference).await?;
+    let endpoint = match body.default_lease_ttl_seconds {
+        None => endpoint,
+        Some(value) => match state.store.set_default_lease(&endpoint.id, value).await {
+            Ok(updated) => updated,
+            Err(StoreError::Conflict(_)) => return Err(ApiError::revoked()),
+            Err(e) => return Err(e.into()),
+        },
+    };
+    Ok(Json(endpoint_view(&state, &endpoint).await?))
+}
+
+/// Revokes an endpoint at once: its live todos become dead letters and its
+/// credential stops working. 409 when it is already revoked.
+#[utoipa::path(post, path = "/api/v1/endpoints/{reference}/revoke", tag = "endpoints",
+    params(("reference" = String, Path, description = "Endpoint slug or id")),
+    security(("bearer" = [])),
+    responses(
+        (status = 200, body = EndpointView),
+        (status = 401, body = ErrorBody),
+        (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody),
+        (status = 429, body = ErrorBody),
+    ))]
+pub async fn revoke(
+    State(state): State<AppState>,
+    auth: HumanAuth,
+    Path(reference): Path<String>,
+) -> ApiResult<Json<EndpointView>> {
+    let endpoint = state.store.get_endpoint(&auth.human.id, &reference).await?;
+    match state
+        .store
+        .revoke_endpoint(&auth.human.id, &endpoint.id)
+        .await
+    {
+        Ok(revoked) => tracing::info!(
+            endpoint = %endpoint.slug,
+            dead_lettered = revoked.dead_lettered,
+            "endpoint revoked"
+        ),
+        Err(StoreError::Conflict(_)) => return Err(ApiError::revoked()),
+        Err(e) => return Err(e.into()),
+    }
+    let endpoint = state
+        .store
+        .get_endpoint(&auth.human.id, &endpoint.id)
+        .await?;
+    Ok(Json(endpoint_view(&state, &endpoint).await?))
+}
+
+/// Deletes a revoked endpoint and its history (409 while it is active).
+#[utoipa::path(delete, path = "/api/v1/endpoints/{reference}", tag = "endpoints",
+    params(("reference" = String, Path, description = "Endpoint slug or id")),
+    security(("bearer" = [])),
+    responses(
+        (status = 204),
+        (status = 401, body = ErrorBody),
+        (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody),
+        (status = 429, body = ErrorBody),
+    ))]
+pub async fn remove(
+    State(state): State<AppState>,
+    auth: HumanAuth,
+    Path(reference): Path<String>,
+) -> ApiResult<StatusCode> {
+    let endpoint = state.store.get_endpoint(&auth.human.id, &reference).await?;
+    state
+        .store
+        .delete_endpoint(&auth.human.id, &endpoint.id)
+        .await?;
+    Ok(StatusCode::NO_CONTENT)
+}

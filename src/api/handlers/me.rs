@@ -1,0 +1,17 @@
+use axum::Json;
+
+use crate::api::error::ErrorBody;
+use crate::api::extract::HumanAuth;
+use crate::api::views::HumanView;
+
+/// The caller.
+#[utoipa::path(get, path = "/api/v1/me", tag = "humans",
+    security(("bearer" = [])),
+    responses(
+        (status = 200, body = HumanView),
+        (status = 401, body = ErrorBody),
+        (status = 429, body = ErrorBody),
+    ))]
+pub async fn get_me(auth: HumanAuth) -> Json<HumanView> {
+    Json(HumanView::from(&auth.human))
+}

@@ -1,0 +1,30 @@
+//! One module per resource.
+
+pub mod agents;
+pub mod endpoints;
+pub mod me;
+pub mod todos;
+pub mod tokens;
+pub mod webhooks;
+
+use super::error::ApiError;
+use super::extract::parse_param;
+use crate::store::PageRequest;
+
+pub async fn not_found() -> ApiError {
+    ApiError::not_found()
+}
+
+/// `?limit=&cursor=` of a list route.
+pub fn page_request(limit: Option<&str>, cursor: Option<&str>) -> Result<PageRequest, ApiError> {
+    let limit: Option<i64> = parse_param(limit, "limit", "a whole number")?;
+    if let Some(l) = limit
+        && !(1..=200).contains(&l)
+    {
+        return Err(ApiError::invalid("limit", "must be between 1 and 200"));
+    }
+    Ok(PageRequest {
+        limit: limit.unwrap_or(50),
+        after: cursor.map(str::to_owned),
+    })
+}

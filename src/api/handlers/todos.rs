@@ -1,0 +1,272 @@
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use serde::Deserialize;
+use serde_json::Value;
+use utoipa::{IntoParams, ToSchema};
+
+use super::page_request;
+use crate::api::error::{ApiError, ApiResult, ErrorBody};
+use crate::api::extract::{ApiJson, ApiQuery, HumanAuth, parse_param};
+use crate::api::views::{
+    AttemptView, CreatedTodoView, IntakeEventView, TodoDetail, TodoList, TodoView,
+};
+use crate::domain::todo::{KEPT_ATTEMPTS, TodoState};
+use crate::server::AppState;
+use crate::store::{NewIntakeEvent, NewTodo, StoreError, TodoFilter, TrustMode};
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PushTodo {
+    /// One line, at most 200 bytes.
+    pub title: String,
+    /// May be omitted when the endpoint has exactly one queue.
+    pub queue: Option<String>,
+    /// Default `operator`.
+    pub kind: Option<String>,
+    #[schema(value_type = Option<Object>)]
+    pub payload: Option<Value>,
+    /// Idempotency key (at most 256 bytes): a live todo with the same key is
+    /// returned instead of a new one.
+    pub key: Option<String>,
+}
+
+/// A human-authored todo. 201 when created; 200 with `created: false` when
+/// `key` matched a live todo (nothing is created and nothing rings).
+#[utoipa::path(post, path = "/api/v1/endpoints/{reference}/todos", tag = "todos",
+    request_body = PushTodo,
+    params(("reference" = String, Path, description = "Endpoint slug or id")),
+    security(("bearer" = [])),
+    responses(
+        (status = 201, body = CreatedTodoView),
+        (status = 200, body = CreatedTodoView),
+        (status = 400, body = ErrorBody),
+        (status = 401, body = ErrorBody),
+        (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody),
+        (status = 413, body = ErrorBody),
+        (status = 429, body = ErrorBody),
+    ))]
+pub async fn push(
+    State(state): State<AppState>,
+    auth: HumanAuth,
+    Path(reference): Path<String>,
+    ApiJson(body): ApiJson<PushTodo>,
+) -> ApiResult<(StatusCode, Json<CreatedTodoView>)> {
+    let endpoint = state.store.get_endpoint(&auth.human.id, &reference).await?;
+    if !endpoint.is_active() {
+        return Err(ApiError::revoked());
+    }
+    let queue = match body.queue.clone() {
+        Some(q) => q,
+        None if endpoint.scope_queues.len() == 1 => endpoint.scope_queues[0].clone(),
+        None => {
+            return Err(ApiError::invalid(
+                "queue",
+                format!(
+                    "required: the endpoint has several queues ({})",
+                    endpoint.scope_queues.join(", ")
+                ),
+            ));
+        }
+    };
+    let request_body = serde_json::json!({
+        "title": body.title,
+        "queue": queue,
+        "kind": body.kind,
+        "payload": body.payload,
+        "key": body.key,
+    })
+    .to_string()
+    .into_bytes();
+    let new = NewTodo {
+        endpoint_id: endpoint.id.clone(),
+        queue,
+        title: body.title,
+        kind: Some(body.kind.unwrap_or_else(|| "operator".to_owned())),
+        source: Some("operator".to_owned()),
+        payload: body.payload,
+        idempotency_key: body.key,
+        max_attempts: None,
+        intake: Some(NewIntakeEvent {
+            trust_mode: TrustMode::Operator,
+            actor: format!("human:{}", auth.human.id),
+            webhook_id: None,
+            headers: serde_json::json!({}),
+            content_type: Some("application/json".to_owned()),
+            body: request_body,
+        }),
+    };
+    let created = match state.store.create_todo(new).await {
+        Ok(created) => created,
+        Err(StoreError::Conflict(msg)) if msg.contains("revoked") => {
+            return Err(ApiError::revoked());
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let status = if created.created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok((
+        status,
+        Json(CreatedTodoView {
+            id: created.todo.id,
+            endpoint: endpoint.slug,
+            queue: created.todo.queue,
+            state: created.todo.state.as_str().to_owned(),
+            created: created.created,
+        }),
+    ))
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct TodoQuery {
+    /// Endpoint slug or id.
+    pub endpoint: Option<String>,
+    pub queue: Option<String>,
+    /// `pending`, `claimed`, `done` or `failed`.
+    pub state: Option<String>,
+    /// `true` for dead letters only, `false` to exclude them.
+    pub dead_letter: Option<String>,
+    /// 1–200, default 50.
+    pub limit: Option<String>,
+    pub cursor: Option<String>,
+}
+
+/// The caller's todos, newest first, filtered.
+#[utoipa::path(get, path = "/api/v1/todos", tag = "todos", params(TodoQuery),
+    security(("bearer" = [])),
+    responses(
+        (status = 200, body = TodoList),
+        (status = 400, body = ErrorBody),
+        (status = 401, body = ErrorBody),
+        (status = 404, body = ErrorBody),
+        (status = 429, body = ErrorBody),
+    ))]
+pub async fn list(
+    State(state): State<AppState>,
+    auth: HumanAuth,
+    ApiQuery(q): ApiQuery<TodoQuery>,
+) -> ApiResult<Json<TodoList>> {
+    let page = page_request(q.limit.as_deref(), q.cursor.as_deref())?;
+    let endpoint_id = match q.endpoint.as_deref() {
+        None => None,
+        Some(reference) => Some(
+            state
+                .store
+                .get_endpoint(&auth.human.id, reference)
+                .await?
+                .id,
+        ),
+    };
+    let filter = TodoFilter {
+        endpoint_id,
+        queue: q.queue,
+        state: q
+            .state
+            .as_deref()
+            .map(|s| TodoState::parse_field(s, "state"))
+            .transpose()?,
+        dead_letter: parse_param(q.dead_letter.as_deref(), "dead_letter", "true or false")?,
+    };
+    let todos = state
+        .store
+        .human_list_todos(&auth.human.id, &filter, &page)
+        .await?;
+    Ok(Json(TodoList {
+        todos: todos.items.iter().map(TodoView::from).collect(),
+        next_cursor: todos.next_cursor,
+    }))
+}
+
+/// A todo with its attempt history (newest first).
+#[utoipa::path(get, path = "/api/v1/todos/{id}", tag = "todos",
+    params(("id" = String, Path, description = "Todo id")),
+    security(("bearer" = [])),
+    responses(
+        (status = 200, body = TodoDetail),
+        (status = 401, body = ErrorBody),
+        (status = 404, body = ErrorBody),
+        (status = 429, body = ErrorBody),
+    ))]
+pub async fn show(
+    State(state): State<AppState>,
+    auth: HumanAuth,
+    Path(id): Path<String>,
+) -> ApiResult<Json<TodoDetail>> {
+    let todo = state.store.human_get_todo(&auth.human.id, &id).await?;
+    let attempts = state
+        .store
+        .human_list_attempts(&auth.human.id, &id, KEPT_ATTEMPTS)
+        .await?;
+    Ok(Json(TodoDetail {
+        attempts_pruned: todo.attempts_pruned,
+        attempts: attempts.iter().map(AttemptView::from).collect(),
+        todo: TodoView::from(&todo),
+    }))
+}
+
+/// The intake event that created a todo: trust mode, sanitized headers, whole body.
+#[utoipa::path(get, path = "/api/v1/todos/{id}/event", tag = "todos",
+    params(("id" = String, Path, description = "Todo id")),
+    security(("bearer" = [])),
+    responses(
+        (status = 200, body = IntakeEventView),
+        (status = 401, body = ErrorBody),
+        (status = 404, body = ErrorBody),
+        (status = 429, body = ErrorBody),
+    ))]
+pub async fn event(
+    State(state): State<AppState>,
+    auth: HumanAuth,
+    Path(id): Path<String>,
+) -> ApiResult<Json<IntakeEventView>> {
+    let event = state
+        .store
+        .human_get_intake_event(&auth.human.id, &id)
+        .await?;
+    Ok(Json(IntakeEventView::build(&id, &event)))
+}
+
+/// Retries a failed or dead-lettered todo: back to pending with `attempt = 0`.
+#[utoipa::path(post, path = "/api/v1/todos/{id}/retry", tag = "todos",
+    params(("id" = String, Path, description = "Todo id")),
+    security(("bearer" = [])),
+    responses(
+        (status = 200, body = TodoView),
+        (status = 401, body = ErrorBody),
+        (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody),
+        (status = 429, body = ErrorBody),
+    ))]
+pub async fn retry(
+    State(state): State<AppState>,
+    auth: HumanAuth,
+    Path(id): Path<String>,
+) -> ApiResult<Json<TodoView>> {
+    let todo = state.store.human_retry(&auth.human.id, &id).await?;
+    Ok(Json(TodoView::from(&todo)))
+}
+
+/// Releases a claimed todo back to pending.
+#[utoipa::path(post, path = "/api/v1/todos/{id}/release", tag = "todos",
+    params(("id" = String, Path, description = "Todo id")),
+    security(("bearer" = [])),
+    responses(
+        (status = 200, body = TodoView),
+        (status = 401, body = ErrorBody),
+        (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody),
+        (status = 429, body = ErrorBody),
+    ))]
+pub async fn release(
+    State(state): State<AppState>,
+    auth: HumanAuth,
+    Path(id): Path<String>,
+) -> ApiResult<Json<TodoView>> {
+    let todo = state.store.human_release(&auth.human.id, &id).await?;
+    Ok(Json(TodoView::from(&todo)))
+}

@@ -1,0 +1,140 @@
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use serde::Deserialize;
+use utoipa::{IntoParams, ToSchema};
+
+use super::page_request;
+use crate::api::error::{ApiResult, ErrorBody};
+use crate::api::extract::{ApiJson, ApiQuery, HumanAuth};
+use crate::api::views::{NewTokenView, TokenList, TokenView};
+use crate::domain::duration::parse_positive_duration;
+use crate::domain::ids::{SHOWN_PREFIX_CHARS, new_human_token, sha256_hex};
+use crate::server::AppState;
+use crate::store::NewApiToken;
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct ListQuery {
+    /// 1–200, default 50.
+    pub limit: Option<String>,
+    /// `next_cursor` of the previous page.
+    pub cursor: Option<String>,
+}
+
+/// The caller's API tokens, newest first.
+#[utoipa::path(get, path = "/api/v1/tokens", tag = "humans", params(ListQuery),
+    security(("bearer" = [])),
+    responses(
+        (status = 200, body = TokenList),
+        (status = 400, body = ErrorBody),
+        (status = 401, body = ErrorBody),
+        (status = 429, body = ErrorBody),
+    ))]
+pub async fn list(
+    State(state): State<AppState>,
+    auth: HumanAuth,
+    ApiQuery(q): ApiQuery<ListQuery>,
+) -> ApiResult<Json<TokenList>> {
+    let page = state
+        .store
+        .list_api_tokens(
+            &auth.human.id,
+            &page_request(q.limit.as_deref(), q.cursor.as_deref())?,
+        )
+        .await?;
+    Ok(Json(TokenList {
+        tokens: page.items.iter().map(TokenView::from).collect(),
+        next_cursor: page.next_cursor,
+    }))
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateToken {
+    /// A name to recognise the token by.
+    pub label: Option<String>,
+    /// Lifetime, e.g. `30d` or `12h`; none = no expiry.
+    pub expires_in: Option<String>,
+}
+
+/// A new API token for the caller; the token is shown once.
+#[utoipa::path(post, path = "/api/v1/tokens", tag = "humans", request_body = CreateToken,
+    security(("bearer" = [])),
+    responses(
+        (status = 201, body = NewTokenView),
+        (status = 400, body = ErrorBody),
+        (status = 401, body = ErrorBody),
+        (status = 413, body = ErrorBody),
+        (status = 429, body = ErrorBody),
+    ))]
+pub async fn create(
+    State(state): State<AppState>,
+    auth: HumanAuth,
+    ApiJson(body): ApiJson<CreateToken>,
+) -> ApiResult<(StatusCode, Json<NewTokenView>)> {
+    let expires_at = match body.expires_in.as_deref() {
+        None => None,
+        Some(text) => Some(
+            state
+                .store
+                .clock()
+                .now()
+                .saturating_add(parse_positive_duration(text, "expires_in")?),
+        ),
+    };
+    let (token, record) = issue_token(
+        &*state.store,
+        &auth.human.id,
+        body.label.clone(),
+        expires_at,
+    )
+    .await?;
+    Ok((
+        StatusCode::CREATED,
+        Json(NewTokenView {
+            token,
+            record: TokenView::from(&record),
+        }),
+    ))
+}
+
+/// Creates a token for `human_id`: the plain token (shown once) and its record.
+pub async fn issue_token(
+    store: &dyn crate::store::Store,
+    human_id: &str,
+    label: Option<String>,
+    expires_at: Option<crate::domain::Timestamp>,
+) -> Result<(String, crate::store::ApiToken), crate::store::StoreError> {
+    let token = new_human_token();
+    let record = store
+        .create_api_token(NewApiToken {
+            human_id: human_id.to_owned(),
+            token_hash: sha256_hex(&token),
+            prefix: token[..SHOWN_PREFIX_CHARS].to_owned(),
+            label,
+            expires_at,
+        })
+        .await?;
+    Ok((token, record))
+}
+
+/// Revokes one of the caller's tokens (409 when already revoked).
+#[utoipa::path(delete, path = "/api/v1/tokens/{id}", tag = "humans",
+    params(("id" = String, Path, description = "Token id")),
+    security(("bearer" = [])),
+    responses(
+        (status = 204),
+        (status = 401, body = ErrorBody),
+        (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody),
+        (status = 429, body = ErrorBody),
+    ))]
+pub async fn revoke(
+    State(state): State<AppState>,
+    auth: HumanAuth,
+    Path(id): Path<String>,
+) -> ApiResult<StatusCode> {
+    state.store.revoke_api_token(&auth.human.id, &id).await?;
+    Ok(StatusCode::NO_CONTENT)
+}

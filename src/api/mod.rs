@@ -1,0 +1,97 @@
+//! The human REST API, `/api/v1` (`07-operator.md`).
+//!
+//! Handlers are thin: authenticate ([`extract::HumanAuth`]), validate, call
+//! the store, and shape a view. Every error leaves in one envelope
+//! ([`error::ApiError`]); the OpenAPI document ([`openapi`]) is generated
+//! from the same handler annotations and types.
+
+pub mod error;
+pub mod extract;
+mod handlers;
+
+/// Helpers of the handlers that other parts of the server reuse.
+pub mod handlers_support {
+    pub use super::handlers::tokens::issue_token;
+}
+pub mod openapi;
+pub mod ratelimit;
+pub mod views;
+
+use axum::Router;
+use axum::routing::{delete, get, post};
+
+use crate::server::AppState;
+use ratelimit::{Rate, RateLimiter};
+
+/// Per-human request rates (`07`: reads 20/s burst 40, writes 5/s burst 20).
+#[derive(Debug, Clone, Copy)]
+pub struct ApiRates {
+    pub read: Rate,
+    pub write: Rate,
+    /// Per client IP on webhook intake (`08`: 10/s burst 20).
+    pub intake: Rate,
+}
+
+impl Default for ApiRates {
+    fn default() -> Self {
+        Self {
+            read: Rate::new(20.0, 40.0),
+            write: Rate::new(5.0, 20.0),
+            intake: Rate::new(10.0, 20.0),
+        }
+    }
+}
+
+/// What the API needs besides the store.
+#[derive(Debug)]
+pub struct ApiContext {
+    /// The URL clients reach this server at, for MCP and webhook URLs.
+    pub public_url: String,
+    pub read_limiter: RateLimiter,
+    pub write_limiter: RateLimiter,
+    pub intake_limiter: RateLimiter,
+}
+
+impl ApiContext {
+    pub fn new(public_url: String, rates: ApiRates) -> Self {
+        Self {
+            public_url: public_url.trim_end_matches('/').to_owned(),
+            read_limiter: RateLimiter::new(rates.read),
+            write_limiter: RateLimiter::new(rates.write),
+            intake_limiter: RateLimiter::new(rates.intake),
+        }
+    }
+}
+
+pub fn routes() -> Router<AppState> {
+    use handlers::*;
+    let v1 = Router::new()
+        .route("/me", get(me::get_me))
+        .route("/tokens", get(tokens::list).post(tokens::create))
+        .route("/tokens/{id}", delete(tokens::revoke))
+        .route("/agents", get(agents::list).post(agents::register))
+        .route("/agents/{name}", get(agents::show).patch(agents::edit))
+        .route("/endpoints", get(endpoints::list).post(endpoints::vend))
+        .route(
+            "/endpoints/{reference}",
+            get(endpoints::show)
+                .patch(endpoints::edit)
+                .delete(endpoints::remove),
+        )
+        .route("/endpoints/{reference}/revoke", post(endpoints::revoke))
+        .route("/endpoints/{reference}/todos", post(todos::push))
+        .route(
+            "/endpoints/{reference}/webhooks",
+            get(webhooks::list).post(webhooks::create),
+        )
+        .route("/webhooks/{id}/rotate", post(webhooks::rotate))
+        .route("/webhooks/{id}", delete(webhooks::remove))
+        .route("/todos", get(todos::list))
+        .route("/todos/{id}", get(todos::show))
+        .route("/todos/{id}/event", get(todos::event))
+        .route("/todos/{id}/retry", post(todos::retry))
+        .route("/todos/{id}/release", post(todos::release))
+        .route("/openapi.json", get(openapi::serve))
+        .fallback(handlers::not_found);
+    Router::new().nest("/api/v1", v1)
+}

@@ -1,0 +1,549 @@
+//! What the API returns: plain serialisable views built from store records,
+//! each described in the OpenAPI document.
+
+use serde::Serialize;
+use serde_json::Value;
+use utoipa::ToSchema;
+
+use crate::domain::Timestamp;
+use crate::domain::lease::{DEFAULT_LEASE_SECONDS, resolve_lease_seconds};
+use crate::domain::liveness::{self, Condition, ConditionInputs};
+use crate::store::{
+    Agent, ApiToken, Attempt, Endpoint, EndpointActivity, Human, IntakeEvent, Todo,
+};
+
+fn ts(t: Timestamp) -> String {
+    t.to_rfc3339()
+}
+
+fn opt_ts(t: Option<Timestamp>) -> Option<String> {
+    t.map(ts)
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct HumanView {
+    pub id: String,
+    pub name: String,
+    #[schema(format = DateTime)]
+    pub created_at: String,
+}
+
+impl From<&Human> for HumanView {
+    fn from(h: &Human) -> Self {
+        Self {
+            id: h.id.clone(),
+            name: h.name.clone(),
+            created_at: ts(h.created_at),
+        }
+    }
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TokenView {
+    pub id: String,
+    /// The token's first characters, to recognise it.
+    pub prefix: String,
+    pub label: Option<String>,
+    #[schema(format = DateTime)]
+    pub created_at: String,
+    #[schema(format = DateTime)]
+    pub expires_at: Option<String>,
+    #[schema(format = DateTime)]
+    pub revoked_at: Option<String>,
+    #[schema(format = DateTime)]
+    pub last_used_at: Option<String>,
+}
+
+impl From<&ApiToken> for TokenView {
+    fn from(t: &ApiToken) -> Self {
+        Self {
+            id: t.id.clone(),
+            prefix: t.prefix.clone(),
+            label: t.label.clone(),
+            created_at: ts(t.created_at),
+            expires_at: opt_ts(t.expires_at),
+            revoked_at: opt_ts(t.revoked_at),
+            last_used_at: opt_ts(t.last_used_at),
+        }
+    }
+}
+
+/// A newly created token: the only time `token` is ever shown.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct NewTokenView {
+    pub token: String,
+    #[serde(flatten)]
+    pub record: TokenView,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TokenList {
+    pub tokens: Vec<TokenView>,
+    pub next_cursor: Option<String>,
+}
+
+/// Liveness as an operator reads it (`06-registry.md`).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct LivenessView {
+    /// Server-side time of the last authenticated request; null = never seen.
+    #[schema(format = DateTime)]
+    pub last_seen_at: Option<String>,
+    /// The agent's own claim of its last contact (diagnostic only).
+    #[schema(format = DateTime)]
+    pub last_contact_at: Option<String>,
+    /// `last_contact_at − last_seen_at` in seconds, when both exist.
+    pub contact_skew_seconds: Option<i64>,
+    pub expected_interval_seconds: i64,
+    /// After this instant without a request the endpoint counts as stale.
+    #[schema(format = DateTime)]
+    pub stale_after: Option<String>,
+    /// `revoked`, `off`, `unknown`, `stale`, `deaf`, `working` or `idle`.
+    pub condition: String,
+    /// The last heartbeat note, free status text.
+    pub note: Option<String>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ScopeView {
+    pub queues: Vec<String>,
+    pub verbs: Vec<String>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ActivityView {
+    pub pending: i64,
+    pub claimed: i64,
+    pub dead_letters: i64,
+    /// A todo the endpoint holds a live claim on.
+    pub working_on: Option<String>,
+}
+
+impl From<&EndpointActivity> for ActivityView {
+    fn from(a: &EndpointActivity) -> Self {
+        Self {
+            pending: a.pending,
+            claimed: a.claimed,
+            dead_letters: a.dead_letters,
+            working_on: a.working_on.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct EndpointView {
+    pub id: String,
+    pub slug: String,
+    pub agent: String,
+    pub agent_kind: String,
+    pub mcp_url: String,
+    /// The credential's first characters (the credential itself is never shown again).
+    pub credential_prefix: String,
+    pub scope: ScopeView,
+    /// `active` or `revoked`.
+    pub state: String,
+    #[schema(format = DateTime)]
+    pub created_at: String,
+    #[schema(format = DateTime)]
+    pub revoked_at: Option<String>,
+    #[schema(format = DateTime)]
+    pub expires_at: Option<String>,
+    pub default_lease_ttl_seconds: Option<i64>,
+    pub effective_lease_ttl_seconds: i64,
+    pub liveness: LivenessView,
+    pub todos: ActivityView,
+}
+
+/// Liveness inputs of one endpoint, decided by the pure rules.
+fn endpoint_liveness(e: &Endpoint, activity: &EndpointActivity, now: Timestamp) -> LivenessView {
+    let effective_lease = effective_lease(e);
+    let expected = liveness::expected_interval(
+        e.agent_kind.as_str(),
+        e.agent_expected_interval_seconds,
+        effective_lease,
+    );
+    let condition = liveness::condition(
+        ConditionInputs {
+            revoked: !e.is_active(),
+            // Presence and deaf sessions arrive with their features.
+            presence_out: false,
+            last_seen: e.last_seen_at,
+            expected_interval: expected,
+            all_sessions_deaf: false,
+            holds_claim: activity.working_on.is_some(),
+        },
+        now,
+    );
+    LivenessView {
+        last_seen_at: opt_ts(e.last_seen_at),
+        last_contact_at: opt_ts(e.last_contact_at),
+        contact_skew_seconds: match (e.last_contact_at, e.last_seen_at) {
+            (Some(c), Some(s)) => Some((c.as_millis() - s.as_millis()) / 1000),
+            _ => None,
+        },
+        expected_interval_seconds: expected.as_secs() as i64,
+        stale_after: opt_ts(liveness::stale_after(e.last_seen_at, expected)),
+        condition: condition.as_str().to_owned(),
+        note: e.last_note.clone(),
+    }
+}
+
+fn effective_lease(e: &Endpoint) -> i64 {
+    resolve_lease_seconds(None, e.default_lease_ttl_seconds).unwrap_or(DEFAULT_LEASE_SECONDS)
+}
+
+pub fn mcp_url(public_url: &str, slug: &str) -> String {
+    format!("{}/mcp/{slug}", public_url.trim_end_matches('/'))
+}
+
+impl EndpointView {
+    pub fn build(
+        e: &Endpoint,
+        activity: &EndpointActivity,
+        public_url: &str,
+        now: Timestamp,
+    ) -> Self {
+        Self {
+            id: e.id.clone(),
+            slug: e.slug.clone(),
+            agent: e.agent_name.clone(),
+            agent_kind: e.agent_kind.as_str().to_owned(),
+            mcp_url: mcp_url(public_url, &e.slug),
+            credential_prefix: e.credential_prefix.clone(),
+            scope: ScopeView {
+                queues: e.scope_queues.clone(),
+                verbs: e.scope_verbs.clone(),
+            },
+            state: e.state.clone(),
+            created_at: ts(e.created_at),
+            revoked_at: opt_ts(e.revoked_at),
+            expires_at: opt_ts(e.expires_at),
+            default_lease_ttl_seconds: e.default_lease_ttl_seconds,
+            effective_lease_ttl_seconds: effective_lease(e),
+            liveness: endpoint_liveness(e, activity, now),
+            todos: activity.into(),
+        }
+    }
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct EndpointList {
+    pub endpoints: Vec<EndpointView>,
+    pub next_cursor: Option<String>,
+}
+
+/// The vend response: the credential and `.mcp.json` block are shown once.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct VendView {
+    pub token: String,
+    /// Paste into `.mcp.json` (Claude Code's format).
+    #[schema(value_type = Object)]
+    pub mcp_json: Value,
+    pub agent_created: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub webhook: Option<NewWebhookView>,
+    #[serde(flatten)]
+    pub endpoint: EndpointView,
+}
+
+/// Claude Code's `.mcp.json` block for one endpoint.
+pub fn mcp_json(slug: &str, url: &str, token: &str) -> Value {
+    serde_json::json!({
+        "mcpServers": {
+            slug: {
+                "type": "http",
+                "url": url,
+                "headers": { "Authorization": format!("Bearer {token}") }
+            }
+        }
+    })
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AgentView {
+    pub id: String,
+    pub name: String,
+    /// `heartbeat`, `session` or `task`.
+    pub kind: String,
+    /// Set on the agent; null = the kind's default.
+    pub expected_interval_seconds: Option<i64>,
+    pub description: Option<String>,
+    #[schema(format = DateTime)]
+    pub created_at: String,
+    #[schema(format = DateTime)]
+    pub updated_at: String,
+    /// The latest of its endpoints'.
+    #[schema(format = DateTime)]
+    pub last_seen_at: Option<String>,
+    #[schema(format = DateTime)]
+    pub last_contact_at: Option<String>,
+    #[schema(format = DateTime)]
+    pub stale_after: Option<String>,
+    /// Over its active endpoints: see `docs/api.md`.
+    pub condition: String,
+    pub endpoints: i64,
+    pub active_endpoints: i64,
+}
+
+impl AgentView {
+    /// An agent's liveness over its endpoints: seen when any endpoint was
+    /// seen; working when any holds a claim; revoked when it has endpoints
+    /// and none is active; unknown when it has none.
+    pub fn build(a: &Agent, endpoints: &[(&Endpoint, &EndpointActivity)], now: Timestamp) -> Self {
+        let active: Vec<&(&Endpoint, &EndpointActivity)> =
+            endpoints.iter().filter(|(e, _)| e.is_active()).collect();
+        let last_seen = endpoints.iter().filter_map(|(e, _)| e.last_seen_at).max();
+        let last_contact = endpoints
+            .iter()
+            .filter_map(|(e, _)| e.last_contact_at)
+            .max();
+        let lease = active
+            .iter()
+            .map(|(e, _)| effective_lease(e))
+            .max()
+            .unwrap_or(DEFAULT_LEASE_SECONDS);
+        let expected =
+            liveness::expected_interval(a.kind.as_str(), a.expected_interval_seconds, lease);
+        let condition = if endpoints.is_empty() {
+            Condition::Unknown
+        } else {
+            liveness::condition(
+                ConditionInputs {
+                    revoked: active.is_empty(),
+                    presence_out: false,
+                    last_seen,
+                    expected_interval: expected,
+                    all_sessions_deaf: false,
+                    holds_claim: active.iter().any(|(_, act)| act.working_on.is_some()),
+                },
+                now,
+            )
+        };
+        Self {
+            id: a.id.clone(),
+            name: a.name.clone(),
+            kind: a.kind.as_str().to_owned(),
+            expected_interval_seconds: a.expected_interval_seconds,
+            description: a.description.clone(),
+            created_at: ts(a.created_at),
+            updated_at: ts(a.updated_at),
+            last_seen_at: opt_ts(last_seen),
+            last_contact_at: opt_ts(last_contact),
+            stale_after: opt_ts(liveness::stale_after(last_seen, expected)),
+            condition: condition.as_str().to_owned(),
+            endpoints: endpoints.len() as i64,
+            active_endpoints: active.len() as i64,
+        }
+    }
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AgentList {
+    pub agents: Vec<AgentView>,
+    pub next_cursor: Option<String>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TodoView {
+    pub id: String,
+    pub endpoint_id: String,
+    pub queue: String,
+    pub title: String,
+    pub kind: Option<String>,
+    pub source: Option<String>,
+    /// `pending`, `claimed`, `done` or `failed`.
+    pub state: String,
+    pub dead_letter: bool,
+    pub owner: Option<String>,
+    pub attempt: i64,
+    pub max_attempts: i64,
+    pub attempts_total: i64,
+    #[schema(format = DateTime)]
+    pub lease_expires_at: Option<String>,
+    #[schema(format = DateTime)]
+    pub next_retry_at: Option<String>,
+    pub idempotency_key: Option<String>,
+    /// Whether a human or authenticated webhook created it (it may ring).
+    pub has_intake_event: bool,
+    pub ring_attempts: i64,
+    #[schema(format = DateTime)]
+    pub last_ringed_at: Option<String>,
+    pub note: Option<String>,
+    #[schema(format = DateTime)]
+    pub created_at: String,
+    #[schema(format = DateTime)]
+    pub updated_at: String,
+    #[schema(format = DateTime)]
+    pub claimed_at: Option<String>,
+    #[schema(format = DateTime)]
+    pub completed_at: Option<String>,
+    #[schema(value_type = Option<Object>)]
+    pub payload: Option<Value>,
+    #[schema(value_type = Option<Object>)]
+    pub result: Option<Value>,
+}
+
+impl From<&Todo> for TodoView {
+    fn from(t: &Todo) -> Self {
+        Self {
+            id: t.id.clone(),
+            endpoint_id: t.endpoint_id.clone(),
+            queue: t.queue.clone(),
+            title: t.title.clone(),
+            kind: t.kind.clone(),
+            source: t.source.clone(),
+            state: t.state.as_str().to_owned(),
+            dead_letter: t.dead_letter,
+            owner: t.owner.clone(),
+            attempt: t.attempt,
+            max_attempts: t.max_attempts,
+            attempts_total: t.attempts_total,
+            lease_expires_at: opt_ts(t.lease_expires_at),
+            next_retry_at: opt_ts(t.next_retry_at),
+            idempotency_key: t.idempotency_key.clone(),
+            has_intake_event: t.event_id.is_some(),
+            ring_attempts: t.ring_attempts,
+            last_ringed_at: opt_ts(t.last_ringed_at),
+            note: t.last_note.clone(),
+            created_at: ts(t.created_at),
+            updated_at: ts(t.updated_at),
+            claimed_at: opt_ts(t.claimed_at),
+            completed_at: opt_ts(t.completed_at),
+            payload: t.payload.clone(),
+            result: t.result.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TodoList {
+    pub todos: Vec<TodoView>,
+    pub next_cursor: Option<String>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AttemptView {
+    pub seq: i64,
+    pub attempt: i64,
+    pub claimant: Option<String>,
+    #[schema(format = DateTime)]
+    pub claimed_at: String,
+    #[schema(format = DateTime)]
+    pub last_heartbeat_at: Option<String>,
+    pub note: Option<String>,
+    #[schema(format = DateTime)]
+    pub ended_at: Option<String>,
+    pub outcome: Option<String>,
+    pub disposition: Option<String>,
+    pub died: bool,
+    pub summary: Option<String>,
+    pub summary_truncated: bool,
+}
+
+impl From<&Attempt> for AttemptView {
+    fn from(a: &Attempt) -> Self {
+        Self {
+            seq: a.seq,
+            attempt: a.attempt,
+            claimant: a.claimant.clone(),
+            claimed_at: ts(a.claimed_at),
+            last_heartbeat_at: opt_ts(a.last_heartbeat_at),
+            note: a.note.clone(),
+            ended_at: opt_ts(a.ended_at),
+            outcome: a.outcome.map(|o| o.as_str().to_owned()),
+            disposition: a.disposition.map(|d| d.as_str().to_owned()),
+            died: a.died,
+            summary: a.summary.clone(),
+            summary_truncated: a.summary_truncated,
+        }
+    }
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TodoDetail {
+    #[serde(flatten)]
+    pub todo: TodoView,
+    pub attempts_pruned: i64,
+    /// Newest first.
+    pub attempts: Vec<AttemptView>,
+}
+
+/// The answer to a human-authored todo (`08-intake.md`).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CreatedTodoView {
+    pub id: String,
+    pub endpoint: String,
+    pub queue: String,
+    pub state: String,
+    /// False when the key matched a live todo (nothing was created or rung).
+    pub created: bool,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct IntakeEventView {
+    pub id: String,
+    pub todo_id: String,
+    pub endpoint_id: String,
+    pub webhook_id: Option<String>,
+    /// `operator`, `token` or `signed`.
+    pub trust_mode: String,
+    pub actor: String,
+    #[schema(format = DateTime)]
+    pub received_at: String,
+    #[schema(value_type = Object)]
+    pub headers: Value,
+    pub content_type: Option<String>,
+    pub body_size: i64,
+    /// The whole body as text when it is UTF-8, else null (see `body_base64`).
+    pub body: Option<String>,
+    pub body_base64: Option<String>,
+}
+
+impl IntakeEventView {
+    pub fn build(todo_id: &str, e: &IntakeEvent) -> Self {
+        use base64::Engine;
+        let text = std::str::from_utf8(&e.body).ok().map(str::to_owned);
+        Self {
+            id: e.id.clone(),
+            todo_id: todo_id.to_owned(),
+            endpoint_id: e.endpoint_id.clone(),
+            webhook_id: e.webhook_id.clone(),
+            trust_mode: e.trust_mode.clone(),
+            actor: e.actor.clone(),
+            received_at: ts(e.received_at),
+            headers: e.headers.clone(),
+            content_type: e.content_type.clone(),
+            body_size: e.body_size,
+            body_base64: text
+                .is_none()
+                .then(|| base64::engine::general_purpose::STANDARD.encode(&e.body)),
+            body: text,
+        }
+    }
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct WebhookView {
+    pub id: String,
+    pub endpoint_id: String,
+    pub queue: String,
+    pub signed: bool,
+    #[schema(format = DateTime)]
+    pub created_at: String,
+    #[schema(format = DateTime)]
+    pub rotated_at: Option<String>,
+}
+
+/// A created or rotated webhook: the URL and secret are shown once.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct NewWebhookView {
+    pub ingest_url: String,
+    /// Present for a signed webhook: the HMAC-SHA256 key.
+    pub signing_secret: Option<String>,
+    #[serde(flatten)]
+    pub webhook: WebhookView,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct WebhookList {
+    pub webhooks: Vec<WebhookView>,
+}

@@ -1,0 +1,181 @@
+//! Liveness (`06-registry.md`): how long an agent may stay quiet, whether it
+//! is stale, and the one condition an operator sees.
+
+use std::time::Duration;
+
+use serde::Serialize;
+
+use super::Timestamp;
+
+/// The MCP session idle limit, which is also a `session` agent's expected interval.
+pub const SESSION_IDLE_LIMIT: Duration = Duration::from_secs(30 * 60);
+/// A `heartbeat` agent's default expected interval.
+pub const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(30 * 60);
+
+/// How often an agent of this kind is expected to be heard from, unless the
+/// agent sets its own interval. A `task` agent is expected within its
+/// endpoint's effective lease.
+pub fn expected_interval(
+    kind: &str,
+    agent_override_seconds: Option<i64>,
+    effective_lease_seconds: i64,
+) -> Duration {
+    if let Some(secs) = agent_override_seconds.filter(|s| *s > 0) {
+        return Duration::from_secs(secs as u64);
+    }
+    match kind {
+        "heartbeat" => HEARTBEAT_INTERVAL,
+        "task" => Duration::from_secs(effective_lease_seconds.max(1) as u64),
+        _ => SESSION_IDLE_LIMIT,
+    }
+}
+
+/// The instant after which an endpoint last seen at `last_seen` counts as
+/// stale: `last_seen + 2 × expected_interval`. `None` when never seen.
+pub fn stale_after(last_seen: Option<Timestamp>, expected: Duration) -> Option<Timestamp> {
+    last_seen.map(|seen| seen.saturating_add(expected * 2))
+}
+
+/// Stale means `now − last_seen > 2 × expected_interval`; never-seen is not stale.
+pub fn is_stale(last_seen: Option<Timestamp>, expected: Duration, now: Timestamp) -> bool {
+    stale_after(last_seen, expected).is_some_and(|after| now > after)
+}
+
+/// The one derived value per endpoint, in precedence order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Condition {
+    Revoked,
+    Off,
+    Unknown,
+    Stale,
+    Deaf,
+    Working,
+    Idle,
+}
+
+impl Condition {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Revoked => "revoked",
+            Self::Off => "off",
+            Self::Unknown => "unknown",
+            Self::Stale => "stale",
+            Self::Deaf => "deaf",
+            Self::Working => "working",
+            Self::Idle => "idle",
+        }
+    }
+}
+
+/// What the condition is decided from.
+#[derive(Debug, Clone, Copy)]
+pub struct ConditionInputs {
+    pub revoked: bool,
+    /// Effective presence is `out`.
+    pub presence_out: bool,
+    pub last_seen: Option<Timestamp>,
+    pub expected_interval: Duration,
+    /// Attached sessions exist and all of them are deaf.
+    pub all_sessions_deaf: bool,
+    /// Holds at least one live claim.
+    pub holds_claim: bool,
+}
+
+pub fn condition(inputs: ConditionInputs, now: Timestamp) -> Condition {
+    if inputs.revoked {
+        Condition::Revoked
+    } else if inputs.presence_out {
+        Condition::Off
+    } else if inputs.last_seen.is_none() {
+        Condition::Unknown
+    } else if is_stale(inputs.last_seen, inputs.expected_interval, now) {
+        Condition::Stale
+    } else if inputs.all_sessions_deaf {
+        Condition::Deaf
+    } else if inputs.holds_claim {
+        Condition::Working
+    } else {
+        Condition::Idle
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIN: Duration = Duration::from_secs(60);
+
+    fn base(now: Timestamp) -> ConditionInputs {
+        ConditionInputs {
+            revoked: false,
+            presence_out: false,
+            last_seen: Some(now),
+            expected_interval: 30 * MIN,
+            all_sessions_deaf: false,
+            holds_claim: false,
+        }
+    }
+
+    #[test]
+    fn expected_interval_by_kind() {
+        assert_eq!(expected_interval("heartbeat", None, 300), 30 * MIN);
+        assert_eq!(expected_interval("session", None, 300), 30 * MIN);
+        assert_eq!(expected_interval("task", None, 600), 10 * MIN);
+        assert_eq!(expected_interval("task", Some(120), 600), 2 * MIN);
+    }
+
+    #[test]
+    fn stale_is_strictly_more_than_twice_the_interval() {
+        let seen = Timestamp::from_millis(0);
+        let exactly = seen.saturating_add(2 * 30 * MIN);
+        assert!(!is_stale(Some(seen), 30 * MIN, exactly));
+        assert!(is_stale(Some(seen), 30 * MIN, exactly.add_secs(1)));
+        assert!(
+            !is_stale(None, 30 * MIN, exactly.add_secs(1)),
+            "never seen is unknown, not stale"
+        );
+        assert_eq!(stale_after(Some(seen), 30 * MIN), Some(exactly));
+    }
+
+    #[test]
+    fn condition_precedence() {
+        let now = Timestamp::from_millis(10_000_000);
+        let c = |f: fn(&mut ConditionInputs)| {
+            let mut i = base(now);
+            f(&mut i);
+            condition(i, now)
+        };
+        assert_eq!(c(|_| {}), Condition::Idle);
+        assert_eq!(c(|i| i.holds_claim = true), Condition::Working);
+        assert_eq!(
+            c(|i| {
+                i.holds_claim = true;
+                i.all_sessions_deaf = true
+            }),
+            Condition::Deaf
+        );
+        assert_eq!(
+            c(|i| {
+                i.all_sessions_deaf = true;
+                i.last_seen = Some(Timestamp::from_millis(0))
+            }),
+            Condition::Stale
+        );
+        assert_eq!(c(|i| i.last_seen = None), Condition::Unknown);
+        assert_eq!(
+            c(|i| {
+                i.last_seen = None;
+                i.presence_out = true
+            }),
+            Condition::Off
+        );
+        assert_eq!(
+            c(|i| {
+                i.presence_out = true;
+                i.revoked = true
+            }),
+            Condition::Revoked
+        );
+    }
+}
