@@ -1,7 +1,41 @@
 //! The storage conformance suite: every test runs against SQLite and PostgreSQL.
 //! A behaviour that differs between the two is a bug.
+//!
+//! The rules of `02-queue.md` are covered area by area in `conformance/`; each
+//! module generates its own `sqlite::*` and `postgres::*` tests with
+//! `on_both_backends!`, and `conformance/common.rs` holds their shared helpers.
 
 mod support;
+
+#[path = "conformance/common.rs"]
+mod common;
+
+#[path = "conformance/attempts.rs"]
+mod attempts;
+#[path = "conformance/backoff.rs"]
+mod backoff;
+#[path = "conformance/concurrency.rs"]
+mod concurrency;
+#[path = "conformance/dedup.rs"]
+mod dedup;
+#[path = "conformance/fencing.rs"]
+mod fencing;
+#[path = "conformance/leases.rs"]
+mod leases;
+#[path = "conformance/lifecycle.rs"]
+mod lifecycle;
+#[path = "conformance/migrations.rs"]
+mod migrations;
+#[path = "conformance/refusals.rs"]
+mod refusals;
+#[path = "conformance/retention.rs"]
+mod retention;
+#[path = "conformance/revoke.rs"]
+mod revoke;
+#[path = "conformance/takeover.rs"]
+mod takeover;
+#[path = "conformance/validation.rs"]
+mod validation;
 
 use std::time::Duration;
 

@@ -31,6 +31,11 @@ enum Cleanup {
 }
 
 impl TestStore {
+    pub fn clock_now(&self) -> switchboard::domain::Timestamp {
+        use switchboard::clock::Clock;
+        self.clock.now()
+    }
+
     pub fn backend(&self) -> Backend {
         self.store.backend()
     }

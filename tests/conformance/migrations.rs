@@ -1,0 +1,119 @@
+//! Migrations: one step at a time ends where all at once does, re-running is
+//! a no-op, and readiness tells whether the schema is the expected one.
+
+use sqlx::Row;
+use switchboard::store::migrate::latest_version;
+use switchboard::store::*;
+
+use crate::common::*;
+use crate::on_both_backends;
+use crate::support::{TestStore, fixture, unmigrated_store_like};
+
+/// Catalog queries whose rows, rendered as text, describe the schema. Every
+/// column is cast to text so the `Any` driver can decode it.
+fn catalog_queries(backend: Backend) -> &'static [&'static str] {
+    match backend {
+        Backend::Sqlite => &["SELECT type, name, tbl_name, COALESCE(sql, '') \
+             FROM sqlite_master ORDER BY name"],
+        Backend::Postgres => &[
+            "SELECT table_name::text, column_name::text, data_type::text, \
+               is_nullable::text, COALESCE(column_default::text, '') \
+             FROM information_schema.columns WHERE table_schema = 'public' \
+             ORDER BY table_name, column_name",
+            "SELECT indexname::text, indexdef::text FROM pg_indexes \
+             WHERE schemaname = 'public' ORDER BY indexname",
+            "SELECT conrelid::regclass::text, conname::text, pg_get_constraintdef(oid) \
+             FROM pg_constraint WHERE connamespace = 'public'::regnamespace ORDER BY 1, 2",
+            // Per-table settings such as the todo table's autovacuum tuning.
+            "SELECT relname::text, COALESCE(array_to_string(reloptions, ','), '') \
+             FROM pg_class WHERE relnamespace = 'public'::regnamespace AND relkind = 'r' \
+             ORDER BY relname",
+        ],
+    }
+}
+
+async fn schema(store: &SqlStore) -> Vec<String> {
+    let mut lines = Vec::new();
+    for sql in catalog_queries(store.backend()) {
+        let rows = sqlx::query(*sql)
+            .fetch_all(store.pool())
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+        for row in rows {
+            let cells: Vec<String> = (0..row.len()).map(|i| row.get::<String, _>(i)).collect();
+            lines.push(cells.join(" | "));
+        }
+    }
+    lines
+}
+
+async fn migrating_step_by_step_matches_migrating_at_once(ts: &TestStore) {
+    let latest = latest_version(ts.store.dialect());
+    assert!(latest >= 2, "the queue needs at least two migrations");
+
+    let at_once = unmigrated_store_like(ts, "migrations_at_once").await;
+    let applied = at_once.store.migrate(None).await.unwrap();
+    assert_eq!(applied, (1..=latest).collect::<Vec<_>>());
+
+    let stepwise = unmigrated_store_like(ts, "migrations_stepwise").await;
+    for version in 1..=latest {
+        let applied = stepwise.store.migrate(Some(version)).await.unwrap();
+        assert_eq!(applied, vec![version]);
+        assert_eq!(
+            stepwise.store.schema_version().await.unwrap(),
+            Some(version)
+        );
+    }
+
+    let expected = schema(&at_once.store).await;
+    assert!(
+        expected.iter().any(|line| line.contains("todo_attempts")),
+        "the catalog queries see the schema: {expected:?}"
+    );
+    assert_eq!(schema(&stepwise.store).await, expected);
+    assert_eq!(schema(&ts.store).await, expected, "the suite's own stores");
+    at_once.finish().await;
+    stepwise.finish().await;
+}
+
+async fn migrating_twice_is_a_no_op(ts: &TestStore) {
+    let store = &*ts.store;
+    let f = fixture(store, "ada").await;
+    let todo = add_todo(store, &f, "survives").await;
+    let before = (schema(store).await, store.schema_version().await.unwrap());
+
+    let applied = store.migrate(None).await.unwrap();
+    assert!(applied.is_empty(), "nothing left to apply: {applied:?}");
+    let after = (schema(store).await, store.schema_version().await.unwrap());
+    assert_eq!(after, before);
+    assert_eq!(get(store, &f.caller, &todo.id).await, todo);
+    store.readiness().await.expect("still ready");
+}
+
+async fn readiness_follows_the_schema_version(ts: &TestStore) {
+    let fresh = unmigrated_store_like(ts, "readiness").await;
+    let store = &*fresh.store;
+    assert_eq!(store.schema_version().await.unwrap(), None);
+    assert!(store.readiness().await.is_err(), "no schema yet");
+
+    store.migrate(Some(1)).await.unwrap();
+    let partial = store.readiness().await;
+    assert!(
+        matches!(partial, Err(StoreError::Unavailable(_))),
+        "an older schema is not ready: {partial:?}"
+    );
+
+    store.migrate(None).await.unwrap();
+    store.readiness().await.expect("ready once migrated");
+    ts.store
+        .readiness()
+        .await
+        .expect("the suite's store is ready");
+    fresh.finish().await;
+}
+
+on_both_backends!(
+    migrating_step_by_step_matches_migrating_at_once,
+    migrating_twice_is_a_no_op,
+    readiness_follows_the_schema_version,
+);

@@ -1,0 +1,154 @@
+//! Retention: terminal todos (done, dead letter) older than the age are
+//! deleted in batches; live todos never are, however old.
+
+use switchboard::store::*;
+
+use crate::common::*;
+use crate::on_both_backends;
+use crate::support::{Fixture, TestStore, fixture};
+
+const DAY: u64 = 86_400;
+const THIRTY_DAYS: std::time::Duration = std::time::Duration::from_secs(30 * DAY);
+
+async fn done_todo(store: &SqlStore, f: &Fixture, new: NewTodo) -> Todo {
+    let todo = create(store, new).await;
+    claim(store, &f.caller, &todo.id).await;
+    store
+        .complete(&f.caller, &todo.id, Finish::default())
+        .await
+        .unwrap()
+}
+
+async fn dead_letter(store: &SqlStore, f: &Fixture, title: &str) -> Todo {
+    let todo = create(store, capped_todo(f, title, 1)).await;
+    claim(store, &f.caller, &todo.id).await;
+    store
+        .fail(&f.caller, &todo.id, Finish::default())
+        .await
+        .unwrap()
+}
+
+fn with_intake_event(f: &Fixture, title: &str) -> NewTodo {
+    NewTodo {
+        intake: Some(NewIntakeEvent {
+            trust_mode: TrustMode::Operator,
+            actor: format!("human:{}", f.human.id),
+            webhook_id: None,
+            headers: serde_json::json!({}),
+            content_type: None,
+            body: b"{}".to_vec(),
+        }),
+        ..inbox_todo(f, title)
+    }
+}
+
+async fn pruning_deletes_only_old_terminal_todos(ts: &TestStore) {
+    let store = &*ts.store;
+    let f = fixture(store, "ada").await;
+    let old_done = done_todo(store, &f, with_intake_event(&f, "old done")).await;
+    let old_dead = dead_letter(store, &f, "old dead").await;
+    let revoked = fixture(store, "bob").await;
+    let old_revoked = add_todo(store, &revoked, "old revoked").await;
+    store
+        .revoke_endpoint(&revoked.human.id, &revoked.endpoint.id)
+        .await
+        .unwrap();
+    let old_pending = add_todo(store, &f, "old pending").await;
+    let old_claimed = add_todo(store, &f, "old claimed").await;
+    claim(store, &f.caller, &old_claimed.id).await;
+    let old_waiting = add_todo(store, &f, "old waiting for retry").await;
+    claim(store, &f.caller, &old_waiting.id).await;
+    store
+        .fail(&f.caller, &old_waiting.id, Finish::default())
+        .await
+        .unwrap();
+
+    advance_secs(ts, 31 * DAY);
+    let recent_done = done_todo(store, &f, inbox_todo(&f, "recent done")).await;
+    let recent_dead = dead_letter(store, &f, "recent dead").await;
+    let mut kept = Vec::new();
+    for todo in [
+        &old_pending,
+        &old_claimed,
+        &old_waiting,
+        &recent_done,
+        &recent_dead,
+    ] {
+        kept.push(snapshot(store, &f.caller, &todo.id).await);
+    }
+    assert_eq!(count_intake_events(store).await, 1);
+
+    let deleted = store
+        .unscoped_prune_terminal_todos(THIRTY_DAYS, 100)
+        .await
+        .unwrap();
+    assert_eq!(deleted, 3);
+    for (caller, gone) in [
+        (&f.caller, &old_done),
+        (&f.caller, &old_dead),
+        (&revoked.caller, &old_revoked),
+    ] {
+        assert!(
+            matches!(
+                store.get_todo(caller, &gone.id).await,
+                Err(StoreError::NotFound)
+            ),
+            "{} should be pruned",
+            gone.title
+        );
+        assert_eq!(
+            count_attempt_rows(store, &gone.id).await,
+            0,
+            "history goes too"
+        );
+    }
+    assert_eq!(
+        count_intake_events(store).await,
+        0,
+        "its intake event goes too"
+    );
+    for before in kept {
+        let id = &before.0.id;
+        assert_eq!(snapshot(store, &f.caller, id).await, before, "{id} is kept");
+    }
+}
+
+async fn pruning_respects_the_batch_limit(ts: &TestStore) {
+    let store = &*ts.store;
+    let f = fixture(store, "ada").await;
+    for n in 0..5 {
+        done_todo(store, &f, inbox_todo(&f, &format!("done {n}"))).await;
+    }
+    advance_secs(ts, 31 * DAY);
+
+    let mut batches = Vec::new();
+    for _ in 0..4 {
+        batches.push(
+            store
+                .unscoped_prune_terminal_todos(THIRTY_DAYS, 2)
+                .await
+                .unwrap(),
+        );
+    }
+    assert_eq!(batches, vec![2, 2, 1, 0]);
+    assert_eq!(count_todos(store).await, 0);
+}
+
+async fn pruning_keeps_terminal_todos_younger_than_the_age(ts: &TestStore) {
+    let store = &*ts.store;
+    let f = fixture(store, "ada").await;
+    let done = done_todo(store, &f, inbox_todo(&f, "done")).await;
+    advance_secs(ts, 29 * DAY);
+    let deleted = store
+        .unscoped_prune_terminal_todos(THIRTY_DAYS, 100)
+        .await
+        .unwrap();
+    assert_eq!(deleted, 0);
+    assert_eq!(get(store, &f.caller, &done.id).await, done);
+}
+
+on_both_backends!(
+    pruning_deletes_only_old_terminal_todos,
+    pruning_respects_the_batch_limit,
+    pruning_keeps_terminal_todos_younger_than_the_age,
+);
