@@ -2,11 +2,14 @@
 //!
 //! The crate is laid out by concern: [`domain`] holds the pure rules,
 //! [`store`] the storage contract and its SQLite/PostgreSQL backends,
-//! [`server`] the HTTP server and its background loops, [`cli`] the command line.
+//! [`server`] the HTTP server and its background loops, [`intake`] webhook
+//! deliveries, [`cli`] the command line.
 
 pub mod api;
 pub mod cli;
 pub mod clock;
 pub mod domain;
+pub mod intake;
+pub mod mcp;
 pub mod server;
 pub mod store;

@@ -6,7 +6,8 @@ use switchboard::cli::{self, Cli, LogFormat};
 use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
-    // Usage errors exit 2 inside `parse`; everything else is 0 or 1 below.
+    // clap's usage errors exit 2 inside `parse`; the rest exit 0, 1, or 2
+    // for the usage errors only a command can see (`cli::exit_code`).
     let cli = Cli::parse();
     init_logging(cli.log_format);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -23,7 +24,7 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
-            ExitCode::FAILURE
+            ExitCode::from(cli::exit_code(&e))
         }
     }
 }

@@ -26,7 +26,10 @@ async fn one_tick_reaps_requeues_and_expires(ts: &TestStore) {
         lease_ttl_seconds: Some(60),
         ..ClaimOptions::default()
     };
-    store.claim(&f.caller, &lapsing.id, opts.clone()).await.unwrap();
+    store
+        .claim(&f.caller, &lapsing.id, opts.clone())
+        .await
+        .unwrap();
     store.claim(&f.caller, &failing.id, opts).await.unwrap();
     store
         .fail(&f.caller, &failing.id, Finish::default())
@@ -61,7 +64,11 @@ async fn one_tick_reaps_requeues_and_expires(ts: &TestStore) {
     assert_eq!(reaped.state, TodoState::Pending, "lapsed lease reaped");
     assert_eq!(reaped.owner, None);
     let retried = store.get_todo(&f.caller, &failing.id).await.unwrap();
-    assert_eq!(retried.state, TodoState::Pending, "30 s retry window elapsed");
+    assert_eq!(
+        retried.state,
+        TodoState::Pending,
+        "30 s retry window elapsed"
+    );
     let dead = store
         .get_todo(&expiring.caller(), &doomed.id)
         .await
@@ -69,7 +76,11 @@ async fn one_tick_reaps_requeues_and_expires(ts: &TestStore) {
     assert!(dead.dead_letter, "expired endpoint dead-letters its todos");
     assert_eq!(dead.result.unwrap()["error"], "endpoint_revoked");
     assert_eq!(
-        store.unscoped_get_endpoint(&expiring.id).await.unwrap().state,
+        store
+            .unscoped_get_endpoint(&expiring.id)
+            .await
+            .unwrap()
+            .state,
         "revoked"
     );
 }
@@ -102,7 +113,10 @@ async fn retention_pass_prunes_only_old_finished_todos(ts: &TestStore) {
         ..MaintenanceConfig::default()
     };
     retention_pass(store, &config).await;
-    assert!(store.get_todo(&f.caller, &old_done.id).await.is_ok(), "not old yet");
+    assert!(
+        store.get_todo(&f.caller, &old_done.id).await.is_ok(),
+        "not old yet"
+    );
 
     ts.clock.advance(Duration::from_secs(3_601));
     retention_pass(store, &config).await;
@@ -111,7 +125,11 @@ async fn retention_pass_prunes_only_old_finished_todos(ts: &TestStore) {
         Err(StoreError::NotFound)
     ));
     assert_eq!(
-        store.get_todo(&f.caller, &old_pending.id).await.unwrap().state,
+        store
+            .get_todo(&f.caller, &old_pending.id)
+            .await
+            .unwrap()
+            .state,
         TodoState::Pending
     );
 }

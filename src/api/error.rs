@@ -17,7 +17,7 @@ pub struct ErrorBody {
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ErrorDetail {
-    /// `invalid_argument`, `unauthenticated`, `forbidden`, `not_found`, `conflict`,
+    /// `invalid_argument`, `unauthenticated`, `forbidden`, `not_found`, `gone`, `conflict`,
     /// `payload_too_large`, `rate_limited`, `unavailable` or `internal`.
     pub code: String,
     pub message: String,
@@ -82,6 +82,21 @@ impl ApiError {
         let mut e = Self::conflict("the endpoint is revoked");
         e.detail.state = Some("revoked".into());
         e
+    }
+
+    /// A webhook delivery without a valid signature. Missing and wrong
+    /// signatures answer alike; no `WWW-Authenticate`, as no bearer scheme applies.
+    pub fn bad_signature() -> Self {
+        Self::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthenticated",
+            "a valid signature is required (X-Hub-Signature-256: sha256=<hex>)",
+        )
+    }
+
+    /// What a URL named is gone for good (a webhook whose endpoint is revoked).
+    pub fn gone(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::GONE, "gone", message)
     }
 
     pub fn payload_too_large(limit: usize) -> Self {

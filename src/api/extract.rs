@@ -2,7 +2,7 @@
 //! behind a bearer token (with the per-human rate limit), JSON bodies that
 //! refuse unknown fields and name the bad one, and query strings.
 
-use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::extract::{FromRequest, FromRequestParts, Path, Request};
 use axum::http::request::Parts;
 use axum::http::{Method, header};
 use serde::de::DeserializeOwned;
@@ -123,6 +123,22 @@ fn strip_position(message: &str) -> String {
     match message.rfind(" at line ") {
         Some(i) => message[..i].to_owned(),
         None => message.to_owned(),
+    }
+}
+
+/// Path parameters. A segment that does not decode (invalid UTF-8 after
+/// percent-decoding) cannot name anything that exists, so it answers 404 in
+/// the envelope, exactly like a missing id, instead of axum's plain-text 400.
+pub struct ApiPath<T>(pub T);
+
+impl<T: DeserializeOwned + Send> FromRequestParts<AppState> for ApiPath<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        match Path::<T>::from_request_parts(parts, state).await {
+            Ok(Path(value)) => Ok(ApiPath(value)),
+            Err(_) => Err(ApiError::not_found()),
+        }
     }
 }
 

@@ -2,7 +2,10 @@
 //! the view types, served at `/api/v1/openapi.json`.
 
 use axum::Json;
+use utoipa::openapi::header::HeaderBuilder;
+use utoipa::openapi::path::Operation;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::openapi::{ContentBuilder, ObjectBuilder, RefOr, ResponseBuilder, Type};
 use utoipa::{Modify, OpenApi};
 
 use super::error::{ErrorBody, ErrorDetail};
@@ -33,7 +36,7 @@ use super::views::*;
         endpoints::VendRequest, endpoints::EditEndpoint, todos::PushTodo,
         webhooks::CreateWebhook,
     )),
-    modifiers(&BearerAuth),
+    modifiers(&BearerAuth, &CommonResponses),
     tags(
         (name = "humans", description = "The caller and their API tokens"),
         (name = "agents", description = "Named workers"),
@@ -58,6 +61,105 @@ impl Modify for BearerAuth {
                     .build(),
             ),
         );
+    }
+}
+
+/// What every operation may answer besides its own statuses, and the
+/// headers and descriptions of the error statuses, so that the document says
+/// what the server does: 401 carries `WWW-Authenticate`, 429 `Retry-After`,
+/// and any route may meet a database outage (503) or a bug (500).
+struct CommonResponses;
+
+impl Modify for CommonResponses {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        for item in openapi.paths.paths.values_mut() {
+            let operations = [
+                &mut item.get,
+                &mut item.put,
+                &mut item.post,
+                &mut item.delete,
+                &mut item.patch,
+            ];
+            for operation in operations.into_iter().flatten() {
+                complete_responses(operation);
+            }
+        }
+    }
+}
+
+fn error_description(status: &str) -> Option<&'static str> {
+    Some(match status {
+        "400" => "`invalid_argument`: a malformed or refused input; `field` names it",
+        "401" => "`unauthenticated`: no valid `sbh_` token (the same body whatever was wrong)",
+        "403" => "`forbidden`",
+        "404" => "`not_found`: no such id among the caller's (the same body for another human's)",
+        "409" => "`conflict`; `state` is `revoked` when the endpoint is revoked",
+        "413" => "`payload_too_large`: the request body exceeds 64 KiB",
+        "429" => "`rate_limited`: the caller's request rate is exceeded",
+        "500" => "`internal`: an unexpected error (no details)",
+        "503" => "`unavailable`: the database is unavailable; try again",
+        _ => return None,
+    })
+}
+
+fn complete_responses(operation: &mut Operation) {
+    let responses = &mut operation.responses.responses;
+    for status in ["500", "503"] {
+        responses.entry(status.to_owned()).or_insert_with(|| {
+            RefOr::T(
+                ResponseBuilder::new()
+                    .content(
+                        "application/json",
+                        ContentBuilder::new()
+                            .schema(Some(RefOr::Ref(utoipa::openapi::Ref::from_schema_name(
+                                "ErrorBody",
+                            ))))
+                            .build(),
+                    )
+                    .build(),
+            )
+        });
+    }
+    for (status, response) in responses.iter_mut() {
+        let RefOr::T(response) = response else {
+            continue;
+        };
+        if response.description.is_empty() {
+            response.description = error_description(status)
+                .map(str::to_owned)
+                .unwrap_or_else(|| success_description(status).to_owned());
+        }
+        let header = match status.as_str() {
+            "401" => Some((
+                "WWW-Authenticate",
+                Type::String,
+                "Always `Bearer realm=\"switchboard-api\"`.",
+            )),
+            "429" => Some((
+                "Retry-After",
+                Type::Integer,
+                "Whole seconds to wait before retrying.",
+            )),
+            _ => None,
+        };
+        if let Some((name, kind, description)) = header {
+            response.headers.insert(
+                name.to_owned(),
+                HeaderBuilder::new()
+                    .schema(ObjectBuilder::new().schema_type(kind))
+                    .description(Some(description))
+                    .build(),
+            );
+        }
+    }
+}
+
+fn success_description(status: &str) -> &'static str {
+    match status {
+        "200" => "OK",
+        "201" => "Created",
+        "204" => "Done; no body",
+        _ => "",
     }
 }
 

@@ -376,9 +376,9 @@ pub struct TodoView {
     pub claimed_at: Option<String>,
     #[schema(format = DateTime)]
     pub completed_at: Option<String>,
-    #[schema(value_type = Option<Object>)]
+    /// Any JSON value (not only objects), or null.
     pub payload: Option<Value>,
-    #[schema(value_type = Option<Object>)]
+    /// Any JSON value from the last `complete`/`fail`, or null.
     pub result: Option<Value>,
 }
 

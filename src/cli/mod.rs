@@ -1,5 +1,13 @@
-//! The command line. `serve`, `migrate` and `version` are local; the client
-//! commands of the registry issue will call the REST API.
+//! The command line. `serve`, `migrate`, `version` and `admin` are local;
+//! `login` saves a server and token, and the resource commands (`agent`,
+//! `endpoint`, `todo`, `webhook`, `token`) call the REST API (`docs/cli.md`).
+
+mod args;
+mod client;
+mod commands;
+mod credentials;
+mod output;
+mod prompt;
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -7,10 +15,13 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use commands::{admin, agent, auth, endpoint, todo, token, webhook};
+
 use crate::api::ApiRates;
 use crate::api::ratelimit::Rate;
 use crate::clock::{Clock, SystemClock};
 use crate::domain::duration::parse_positive_duration;
+use crate::mcp::McpConfig;
 use crate::server::{self, MaintenanceConfig, ServerConfig};
 use crate::store::migrate::latest_version;
 use crate::store::{DatabaseLocation, SqlStore, StoreOptions};
@@ -21,7 +32,8 @@ use crate::store::{DatabaseLocation, SqlStore, StoreOptions};
     version,
     about = "A durable work queue for AI agents, reached over MCP.",
     long_about = "A durable work queue for AI agents, reached over MCP.\n\n\
-        Every flag has an environment fallback (SWITCHBOARD_*); no config file is needed."
+        Every server flag has an environment fallback (SWITCHBOARD_*); no config file is \
+        needed. Client commands use the login saved by `switchboard login`, or --url and --token."
 )]
 pub struct Cli {
     /// Log format on stderr.
@@ -51,6 +63,39 @@ pub enum Command {
     Migrate(MigrateArgs),
     /// Print the version and the schema version this binary expects.
     Version,
+    /// Check an API token against a server and save both for later commands.
+    Login(auth::LoginArgs),
+    /// Forget the saved login.
+    Logout(auth::LogoutArgs),
+    /// Show the server in use, who you are there, and whether it is ready.
+    Status(args::ClientArgs),
+    /// Make humans and their tokens, directly in the database (no server needed).
+    Admin(admin::AdminArgs),
+    /// Register and inspect agents.
+    Agent(agent::AgentArgs),
+    /// Vend, inspect, edit, revoke and delete endpoints.
+    Endpoint(endpoint::EndpointArgs),
+    /// Push, list and act on todos.
+    Todo(todo::TodoArgs),
+    /// Intake webhooks that turn deliveries into todos.
+    Webhook(webhook::WebhookArgs),
+    /// Your own API tokens.
+    Token(token::TokenArgs),
+}
+
+/// A mistake in how a command was called that clap cannot see (a missing
+/// confirmation, a missing token with no terminal to ask on): exit 2.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);
+
+/// 2 for a usage error, 1 for any other failure.
+pub fn exit_code(error: &anyhow::Error) -> u8 {
+    if error.downcast_ref::<UsageError>().is_some() {
+        2
+    } else {
+        1
+    }
 }
 
 #[derive(Debug, Args)]
@@ -112,6 +157,18 @@ pub struct ServeArgs {
     #[arg(long, env = "SWITCHBOARD_INTAKE_RATE", default_value_t = 10.0)]
     pub intake_rate: f64,
 
+    /// MCP requests per second per endpoint (burst twice that).
+    #[arg(long, env = "SWITCHBOARD_MCP_RATE", default_value_t = 20.0)]
+    pub mcp_rate: f64,
+
+    /// Keep-alive comment period on MCP notification streams.
+    #[arg(long, env = "SWITCHBOARD_SSE_KEEPALIVE", default_value = "15s")]
+    pub sse_keepalive: String,
+
+    /// An MCP session with nothing in flight this long is closed.
+    #[arg(long, env = "SWITCHBOARD_SESSION_IDLE", default_value = "30m")]
+    pub session_idle: String,
+
     /// PostgreSQL connection pool size.
     #[arg(long, env = "SWITCHBOARD_DB_MAX_CONNECTIONS", default_value_t = 24)]
     pub db_max_connections: u32,
@@ -143,6 +200,15 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             );
             Ok(())
         }
+        Command::Login(args) => auth::login(args).await,
+        Command::Logout(args) => auth::logout(args),
+        Command::Status(args) => auth::status(args).await,
+        Command::Admin(args) => admin::run(args).await,
+        Command::Agent(args) => agent::run(args).await,
+        Command::Endpoint(args) => endpoint::run(args).await,
+        Command::Todo(args) => todo::run(args).await,
+        Command::Webhook(args) => webhook::run(args).await,
+        Command::Token(args) => token::run(args).await,
     }
 }
 
@@ -167,6 +233,12 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             read: Rate::new(args.api_read_rate, args.api_read_rate * 2.0),
             write: Rate::new(args.api_write_rate, args.api_write_rate * 4.0),
             intake: Rate::new(args.intake_rate, args.intake_rate * 2.0),
+        },
+        mcp: McpConfig {
+            rate: Rate::new(args.mcp_rate, args.mcp_rate * 2.0),
+            keepalive: duration_flag(&args.sse_keepalive, "sse-keepalive")?,
+            idle_limit: duration_flag(&args.session_idle, "session-idle")?,
+            ..McpConfig::default()
         },
     };
     server::serve(config, shutdown).await

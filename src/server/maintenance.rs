@@ -8,7 +8,9 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::store::Store;
+use crate::mcp::McpConfig;
+use crate::mcp::sessions::SessionRegistry;
+use crate::store::{Revoked, Store};
 
 #[derive(Debug, Clone)]
 pub struct MaintenanceConfig {
@@ -41,13 +43,34 @@ impl Default for MaintenanceConfig {
 
 pub fn spawn_loops(
     store: Arc<dyn Store>,
+    sessions: Arc<SessionRegistry>,
     config: MaintenanceConfig,
+    mcp: McpConfig,
     stop: watch::Receiver<bool>,
 ) -> Vec<JoinHandle<()>> {
     let maintenance = {
         let (store, config, stop) = (store.clone(), config.clone(), stop.clone());
+        let sessions = sessions.clone();
         tokio::spawn(async move {
-            every(config.interval, stop, || maintenance_tick(&*store, &config)).await;
+            every(config.interval, stop, || async {
+                // An expired endpoint's sessions end with it.
+                for revoked in maintenance_tick(&*store, &config).await {
+                    sessions.close_endpoint(&revoked.endpoint_id);
+                }
+            })
+            .await;
+        })
+    };
+    let janitor = {
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            every(mcp.janitor_interval, stop, || async {
+                let closed = sessions.close_idle(mcp.idle_limit);
+                if !closed.is_empty() {
+                    tracing::info!(closed = closed.len(), "closed idle MCP sessions");
+                }
+            })
+            .await;
         })
     };
     let retention = tokio::spawn(async move {
@@ -56,7 +79,7 @@ pub fn spawn_loops(
         })
         .await;
     });
-    vec![maintenance, retention]
+    vec![maintenance, janitor, retention]
 }
 
 /// Resolves once `stop` turns true (or its sender is gone).
@@ -84,8 +107,9 @@ where
     }
 }
 
-/// One maintenance tick: reap lapsed leases, requeue due retries, expire endpoints.
-pub async fn maintenance_tick(store: &dyn Store, config: &MaintenanceConfig) {
+/// One maintenance tick: reap lapsed leases, requeue due retries, expire
+/// endpoints. Returns the endpoints it expired.
+pub async fn maintenance_tick(store: &dyn Store, config: &MaintenanceConfig) -> Vec<Revoked> {
     for _ in 0..config.max_batches {
         match store.unscoped_reap_lapsed_leases(config.batch).await {
             Ok(report) => {
@@ -125,15 +149,19 @@ pub async fn maintenance_tick(store: &dyn Store, config: &MaintenanceConfig) {
     }
     match store.unscoped_expire_endpoints(config.batch).await {
         Ok(expired) => {
-            for revoked in expired {
+            for revoked in &expired {
                 tracing::info!(
                     endpoint = %revoked.endpoint_id,
                     dead_lettered = revoked.dead_lettered,
                     "endpoint expired"
                 );
             }
+            expired
         }
-        Err(e) => tracing::error!(error = %e, "endpoint expiry failed"),
+        Err(e) => {
+            tracing::error!(error = %e, "endpoint expiry failed");
+            Vec::new()
+        }
     }
 }
 

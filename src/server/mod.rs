@@ -22,6 +22,7 @@ pub use maintenance::MaintenanceConfig;
 
 use crate::api::{ApiContext, ApiRates};
 use crate::clock::{SharedClock, SystemClock};
+use crate::mcp::{McpConfig, McpContext};
 use crate::store::lock::ServerLock;
 use crate::store::{DatabaseLocation, SqlStore, Store, StoreOptions};
 
@@ -36,6 +37,7 @@ pub struct ServerConfig {
     /// The URL clients reach this server at; default `http://<listen address>`.
     pub public_url: Option<String>,
     pub api_rates: ApiRates,
+    pub mcp: McpConfig,
 }
 
 /// What the HTTP handlers share.
@@ -43,11 +45,14 @@ pub struct ServerConfig {
 pub struct AppState {
     pub store: Arc<dyn Store>,
     pub api: Arc<ApiContext>,
+    pub mcp: Arc<McpContext>,
 }
 
 pub fn router(state: AppState) -> Router {
     health::routes()
         .merge(crate::api::routes())
+        .merge(crate::mcp::routes())
+        .merge(crate::intake::routes())
         .with_state(state)
 }
 
@@ -91,8 +96,17 @@ pub async fn serve(
     };
     let local = listener.local_addr()?;
 
+    let mut mcp_config = config.mcp.clone();
+    mcp_config.loopback_guard = local.ip().is_loopback();
+    let mcp = Arc::new(McpContext::new(mcp_config));
     let (stop_tx, stop_rx) = watch::channel(false);
-    let loops = maintenance::spawn_loops(store.clone(), config.maintenance.clone(), stop_rx);
+    let loops = maintenance::spawn_loops(
+        store.clone(),
+        mcp.sessions.clone(),
+        config.maintenance.clone(),
+        mcp.config.clone(),
+        stop_rx,
+    );
 
     let public_url = config
         .public_url
@@ -108,8 +122,11 @@ pub async fn serve(
     let app = router(AppState {
         store: store.clone(),
         api: Arc::new(ApiContext::new(public_url, config.api_rates)),
+        mcp,
     });
     let (signalled_tx, mut signalled_rx) = watch::channel(false);
+    // The peer address is what intake rate-limits by (never a forwarding header).
+    let app = app.into_make_service_with_connect_info::<SocketAddr>();
     let server = axum::serve(listener, app).with_graceful_shutdown(async move {
         shutdown.await;
         let _ = signalled_tx.send(true);

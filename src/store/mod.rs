@@ -176,6 +176,20 @@ pub trait Store: Send + Sync + 'static {
         limit: i64,
     ) -> StoreResult<Vec<Todo>>;
 
+    // --- agents reaching their endpoint (MCP) ---
+    /// The active, unexpired endpoint whose credential has this hash.
+    async fn authenticate_endpoint(&self, credential_hash: &str) -> StoreResult<Option<Endpoint>>;
+    /// Stamps `last_seen_at` (never backwards) and, when given, the agent's
+    /// own `last_contact_at` claim.
+    async fn stamp_endpoint_seen(
+        &self,
+        endpoint_id: &str,
+        seen_at: crate::domain::Timestamp,
+        last_contact: Option<crate::domain::Timestamp>,
+    ) -> StoreResult<()>;
+    /// How many pending todos the endpoint has.
+    async fn count_pending(&self, endpoint_id: &str) -> StoreResult<i64>;
+
     // --- intake webhooks ---
     /// A webhook for one of the human's endpoints (by id) and a queue of its scope.
     async fn create_webhook(

@@ -1,7 +1,7 @@
 use std::collections::HashMap;
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use serde::{Deserialize, Deserializer};
 use utoipa::ToSchema;
@@ -9,7 +9,7 @@ use utoipa::ToSchema;
 use super::page_request;
 use super::tokens::ListQuery;
 use crate::api::error::{ApiError, ApiResult, ErrorBody};
-use crate::api::extract::{ApiJson, ApiQuery, HumanAuth};
+use crate::api::extract::{ApiJson, ApiPath, ApiQuery, HumanAuth};
 use crate::api::views::{AgentList, AgentView};
 use crate::server::AppState;
 use crate::store::{Agent, AgentKind, AgentPatch, Endpoint, EndpointActivity, NewAgent, Store};
@@ -55,7 +55,7 @@ async fn agent_views(
 }
 
 /// The caller's agents, newest first, with liveness.
-#[utoipa::path(get, path = "/api/v1/agents", tag = "agents", params(ListQuery),
+#[utoipa::path(get, path = "/api/v1/agents", operation_id = "list_agents", tag = "agents", params(ListQuery),
     security(("bearer" = [])),
     responses(
         (status = 200, body = AgentList),
@@ -85,16 +85,21 @@ pub async fn list(
 #[serde(deny_unknown_fields)]
 pub struct RegisterAgent {
     /// Lowercase `[a-z0-9][a-z0-9-]{0,62}`, unique per human.
+    #[schema(pattern = r"^[a-z0-9][a-z0-9-]{0,62}$")]
     pub name: String,
     /// `heartbeat`, `session` (default) or `task`.
+    #[schema(pattern = r"^(heartbeat|session|task)$")]
     pub kind: Option<String>,
-    /// Overrides the kind's expected interval (seconds).
+    /// Overrides the kind's expected interval (1 second to 30 days).
+    #[schema(minimum = 1, maximum = 2_592_000)]
     pub expected_interval_seconds: Option<i64>,
+    /// One line, at most 500 bytes.
+    #[schema(max_length = 500)]
     pub description: Option<String>,
 }
 
 /// Registers an agent (grants nothing by itself).
-#[utoipa::path(post, path = "/api/v1/agents", tag = "agents", request_body = RegisterAgent,
+#[utoipa::path(post, path = "/api/v1/agents", operation_id = "register_agent", tag = "agents", request_body = RegisterAgent,
     security(("bearer" = [])),
     responses(
         (status = 201, body = AgentView),
@@ -131,7 +136,7 @@ pub async fn register(
 }
 
 /// One agent with liveness.
-#[utoipa::path(get, path = "/api/v1/agents/{name}", tag = "agents",
+#[utoipa::path(get, path = "/api/v1/agents/{name}", operation_id = "get_agent", tag = "agents",
     params(("name" = String, Path, description = "Agent name")),
     security(("bearer" = [])),
     responses(
@@ -143,7 +148,7 @@ pub async fn register(
 pub async fn show(
     State(state): State<AppState>,
     auth: HumanAuth,
-    Path(name): Path<String>,
+    ApiPath(name): ApiPath<String>,
 ) -> ApiResult<Json<AgentView>> {
     let agent = state.store.get_agent(&auth.human.id, &name).await?;
     let view = agent_views(&*state.store, &auth.human.id, &[agent]).await?;
@@ -162,19 +167,21 @@ where
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EditAgent {
+    /// `heartbeat`, `session` or `task`.
+    #[schema(pattern = r"^(heartbeat|session|task)$")]
     pub kind: Option<String>,
-    /// Seconds, or null to return to the kind's default.
+    /// Seconds (1 second to 30 days), or null to return to the kind's default.
     #[serde(default, deserialize_with = "present")]
-    #[schema(value_type = Option<i64>)]
+    #[schema(value_type = Option<i64>, minimum = 1, maximum = 2_592_000)]
     pub expected_interval_seconds: Option<Option<i64>>,
-    /// Text, or null to clear.
+    /// One line of at most 500 bytes, or null to clear.
     #[serde(default, deserialize_with = "present")]
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = Option<String>, max_length = 500)]
     pub description: Option<Option<String>>,
 }
 
 /// Edits an agent's kind, expected interval or description.
-#[utoipa::path(patch, path = "/api/v1/agents/{name}", tag = "agents", request_body = EditAgent,
+#[utoipa::path(patch, path = "/api/v1/agents/{name}", operation_id = "edit_agent", tag = "agents", request_body = EditAgent,
     params(("name" = String, Path, description = "Agent name")),
     security(("bearer" = [])),
     responses(
@@ -188,7 +195,7 @@ pub struct EditAgent {
 pub async fn edit(
     State(state): State<AppState>,
     auth: HumanAuth,
-    Path(name): Path<String>,
+    ApiPath(name): ApiPath<String>,
     ApiJson(body): ApiJson<EditAgent>,
 ) -> ApiResult<Json<AgentView>> {
     let patch = AgentPatch {

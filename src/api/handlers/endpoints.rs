@@ -1,5 +1,5 @@
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -9,7 +9,7 @@ use super::page_request;
 use super::tokens::ListQuery;
 use super::webhooks::issue_webhook;
 use crate::api::error::{ApiError, ApiResult, ErrorBody};
-use crate::api::extract::{ApiJson, ApiQuery, HumanAuth};
+use crate::api::extract::{ApiJson, ApiPath, ApiQuery, HumanAuth};
 use crate::api::views::{EndpointList, EndpointView, VendView, mcp_json, mcp_url};
 use crate::domain::duration::parse_positive_duration;
 use crate::domain::ids::{SHOWN_PREFIX_CHARS, new_endpoint_credential, new_slug, sha256_hex};
@@ -46,7 +46,7 @@ async fn endpoint_view(state: &AppState, endpoint: &Endpoint) -> ApiResult<Endpo
 }
 
 /// The caller's endpoints, newest first.
-#[utoipa::path(get, path = "/api/v1/endpoints", tag = "endpoints", params(ListQuery),
+#[utoipa::path(get, path = "/api/v1/endpoints", operation_id = "list_endpoints", tag = "endpoints", params(ListQuery),
     security(("bearer" = [])),
     responses(
         (status = 200, body = EndpointList),
@@ -76,23 +76,28 @@ pub async fn list(
 #[serde(deny_unknown_fields)]
 pub struct VendRequest {
     /// The agent's name; created (with `kind`) when it does not exist yet.
+    #[schema(pattern = r"^[a-z0-9][a-z0-9-]{0,62}$")]
     pub agent: String,
     /// Kind of a newly created agent: `heartbeat`, `session` (default) or `task`.
+    #[schema(pattern = r"^(heartbeat|session|task)$")]
     pub kind: Option<String>,
-    /// Queue names; default `["inbox"]`. Immutable.
+    /// Queue names (`[a-z0-9][a-z0-9._-]{0,63}`, 1–32 of them); default
+    /// `["inbox"]`. Immutable.
+    #[schema(min_items = 1, max_items = 32)]
     pub queues: Option<Vec<String>>,
     /// Granted verbs; default all. Immutable.
     pub verbs: Option<Vec<String>>,
     /// Lifetime, e.g. `30d`; the endpoint is revoked when it passes.
     pub expires_in: Option<String>,
     /// 60–86 400 seconds.
+    #[schema(minimum = 60, maximum = 86_400)]
     pub default_lease_ttl_seconds: Option<i64>,
     /// Also create a token webhook on the first queue.
     pub webhook: Option<bool>,
 }
 
 /// Vends an endpoint: its credential and `.mcp.json` block are shown once.
-#[utoipa::path(post, path = "/api/v1/endpoints", tag = "endpoints", request_body = VendRequest,
+#[utoipa::path(post, path = "/api/v1/endpoints", operation_id = "vend_endpoint", tag = "endpoints", request_body = VendRequest,
     security(("bearer" = [])),
     responses(
         (status = 201, body = VendView),
@@ -188,7 +193,7 @@ pub async fn vend(
 }
 
 /// One endpoint by slug or id.
-#[utoipa::path(get, path = "/api/v1/endpoints/{reference}", tag = "endpoints",
+#[utoipa::path(get, path = "/api/v1/endpoints/{reference}", operation_id = "get_endpoint", tag = "endpoints",
     params(("reference" = String, Path, description = "Endpoint slug or id")),
     security(("bearer" = [])),
     responses(
@@ -200,7 +205,7 @@ pub async fn vend(
 pub async fn show(
     State(state): State<AppState>,
     auth: HumanAuth,
-    Path(reference): Path<String>,
+    ApiPath(reference): ApiPath<String>,
 ) -> ApiResult<Json<EndpointView>> {
     let endpoint = state.store.get_endpoint(&auth.human.id, &reference).await?;
     Ok(Json(endpoint_view(&state, &endpoint).await?))
@@ -212,12 +217,12 @@ pub struct EditEndpoint {
     /// 60–86 400 seconds, or null for the server default (300). Scope fields
     /// are immutable and refused.
     #[serde(default, deserialize_with = "present")]
-    #[schema(value_type = Option<i64>)]
+    #[schema(value_type = Option<i64>, minimum = 60, maximum = 86_400)]
     pub default_lease_ttl_seconds: Option<Option<i64>>,
 }
 
 /// Changes an endpoint's default lease (the only editable field).
-#[utoipa::path(patch, path = "/api/v1/endpoints/{reference}", tag = "endpoints",
+#[utoipa::path(patch, path = "/api/v1/endpoints/{reference}", operation_id = "edit_endpoint", tag = "endpoints",
     request_body = EditEndpoint,
     params(("reference" = String, Path, description = "Endpoint slug or id")),
     security(("bearer" = [])),
@@ -233,7 +238,7 @@ pub struct EditEndpoint {
 pub async fn edit(
     State(state): State<AppState>,
     auth: HumanAuth,
-    Path(reference): Path<String>,
+    ApiPath(reference): ApiPath<String>,
     ApiJson(body): ApiJson<EditEndpoint>,
 ) -> ApiResult<Json<EndpointView>> {
     let endpoint = state.store.get_endpoint(&auth.human.id, &reference).await?;
@@ -250,7 +255,7 @@ pub async fn edit(
 
 /// Revokes an endpoint at once: its live todos become dead letters and its
 /// credential stops working. 409 when it is already revoked.
-#[utoipa::path(post, path = "/api/v1/endpoints/{reference}/revoke", tag = "endpoints",
+#[utoipa::path(post, path = "/api/v1/endpoints/{reference}/revoke", operation_id = "revoke_endpoint", tag = "endpoints",
     params(("reference" = String, Path, description = "Endpoint slug or id")),
     security(("bearer" = [])),
     responses(
@@ -263,7 +268,7 @@ pub async fn edit(
 pub async fn revoke(
     State(state): State<AppState>,
     auth: HumanAuth,
-    Path(reference): Path<String>,
+    ApiPath(reference): ApiPath<String>,
 ) -> ApiResult<Json<EndpointView>> {
     let endpoint = state.store.get_endpoint(&auth.human.id, &reference).await?;
     match state
@@ -271,11 +276,15 @@ pub async fn revoke(
         .revoke_endpoint(&auth.human.id, &endpoint.id)
         .await
     {
-        Ok(revoked) => tracing::info!(
-            endpoint = %endpoint.slug,
-            dead_lettered = revoked.dead_lettered,
-            "endpoint revoked"
-        ),
+        Ok(revoked) => {
+            let closed = state.mcp.sessions.close_endpoint(&endpoint.id);
+            tracing::info!(
+                endpoint = %endpoint.slug,
+                dead_lettered = revoked.dead_lettered,
+                sessions_closed = closed,
+                "endpoint revoked"
+            );
+        }
         Err(StoreError::Conflict(_)) => return Err(ApiError::revoked()),
         Err(e) => return Err(e.into()),
     }
@@ -287,7 +296,7 @@ pub async fn revoke(
 }
 
 /// Deletes a revoked endpoint and its history (409 while it is active).
-#[utoipa::path(delete, path = "/api/v1/endpoints/{reference}", tag = "endpoints",
+#[utoipa::path(delete, path = "/api/v1/endpoints/{reference}", operation_id = "delete_endpoint", tag = "endpoints",
     params(("reference" = String, Path, description = "Endpoint slug or id")),
     security(("bearer" = [])),
     responses(
@@ -300,7 +309,7 @@ pub async fn revoke(
 pub async fn remove(
     State(state): State<AppState>,
     auth: HumanAuth,
-    Path(reference): Path<String>,
+    ApiPath(reference): ApiPath<String>,
 ) -> ApiResult<StatusCode> {
     let endpoint = state.store.get_endpoint(&auth.human.id, &reference).await?;
     state

@@ -5,7 +5,7 @@ use crate::api::extract::HumanAuth;
 use crate::api::views::HumanView;
 
 /// The caller.
-#[utoipa::path(get, path = "/api/v1/me", tag = "humans",
+#[utoipa::path(get, path = "/api/v1/me", operation_id = "get_me", tag = "humans",
     security(("bearer" = [])),
     responses(
         (status = 200, body = HumanView),

@@ -1,5 +1,5 @@
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use serde::Deserialize;
 use serde_json::Value;
@@ -7,7 +7,7 @@ use utoipa::{IntoParams, ToSchema};
 
 use super::page_request;
 use crate::api::error::{ApiError, ApiResult, ErrorBody};
-use crate::api::extract::{ApiJson, ApiQuery, HumanAuth, parse_param};
+use crate::api::extract::{ApiJson, ApiPath, ApiQuery, HumanAuth, parse_param};
 use crate::api::views::{
     AttemptView, CreatedTodoView, IntakeEventView, TodoDetail, TodoList, TodoView,
 };
@@ -19,21 +19,25 @@ use crate::store::{NewIntakeEvent, NewTodo, StoreError, TodoFilter, TrustMode};
 #[serde(deny_unknown_fields)]
 pub struct PushTodo {
     /// One line, at most 200 bytes.
+    #[schema(min_length = 1, max_length = 200)]
     pub title: String,
     /// May be omitted when the endpoint has exactly one queue.
+    #[schema(pattern = r"^[a-z0-9][a-z0-9._-]{0,63}$")]
     pub queue: Option<String>,
-    /// Default `operator`.
+    /// Default `operator`; 1–64 printable ASCII characters without spaces.
+    #[schema(pattern = r"^[!-~]{1,64}$")]
     pub kind: Option<String>,
-    #[schema(value_type = Option<Object>)]
+    /// Any JSON value, at most 256 KiB once serialised.
     pub payload: Option<Value>,
     /// Idempotency key (at most 256 bytes): a live todo with the same key is
     /// returned instead of a new one.
+    #[schema(min_length = 1, max_length = 256)]
     pub key: Option<String>,
 }
 
 /// A human-authored todo. 201 when created; 200 with `created: false` when
 /// `key` matched a live todo (nothing is created and nothing rings).
-#[utoipa::path(post, path = "/api/v1/endpoints/{reference}/todos", tag = "todos",
+#[utoipa::path(post, path = "/api/v1/endpoints/{reference}/todos", operation_id = "push_todo", tag = "todos",
     request_body = PushTodo,
     params(("reference" = String, Path, description = "Endpoint slug or id")),
     security(("bearer" = [])),
@@ -50,7 +54,7 @@ pub struct PushTodo {
 pub async fn push(
     State(state): State<AppState>,
     auth: HumanAuth,
-    Path(reference): Path<String>,
+    ApiPath(reference): ApiPath<String>,
     ApiJson(body): ApiJson<PushTodo>,
 ) -> ApiResult<(StatusCode, Json<CreatedTodoView>)> {
     let endpoint = state.store.get_endpoint(&auth.human.id, &reference).await?;
@@ -122,22 +126,26 @@ pub async fn push(
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct TodoQuery {
-    /// Endpoint slug or id.
+    /// Endpoint slug or id (404 when it is not one of the caller's).
     pub endpoint: Option<String>,
     pub queue: Option<String>,
     /// `pending`, `claimed`, `done` or `failed`.
     pub state: Option<String>,
     /// `true` for dead letters only, `false` to exclude them.
+    #[param(value_type = Option<bool>)]
     pub dead_letter: Option<String>,
     /// 1–200, default 50.
+    #[param(value_type = Option<i64>, minimum = 1, maximum = 200)]
     pub limit: Option<String>,
+    /// `next_cursor` of the previous page.
     pub cursor: Option<String>,
 }
 
 /// The caller's todos, newest first, filtered.
-#[utoipa::path(get, path = "/api/v1/todos", tag = "todos", params(TodoQuery),
+#[utoipa::path(get, path = "/api/v1/todos", operation_id = "list_todos", tag = "todos", params(TodoQuery),
     security(("bearer" = [])),
     responses(
         (status = 200, body = TodoList),
@@ -183,7 +191,7 @@ pub async fn list(
 }
 
 /// A todo with its attempt history (newest first).
-#[utoipa::path(get, path = "/api/v1/todos/{id}", tag = "todos",
+#[utoipa::path(get, path = "/api/v1/todos/{id}", operation_id = "get_todo", tag = "todos",
     params(("id" = String, Path, description = "Todo id")),
     security(("bearer" = [])),
     responses(
@@ -195,7 +203,7 @@ pub async fn list(
 pub async fn show(
     State(state): State<AppState>,
     auth: HumanAuth,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> ApiResult<Json<TodoDetail>> {
     let todo = state.store.human_get_todo(&auth.human.id, &id).await?;
     let attempts = state
@@ -210,7 +218,7 @@ pub async fn show(
 }
 
 /// The intake event that created a todo: trust mode, sanitized headers, whole body.
-#[utoipa::path(get, path = "/api/v1/todos/{id}/event", tag = "todos",
+#[utoipa::path(get, path = "/api/v1/todos/{id}/event", operation_id = "get_todo_event", tag = "todos",
     params(("id" = String, Path, description = "Todo id")),
     security(("bearer" = [])),
     responses(
@@ -222,7 +230,7 @@ pub async fn show(
 pub async fn event(
     State(state): State<AppState>,
     auth: HumanAuth,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> ApiResult<Json<IntakeEventView>> {
     let event = state
         .store
@@ -232,7 +240,7 @@ pub async fn event(
 }
 
 /// Retries a failed or dead-lettered todo: back to pending with `attempt = 0`.
-#[utoipa::path(post, path = "/api/v1/todos/{id}/retry", tag = "todos",
+#[utoipa::path(post, path = "/api/v1/todos/{id}/retry", operation_id = "retry_todo", tag = "todos",
     params(("id" = String, Path, description = "Todo id")),
     security(("bearer" = [])),
     responses(
@@ -245,14 +253,14 @@ pub async fn event(
 pub async fn retry(
     State(state): State<AppState>,
     auth: HumanAuth,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> ApiResult<Json<TodoView>> {
     let todo = state.store.human_retry(&auth.human.id, &id).await?;
     Ok(Json(TodoView::from(&todo)))
 }
 
 /// Releases a claimed todo back to pending.
-#[utoipa::path(post, path = "/api/v1/todos/{id}/release", tag = "todos",
+#[utoipa::path(post, path = "/api/v1/todos/{id}/release", operation_id = "release_todo", tag = "todos",
     params(("id" = String, Path, description = "Todo id")),
     security(("bearer" = [])),
     responses(
@@ -265,7 +273,7 @@ pub async fn retry(
 pub async fn release(
     State(state): State<AppState>,
     auth: HumanAuth,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> ApiResult<Json<TodoView>> {
     let todo = state.store.human_release(&auth.human.id, &id).await?;
     Ok(Json(TodoView::from(&todo)))

@@ -1,29 +1,33 @@
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use serde::Deserialize;
 use utoipa::{IntoParams, ToSchema};
 
 use super::page_request;
 use crate::api::error::{ApiResult, ErrorBody};
-use crate::api::extract::{ApiJson, ApiQuery, HumanAuth};
+use crate::api::extract::{ApiJson, ApiPath, ApiQuery, HumanAuth};
 use crate::api::views::{NewTokenView, TokenList, TokenView};
 use crate::domain::duration::parse_positive_duration;
 use crate::domain::ids::{SHOWN_PREFIX_CHARS, new_human_token, sha256_hex};
 use crate::server::AppState;
 use crate::store::NewApiToken;
 
+/// `?limit=&cursor=` of a list route. The values arrive as text and are
+/// parsed by [`super::page_request`], so that errors name the parameter.
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct ListQuery {
     /// 1–200, default 50.
+    #[param(value_type = Option<i64>, minimum = 1, maximum = 200)]
     pub limit: Option<String>,
     /// `next_cursor` of the previous page.
     pub cursor: Option<String>,
 }
 
 /// The caller's API tokens, newest first.
-#[utoipa::path(get, path = "/api/v1/tokens", tag = "humans", params(ListQuery),
+#[utoipa::path(get, path = "/api/v1/tokens", operation_id = "list_tokens", tag = "humans", params(ListQuery),
     security(("bearer" = [])),
     responses(
         (status = 200, body = TokenList),
@@ -52,14 +56,15 @@ pub async fn list(
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateToken {
-    /// A name to recognise the token by.
+    /// A name to recognise the token by: one line, at most 100 bytes.
+    #[schema(max_length = 100)]
     pub label: Option<String>,
     /// Lifetime, e.g. `30d` or `12h`; none = no expiry.
     pub expires_in: Option<String>,
 }
 
 /// A new API token for the caller; the token is shown once.
-#[utoipa::path(post, path = "/api/v1/tokens", tag = "humans", request_body = CreateToken,
+#[utoipa::path(post, path = "/api/v1/tokens", operation_id = "create_token", tag = "humans", request_body = CreateToken,
     security(("bearer" = [])),
     responses(
         (status = 201, body = NewTokenView),
@@ -120,7 +125,7 @@ pub async fn issue_token(
 }
 
 /// Revokes one of the caller's tokens (409 when already revoked).
-#[utoipa::path(delete, path = "/api/v1/tokens/{id}", tag = "humans",
+#[utoipa::path(delete, path = "/api/v1/tokens/{id}", operation_id = "revoke_token", tag = "humans",
     params(("id" = String, Path, description = "Token id")),
     security(("bearer" = [])),
     responses(
@@ -133,7 +138,7 @@ pub async fn issue_token(
 pub async fn revoke(
     State(state): State<AppState>,
     auth: HumanAuth,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> ApiResult<StatusCode> {
     state.store.revoke_api_token(&auth.human.id, &id).await?;
     Ok(StatusCode::NO_CONTENT)

@@ -1,11 +1,11 @@
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use serde::Deserialize;
 use utoipa::ToSchema;
 
 use crate::api::error::{ApiError, ApiResult, ErrorBody};
-use crate::api::extract::{ApiJson, HumanAuth};
+use crate::api::extract::{ApiJson, ApiPath, HumanAuth};
 use crate::api::views::{NewWebhookView, WebhookList, WebhookView};
 use crate::domain::ids::{new_signing_secret, new_webhook_url_token, sha256_hex};
 use crate::server::AppState;
@@ -59,7 +59,7 @@ pub async fn issue_webhook(
 }
 
 /// The webhooks of one endpoint.
-#[utoipa::path(get, path = "/api/v1/endpoints/{reference}/webhooks", tag = "webhooks",
+#[utoipa::path(get, path = "/api/v1/endpoints/{reference}/webhooks", operation_id = "list_webhooks", tag = "webhooks",
     params(("reference" = String, Path, description = "Endpoint slug or id")),
     security(("bearer" = [])),
     responses(
@@ -71,7 +71,7 @@ pub async fn issue_webhook(
 pub async fn list(
     State(state): State<AppState>,
     auth: HumanAuth,
-    Path(reference): Path<String>,
+    ApiPath(reference): ApiPath<String>,
 ) -> ApiResult<Json<WebhookList>> {
     let endpoint = state.store.get_endpoint(&auth.human.id, &reference).await?;
     let webhooks = state
@@ -87,13 +87,14 @@ pub async fn list(
 #[serde(deny_unknown_fields)]
 pub struct CreateWebhook {
     /// A queue of the endpoint's scope; may be omitted when it has one queue.
+    #[schema(pattern = r"^[a-z0-9][a-z0-9._-]{0,63}$")]
     pub queue: Option<String>,
     /// Require an HMAC-SHA256 signature (`X-Hub-Signature-256`).
     pub signed: Option<bool>,
 }
 
 /// Creates a webhook; its ingest URL (and signing secret) are shown once.
-#[utoipa::path(post, path = "/api/v1/endpoints/{reference}/webhooks", tag = "webhooks",
+#[utoipa::path(post, path = "/api/v1/endpoints/{reference}/webhooks", operation_id = "create_webhook", tag = "webhooks",
     request_body = CreateWebhook,
     params(("reference" = String, Path, description = "Endpoint slug or id")),
     security(("bearer" = [])),
@@ -109,7 +110,7 @@ pub struct CreateWebhook {
 pub async fn create(
     State(state): State<AppState>,
     auth: HumanAuth,
-    Path(reference): Path<String>,
+    ApiPath(reference): ApiPath<String>,
     ApiJson(body): ApiJson<CreateWebhook>,
 ) -> ApiResult<(StatusCode, Json<NewWebhookView>)> {
     let endpoint = state.store.get_endpoint(&auth.human.id, &reference).await?;
@@ -138,7 +139,7 @@ pub async fn create(
 }
 
 /// Issues a new URL (and secret, when signed); the old ones stop working at once.
-#[utoipa::path(post, path = "/api/v1/webhooks/{id}/rotate", tag = "webhooks",
+#[utoipa::path(post, path = "/api/v1/webhooks/{id}/rotate", operation_id = "rotate_webhook", tag = "webhooks",
     params(("id" = String, Path, description = "Webhook id")),
     security(("bearer" = [])),
     responses(
@@ -150,7 +151,7 @@ pub async fn create(
 pub async fn rotate(
     State(state): State<AppState>,
     auth: HumanAuth,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> ApiResult<Json<NewWebhookView>> {
     let current = state.store.get_webhook(&auth.human.id, &id).await?;
     let url_token = new_webhook_url_token();
@@ -172,7 +173,7 @@ pub async fn rotate(
 }
 
 /// Deletes a webhook; its URL stops working.
-#[utoipa::path(delete, path = "/api/v1/webhooks/{id}", tag = "webhooks",
+#[utoipa::path(delete, path = "/api/v1/webhooks/{id}", operation_id = "delete_webhook", tag = "webhooks",
     params(("id" = String, Path, description = "Webhook id")),
     security(("bearer" = [])),
     responses(
@@ -184,7 +185,7 @@ pub async fn rotate(
 pub async fn remove(
     State(state): State<AppState>,
     auth: HumanAuth,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> ApiResult<StatusCode> {
     state.store.delete_webhook(&auth.human.id, &id).await?;
     Ok(StatusCode::NO_CONTENT)

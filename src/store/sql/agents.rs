@@ -202,6 +202,53 @@ impl SqlStore {
             .unwrap_or(Err(StoreError::NotFound))
     }
 
+    pub(super) async fn select_endpoint_by_credential(
+        &self,
+        credential_hash: &str,
+    ) -> StoreResult<Option<Endpoint>> {
+        let row = sqlx::query(concat!(
+            "SELECT ",
+            endpoint_columns!(),
+            " WHERE e.credential_hash = $1 AND e.state = 'active' \
+              AND (e.expires_at IS NULL OR e.expires_at > $2)"
+        ))
+        .bind(credential_hash)
+        .bind(self.now().as_millis())
+        .fetch_optional(&self.reader)
+        .await?;
+        row.as_ref().map(rows::endpoint).transpose()
+    }
+
+    pub(super) async fn update_endpoint_seen(
+        &self,
+        endpoint_id: &str,
+        seen_at: crate::domain::Timestamp,
+        last_contact: Option<crate::domain::Timestamp>,
+    ) -> StoreResult<()> {
+        sqlx::query(
+            "UPDATE endpoints SET \
+               last_seen_at = CASE WHEN last_seen_at IS NULL OR last_seen_at < $1 \
+                              THEN $1 ELSE last_seen_at END, \
+               last_contact_at = COALESCE($2, last_contact_at) \
+             WHERE id = $3",
+        )
+        .bind(seen_at.as_millis())
+        .bind(last_contact.map(|t| t.as_millis()))
+        .bind(endpoint_id)
+        .execute(&self.writer)
+        .await?;
+        Ok(())
+    }
+
+    pub(super) async fn select_pending_count(&self, endpoint_id: &str) -> StoreResult<i64> {
+        let row =
+            sqlx::query("SELECT COUNT(*) FROM todos WHERE endpoint_id = $1 AND state = 'pending'")
+                .bind(endpoint_id)
+                .fetch_one(&self.reader)
+                .await?;
+        Ok(row.get::<i64, _>(0))
+    }
+
     /// Sets (or clears) an active endpoint's default lease.
     pub(super) async fn update_default_lease(
         &self,

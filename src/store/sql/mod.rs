@@ -489,6 +489,24 @@ impl Store for SqlStore {
             .await
     }
 
+    async fn authenticate_endpoint(&self, credential_hash: &str) -> StoreResult<Option<Endpoint>> {
+        self.select_endpoint_by_credential(credential_hash).await
+    }
+
+    async fn stamp_endpoint_seen(
+        &self,
+        endpoint_id: &str,
+        seen_at: Timestamp,
+        last_contact: Option<Timestamp>,
+    ) -> StoreResult<()> {
+        self.update_endpoint_seen(endpoint_id, seen_at, last_contact)
+            .await
+    }
+
+    async fn count_pending(&self, endpoint_id: &str) -> StoreResult<i64> {
+        self.select_pending_count(endpoint_id).await
+    }
+
     async fn create_webhook(
         &self,
         human_id: &str,

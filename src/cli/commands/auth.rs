@@ -1,0 +1,146 @@
+//! `login`, `logout` and `status`.
+
+use anyhow::{Context, bail};
+use clap::Args;
+use serde_json::json;
+
+use crate::cli::UsageError;
+use crate::cli::args::ClientArgs;
+use crate::cli::client::{ApiClient, ApiResponse, display_url, parse_server_url};
+use crate::cli::credentials::{self, Credentials, Secret};
+use crate::cli::output::{print_pairs, text};
+use crate::cli::prompt;
+
+#[derive(Debug, Args)]
+pub struct LoginArgs {
+    /// The server, e.g. http://127.0.0.1:8080.
+    pub url: String,
+
+    /// Human API token, sbh_… (else SWITCHBOARD_TOKEN, else a prompt).
+    #[arg(long, env = "SWITCHBOARD_TOKEN", hide_env_values = true)]
+    pub token: Option<Secret>,
+
+    /// Print the API's answer to GET /api/v1/me verbatim.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct LogoutArgs {
+    /// Print `{}` instead of a sentence.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Checks the token against the server and saves the login only if it works.
+pub async fn login(args: LoginArgs) -> anyhow::Result<()> {
+    let url = parse_server_url(&args.url)?;
+    let token = match args.token {
+        Some(token) => token,
+        None if prompt::stdin_is_terminal() => {
+            Secret::new(prompt::read_secret("API token (sbh_…): ").context("reading the token")?)
+        }
+        None => {
+            return Err(UsageError(
+                "no token: pass --token, set SWITCHBOARD_TOKEN, or run in a terminal to be asked"
+                    .into(),
+            )
+            .into());
+        }
+    };
+    check_token_shape(&token)?;
+    let client = ApiClient::new(url.clone(), token.clone())?;
+    let me = client
+        .get(&["me"], &[])
+        .await
+        .context("the server did not accept the token")?;
+    let path = credentials::save(&Credentials {
+        url: display_url(&url),
+        token,
+    })?;
+    if args.json {
+        println!("{}", me.verbatim());
+    } else {
+        let me = me.json()?;
+        println!(
+            "Logged in to {} as {} ({}).\nCredentials saved to {}.",
+            display_url(&url),
+            text(&me, "name"),
+            text(&me, "id"),
+            path.display()
+        );
+    }
+    Ok(())
+}
+
+/// Catches the common mix-up before anything is sent.
+fn check_token_shape(token: &Secret) -> anyhow::Result<()> {
+    let token = token.expose();
+    if token.starts_with("sbk_") {
+        bail!(
+            "that is an endpoint credential (sbk_…), which only works on /mcp; \
+             log in with a human API token (sbh_…)"
+        );
+    }
+    if !token.starts_with("sbh_") {
+        bail!("a human API token starts with sbh_");
+    }
+    Ok(())
+}
+
+pub fn logout(args: LogoutArgs) -> anyhow::Result<()> {
+    let removed = credentials::remove()?;
+    if args.json {
+        println!("{{}}");
+    } else {
+        match removed {
+            Some(path) => println!("Logged out: removed {}.", path.display()),
+            None => println!(
+                "Not logged in (no {}).",
+                credentials::file_path()?.display()
+            ),
+        }
+    }
+    Ok(())
+}
+
+/// Where the CLI points, who it is there, and whether the server is ready.
+/// Fails (exit 1) unless both the token and the server are good.
+pub async fn status(args: ClientArgs) -> anyhow::Result<()> {
+    let client = args.connect()?;
+    let ready = client.readiness().await;
+    let me = client.get(&["me"], &[]).await;
+    if args.json {
+        let body = |r: &anyhow::Result<ApiResponse>| match r {
+            Ok(r) => r.json().unwrap_or(serde_json::Value::Null),
+            Err(e) => json!({ "error": format!("{e:#}") }),
+        };
+        println!(
+            "{}",
+            json!({ "url": client.base_url(), "me": body(&me), "readyz": body(&ready) })
+        );
+    } else {
+        let describe =
+            |r: &anyhow::Result<ApiResponse>, ok: &dyn Fn(&ApiResponse) -> String| match r {
+                Ok(r) => ok(r),
+                Err(e) => format!("error: {e:#}"),
+            };
+        print_pairs(&[
+            ("url", client.base_url()),
+            (
+                "human",
+                describe(&me, &|r| {
+                    let me = r.json().unwrap_or_default();
+                    format!("{} ({})", text(&me, "name"), text(&me, "id"))
+                }),
+            ),
+            (
+                "server",
+                describe(&ready, &|r| text(&r.json().unwrap_or_default(), "status")),
+            ),
+        ]);
+    }
+    me?;
+    ready?;
+    Ok(())
+}

@@ -1,0 +1,294 @@
+//! `endpoint vend | list | show | edit | revoke | delete`.
+
+use std::time::Duration;
+
+use clap::{Args, Subcommand};
+use serde_json::{Value, json};
+
+use crate::cli::UsageError;
+use crate::cli::args::{ClientArgs, LeaseTtl, api_duration, lease_ttl, lifetime, seconds};
+use crate::cli::output::{
+    Table, emit, flag, joined, print_next_page, print_pairs, text, when, when_exact,
+};
+use crate::cli::prompt;
+
+#[derive(Debug, Args)]
+pub struct EndpointArgs {
+    #[command(flatten)]
+    pub client: ClientArgs,
+
+    #[command(subcommand)]
+    pub command: EndpointCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum EndpointCommand {
+    /// Vend an endpoint for an agent: prints its one-time token and .mcp.json block.
+    Vend(VendArgs),
+    /// Your endpoints, newest first.
+    List(ListArgs),
+    /// One endpoint, by slug or id.
+    Show { reference: String },
+    /// Change an endpoint's default lease (scope is immutable: revoke and vend again).
+    Edit(EditArgs),
+    /// Revoke an endpoint now: its token stops working, its live todos become dead letters.
+    Revoke(RevokeArgs),
+    /// Delete a revoked endpoint and its history.
+    Delete { reference: String },
+}
+
+#[derive(Debug, Args)]
+pub struct VendArgs {
+    /// The agent's name; registered with --kind if it does not exist yet.
+    pub agent: String,
+    /// A queue the endpoint may use (repeat for several; default inbox).
+    #[arg(short = 'q', long = "queue", value_name = "QUEUE")]
+    pub queues: Vec<String>,
+    /// A verb the endpoint is granted (repeat for several; default all).
+    #[arg(long = "verb", value_name = "VERB")]
+    pub verbs: Vec<String>,
+    /// Kind of a newly registered agent: heartbeat, session (default) or task.
+    #[arg(long)]
+    pub kind: Option<String>,
+    /// Revoke it automatically after this long (30d) or at this RFC 3339 time.
+    #[arg(long, value_parser = lifetime)]
+    pub expires_in: Option<Duration>,
+    /// Default lease of its claims: seconds or a duration (10m), 60s–24h.
+    #[arg(long, value_parser = seconds)]
+    pub lease_ttl: Option<i64>,
+    /// Also create a webhook on its first queue and print its URL.
+    #[arg(long)]
+    pub webhook: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// At most this many (1–200, server default 50).
+    #[arg(long)]
+    pub limit: Option<u32>,
+    /// Continue after a previous page (its next_cursor).
+    #[arg(long)]
+    pub cursor: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct EditArgs {
+    pub reference: String,
+    /// Seconds, a duration (10m), or `default` for the server default.
+    #[arg(long, value_parser = lease_ttl, value_name = "D|default")]
+    pub lease_ttl: LeaseTtl,
+}
+
+#[derive(Debug, Args)]
+pub struct RevokeArgs {
+    pub reference: String,
+    /// Do not ask for confirmation (required when stdin is not a terminal).
+    #[arg(short = 'y', long)]
+    pub yes: bool,
+}
+
+pub async fn run(args: EndpointArgs) -> anyhow::Result<()> {
+    let json = args.client.json;
+    // Ask before connecting: a refusal should not depend on the server.
+    if let EndpointCommand::Revoke(revoke) = &args.command
+        && !revoke.yes
+        && !confirm_revoke(&revoke.reference)?
+    {
+        println!("Not revoked.");
+        return Ok(());
+    }
+    let client = args.client.connect()?;
+    match args.command {
+        EndpointCommand::Vend(vend) => {
+            let response = client.post(&["endpoints"], &vend_body(&vend)).await?;
+            emit(json, &response, print_vended)
+        }
+        EndpointCommand::List(list) => {
+            let mut query = Vec::new();
+            if let Some(limit) = list.limit {
+                query.push(("limit", limit.to_string()));
+            }
+            if let Some(cursor) = list.cursor {
+                query.push(("cursor", cursor));
+            }
+            let response = client.get(&["endpoints"], &query).await?;
+            emit(json, &response, |body| {
+                print_endpoints(body);
+                Ok(())
+            })
+        }
+        EndpointCommand::Show { reference } => {
+            let response = client.get(&["endpoints", &reference], &[]).await?;
+            emit(json, &response, print_endpoint)
+        }
+        EndpointCommand::Edit(edit) => {
+            let ttl = match edit.lease_ttl {
+                LeaseTtl::Seconds(secs) => json!(secs),
+                LeaseTtl::Default => Value::Null,
+            };
+            let response = client
+                .patch(
+                    &["endpoints", &edit.reference],
+                    &json!({ "default_lease_ttl_seconds": ttl }),
+                )
+                .await?;
+            emit(json, &response, print_endpoint)
+        }
+        EndpointCommand::Revoke(revoke) => {
+            let response = client
+                .post_action(&["endpoints", &revoke.reference, "revoke"])
+                .await?;
+            emit(json, &response, |endpoint| {
+                println!(
+                    "Revoked {}: its token no longer works and its live todos are dead letters.",
+                    text(endpoint, "slug")
+                );
+                Ok(())
+            })
+        }
+        EndpointCommand::Delete { reference } => {
+            let response = client.delete(&["endpoints", &reference]).await?;
+            emit(json, &response, |_| {
+                println!("Deleted {reference}.");
+                Ok(())
+            })
+        }
+    }
+}
+
+/// Revoking cannot be undone, so a person is asked; a script must say -y.
+fn confirm_revoke(reference: &str) -> anyhow::Result<bool> {
+    if !prompt::stdin_is_terminal() {
+        return Err(
+            UsageError("revoke needs -y (--yes) when stdin is not a terminal".into()).into(),
+        );
+    }
+    Ok(prompt::confirm(&format!(
+        "Revoke {reference}? Its token stops working at once and its live todos become dead letters."
+    ))?)
+}
+
+fn vend_body(vend: &VendArgs) -> Value {
+    let list = |items: &Vec<String>| (!items.is_empty()).then(|| items.clone());
+    json!({
+        "agent": vend.agent,
+        "kind": vend.kind,
+        "queues": list(&vend.queues),
+        "verbs": list(&vend.verbs),
+        "expires_in": vend.expires_in.map(api_duration),
+        "default_lease_ttl_seconds": vend.lease_ttl,
+        "webhook": vend.webhook.then_some(true),
+    })
+}
+
+fn print_vended(vended: &Value) -> anyhow::Result<()> {
+    let created = if flag(vended, "agent_created") {
+        " (agent registered)"
+    } else {
+        ""
+    };
+    println!(
+        "Vended endpoint {} for agent {}{created}.\n",
+        text(vended, "slug"),
+        text(vended, "agent")
+    );
+    print_pairs(&[
+        ("MCP URL", text(vended, "mcp_url")),
+        ("queues", joined(vended, "scope.queues")),
+        ("verbs", joined(vended, "scope.verbs")),
+        ("expires", when_exact(vended, "expires_at", "never")),
+    ]);
+    println!(
+        "\nToken (shown this once; store it now):\n\n    {}\n",
+        text(vended, "token")
+    );
+    println!("Paste into .mcp.json:\n");
+    println!("{}", serde_json::to_string_pretty(&vended["mcp_json"])?);
+    if let Some(webhook) = vended.get("webhook") {
+        println!(
+            "\nWebhook URL for queue {} (shown this once):\n\n    {}",
+            text(webhook, "queue"),
+            text(webhook, "ingest_url")
+        );
+    }
+    Ok(())
+}
+
+fn print_endpoints(list: &Value) {
+    let mut table = Table::new(&[
+        "SLUG",
+        "AGENT",
+        "STATE",
+        "CONDITION",
+        "QUEUES",
+        "PENDING",
+        "CLAIMED",
+        "DEAD",
+        "LAST SEEN",
+    ]);
+    for e in list["endpoints"].as_array().into_iter().flatten() {
+        table.row(vec![
+            text(e, "slug"),
+            text(e, "agent"),
+            text(e, "state"),
+            text(e, "liveness.condition"),
+            joined(e, "scope.queues"),
+            text(e, "todos.pending"),
+            text(e, "todos.claimed"),
+            text(e, "todos.dead_letters"),
+            when(e, "liveness.last_seen_at", "never"),
+        ]);
+    }
+    table.print_or("No endpoints.");
+    print_next_page(list);
+}
+
+fn print_endpoint(e: &Value) -> anyhow::Result<()> {
+    let lease = match e["default_lease_ttl_seconds"].as_i64() {
+        Some(secs) => format!("{secs}s"),
+        None => format!(
+            "{}s (server default)",
+            text(e, "effective_lease_ttl_seconds")
+        ),
+    };
+    let mut pairs = vec![
+        ("slug", text(e, "slug")),
+        ("id", text(e, "id")),
+        (
+            "agent",
+            format!("{} ({})", text(e, "agent"), text(e, "agent_kind")),
+        ),
+        ("state", text(e, "state")),
+        ("condition", text(e, "liveness.condition")),
+        ("MCP URL", text(e, "mcp_url")),
+        // Only the first characters, to recognise a token; never the token.
+        ("token", format!("{}…", text(e, "credential_prefix"))),
+        ("queues", joined(e, "scope.queues")),
+        ("verbs", joined(e, "scope.verbs")),
+        ("lease", lease),
+        ("last seen", when_exact(e, "liveness.last_seen_at", "never")),
+        (
+            "last contact",
+            when_exact(e, "liveness.last_contact_at", "-"),
+        ),
+        ("stale after", when_exact(e, "liveness.stale_after", "-")),
+        ("note", text(e, "liveness.note")),
+        (
+            "todos",
+            format!(
+                "{} pending, {} claimed, {} dead letters",
+                text(e, "todos.pending"),
+                text(e, "todos.claimed"),
+                text(e, "todos.dead_letters")
+            ),
+        ),
+        ("working on", text(e, "todos.working_on")),
+        ("created", when_exact(e, "created_at", "-")),
+        ("expires", when_exact(e, "expires_at", "never")),
+    ];
+    if e["revoked_at"].is_string() {
+        pairs.push(("revoked", when_exact(e, "revoked_at", "-")));
+    }
+    print_pairs(&pairs);
+    Ok(())
+}

@@ -1,0 +1,234 @@
+//! `POST /webhooks/w/{token}`: one delivery in, at most one todo out.
+//!
+//! Cheap refusals come first, so an abusive sender costs as little as
+//! possible: the per-IP rate limit, a declared oversized body, then a URL
+//! that cannot be a token. Only then the database, the body, the signature.
+
+use std::net::{IpAddr, SocketAddr};
+
+use axum::Json;
+use axum::body::{Body, HttpBody};
+use axum::extract::rejection::PathRejection;
+use axum::extract::{ConnectInfo, Path, Request, State};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, StatusCode, header};
+use serde::Serialize;
+
+use super::{MAX_BODY_BYTES, derive, headers, key, payload, signature};
+use crate::api::error::{ApiError, ApiResult};
+use crate::domain::ids::sha256_hex;
+use crate::domain::text::cut_to_bytes;
+use crate::server::AppState;
+use crate::store::{NewIntakeEvent, NewTodo, StoreError, TrustMode, WebhookTarget};
+
+/// The 202 answer: `{"todo": {"id", "queue", "created"}}`.
+#[derive(Debug, Serialize)]
+pub struct Receipt {
+    pub todo: ReceiptTodo,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ReceiptTodo {
+    pub id: String,
+    pub queue: String,
+    /// `false` when this was a redelivery of a live todo (nothing new, nothing rings).
+    pub created: bool,
+}
+
+pub async fn receive(
+    State(state): State<AppState>,
+    url_token: Result<Path<String>, PathRejection>,
+    request: Request,
+) -> ApiResult<(StatusCode, Json<Receipt>)> {
+    // A segment that does not even decode was never issued either.
+    let Path(url_token) = url_token.map_err(|_| ApiError::not_found())?;
+    let (parts, body) = request.into_parts();
+    if let Err(wait) = state.api.intake_limiter.check(&rate_key(&parts)) {
+        return Err(ApiError::rate_limited(wait.as_secs_f64().ceil() as u64));
+    }
+    if declared_length(&parts.headers).is_some_and(|n| n > MAX_BODY_BYTES as u64) {
+        return Err(ApiError::payload_too_large(MAX_BODY_BYTES));
+    }
+    let target = find_target(&state, &url_token).await?;
+    let body = read_capped(body, MAX_BODY_BYTES).await?;
+
+    let trust_mode = match &target.signing_secret {
+        Some(secret) if !signature::verify(secret, &parts.headers, &body) => {
+            return Err(ApiError::bad_signature());
+        }
+        Some(_) => TrustMode::Signed,
+        None => TrustMode::Token,
+    };
+    let webhook = &target.webhook;
+    let json = payload::parse(&body);
+    let labels = derive::derive(&parts.headers, json.as_ref());
+    let delivery_id = key::delivery_id(&parts.headers);
+    let new = NewTodo {
+        endpoint_id: webhook.endpoint_id.clone(),
+        queue: webhook.queue.clone(),
+        title: labels.title,
+        kind: Some(labels.kind),
+        source: Some(labels.source),
+        payload: Some(payload::todo_payload(&body, json)),
+        idempotency_key: Some(key::idempotency_key(
+            &webhook.id,
+            delivery_id.as_deref(),
+            &body,
+        )),
+        max_attempts: None,
+        intake: Some(NewIntakeEvent {
+            trust_mode,
+            actor: format!("webhook:{}", webhook.id),
+            webhook_id: Some(webhook.id.clone()),
+            headers: headers::sanitized(&parts.headers),
+            content_type: headers::text(&parts.headers, header::CONTENT_TYPE.as_str())
+                .map(|ct| cut_to_bytes(&ct, headers::MAX_HEADER_VALUE_BYTES).to_owned()),
+            body,
+        }),
+    };
+    let created = match state.store.create_todo(new).await {
+        Ok(created) => created,
+        // Revoked between the lookup and the insert.
+        Err(StoreError::Conflict(message)) if message.contains("revoked") => {
+            return Err(endpoint_revoked());
+        }
+        Err(e) => return Err(e.into()),
+    };
+    // Never the URL token, the secret, the signature or the body.
+    tracing::info!(
+        webhook_id = %webhook.id,
+        todo_id = %created.todo.id,
+        created = created.created,
+        trust_mode = trust_mode.as_str(),
+        "webhook delivery"
+    );
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(Receipt {
+            todo: ReceiptTodo {
+                id: created.todo.id,
+                queue: created.todo.queue,
+                created: created.created,
+            },
+        }),
+    ))
+}
+
+/// The webhook a URL token names: 404 when none, 410 when its endpoint is revoked.
+async fn find_target(state: &AppState, url_token: &str) -> ApiResult<WebhookTarget> {
+    // Anything but 32 hex characters was never issued: no need to ask the
+    // database. Tokens are looked up by their hash, so the lookup's timing
+    // says nothing about the token itself.
+    if url_token.len() != 32 || !url_token.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(ApiError::not_found());
+    }
+    let target = state
+        .store
+        .unscoped_find_webhook(&sha256_hex(url_token))
+        .await?
+        .ok_or_else(ApiError::not_found)?;
+    if !target.endpoint_active {
+        return Err(endpoint_revoked());
+    }
+    Ok(target)
+}
+
+fn endpoint_revoked() -> ApiError {
+    ApiError::gone("the webhook's endpoint is revoked")
+}
+
+/// The client's bucket: its address as the connection reports it, never a
+/// forwarding header a client can write. An IPv6 client usually holds a
+/// whole /64, so that is its bucket.
+fn rate_key(parts: &Parts) -> String {
+    let Some(ConnectInfo(peer)) = parts.extensions.get::<ConnectInfo<SocketAddr>>() else {
+        // Only a router served without connection info (an in-process test)
+        // gets here; all its clients then share one bucket.
+        return "unknown".to_owned();
+    };
+    match peer.ip() {
+        IpAddr::V4(v4) => v4.to_string(),
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => v4.to_string(),
+            None => {
+                let s = v6.segments();
+                format!("{:x}:{:x}:{:x}:{:x}::/64", s[0], s[1], s[2], s[3])
+            }
+        },
+    }
+}
+
+fn declared_length(headers: &HeaderMap) -> Option<u64> {
+    headers
+        .get(header::CONTENT_LENGTH)?
+        .to_str()
+        .ok()?
+        .parse()
+        .ok()
+}
+
+/// Reads the whole body, refusing it as soon as it passes `max` bytes (a
+/// chunked body declares no length up front).
+async fn read_capped(body: Body, max: usize) -> ApiResult<Vec<u8>> {
+    let mut body = std::pin::pin!(body);
+    let mut bytes = Vec::new();
+    while let Some(frame) = std::future::poll_fn(|cx| body.as_mut().poll_frame(cx)).await {
+        let frame = frame.map_err(|e| {
+            tracing::debug!(error = %e, "webhook body could not be read");
+            ApiError::invalid("body", "the request body could not be read")
+        })?;
+        if let Ok(data) = frame.into_data() {
+            if bytes.len() + data.len() > max {
+                return Err(ApiError::payload_too_large(max));
+            }
+            bytes.extend_from_slice(&data);
+        }
+    }
+    Ok(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::Request as HttpRequest;
+
+    fn parts_from(peer: Option<&str>) -> Parts {
+        let mut request = HttpRequest::new(());
+        if let Some(peer) = peer {
+            let addr: SocketAddr = peer.parse().unwrap();
+            request.extensions_mut().insert(ConnectInfo(addr));
+        }
+        request.into_parts().0
+    }
+
+    #[test]
+    fn rate_buckets_are_per_ipv4_address_and_per_ipv6_64() {
+        assert_eq!(
+            rate_key(&parts_from(Some("203.0.113.9:5000"))),
+            "203.0.113.9"
+        );
+        assert_eq!(
+            rate_key(&parts_from(Some("[2001:db8:1:2:aaaa::1]:443"))),
+            "2001:db8:1:2::/64"
+        );
+        assert_eq!(
+            rate_key(&parts_from(Some("[2001:db8:1:2:bbbb::9]:1"))),
+            rate_key(&parts_from(Some("[2001:db8:1:2:aaaa::1]:443")))
+        );
+        assert_eq!(
+            rate_key(&parts_from(Some("[::ffff:192.0.2.1]:80"))),
+            "192.0.2.1"
+        );
+        assert_eq!(rate_key(&parts_from(None)), "unknown");
+    }
+
+    #[tokio::test]
+    async fn bodies_over_the_cap_are_refused_while_reading() {
+        let ok = read_capped(Body::from(vec![1u8; 10]), 10).await.unwrap();
+        assert_eq!(ok.len(), 10);
+        let err = read_capped(Body::from(vec![1u8; 11]), 10)
+            .await
+            .unwrap_err();
+        assert_eq!(err.status(), StatusCode::PAYLOAD_TOO_LARGE);
+    }
+}

@@ -1,0 +1,87 @@
+//! The MCP server (`03-mcp.md`): our own JSON-RPC over Streamable HTTP at
+//! `/mcp/{slug}`, sessions bound to endpoints, and the agent verbs.
+//!
+//! We do not use an SDK: we need to know exactly whether a session's GET
+//! stream is open (the doorbell depends on it), and the surface is small.
+
+pub mod instructions;
+pub mod jsonrpc;
+pub mod sessions;
+pub mod tools;
+mod transport;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::routing::post;
+
+use crate::api::ratelimit::{Rate, RateLimiter};
+use crate::server::AppState;
+use sessions::SessionRegistry;
+
+/// Protocol versions we speak, newest first.
+pub const PROTOCOL_VERSIONS: [&str; 3] = ["2025-11-25", "2025-06-18", "2025-03-26"];
+
+/// A POST body may be at most 1 MiB.
+pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+
+#[derive(Debug, Clone)]
+pub struct McpConfig {
+    /// Per endpoint (default 20/s, burst 40).
+    pub rate: Rate,
+    /// Refuse non-loopback `Host` headers (on when listening on loopback).
+    pub loopback_guard: bool,
+    /// SSE keep-alive comment period.
+    pub keepalive: Duration,
+    /// A session with nothing in flight this long is closed.
+    pub idle_limit: Duration,
+    /// Period of the session janitor.
+    pub janitor_interval: Duration,
+}
+
+impl Default for McpConfig {
+    fn default() -> Self {
+        Self {
+            rate: Rate::new(20.0, 40.0),
+            loopback_guard: true,
+            keepalive: Duration::from_secs(15),
+            idle_limit: Duration::from_secs(30 * 60),
+            janitor_interval: Duration::from_secs(60),
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct McpContext {
+    pub config: McpConfig,
+    pub sessions: Arc<SessionRegistry>,
+    rate: RateLimiter,
+    /// When each endpoint's `last_seen_at` was last written (ms), to write at
+    /// most once per second per endpoint.
+    last_stamp: Mutex<HashMap<String, i64>>,
+}
+
+impl McpContext {
+    pub fn new(config: McpConfig) -> Self {
+        Self {
+            rate: RateLimiter::new(config.rate),
+            config,
+            sessions: Arc::new(SessionRegistry::new()),
+            last_stamp: Mutex::new(HashMap::new()),
+        }
+    }
+}
+
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route(
+            "/mcp/{slug}",
+            post(transport::post_message)
+                .get(transport::open_stream)
+                .delete(transport::end_session),
+        )
+        // Also on what axum answers itself (405 with Allow).
+        .layer(axum::middleware::map_response(transport::secure))
+}

@@ -1,0 +1,333 @@
+//! MCP sessions on this instance: which are **attached** (from `initialize`
+//! until closed) and which are **streaming** (while their GET stream is
+//! open), known exactly from the connections' own lifetimes.
+//!
+//! Memory only: a session is lost with the process, as it may be.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+use crate::domain::ids::random_token;
+
+/// Outbound messages a session's stream can hold before it counts as full.
+pub const STREAM_BUFFER: usize = 16;
+
+#[derive(Debug)]
+pub struct Session {
+    pub id: String,
+    pub endpoint_id: String,
+    pub slug: String,
+    pub protocol_version: String,
+    pub client_name: Option<String>,
+    state: Mutex<SessionState>,
+}
+
+#[derive(Debug)]
+struct SessionState {
+    last_activity: Instant,
+    in_flight: usize,
+    stream: Option<StreamSlot>,
+}
+
+#[derive(Debug)]
+struct StreamSlot {
+    generation: u64,
+    sender: mpsc::Sender<Value>,
+}
+
+/// Why a message could not be queued on a session's stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SendError {
+    NoStream,
+    BufferFull,
+}
+
+impl Session {
+    fn lock(&self) -> std::sync::MutexGuard<'_, SessionState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn is_streaming(&self) -> bool {
+        self.lock()
+            .stream
+            .as_ref()
+            .is_some_and(|s| !s.sender.is_closed())
+    }
+
+    /// Queues a message on the open stream without waiting.
+    pub fn try_send(&self, message: Value) -> Result<(), SendError> {
+        let state = self.lock();
+        let Some(slot) = state.stream.as_ref() else {
+            return Err(SendError::NoStream);
+        };
+        slot.sender.try_send(message).map_err(|e| match e {
+            mpsc::error::TrySendError::Full(_) => SendError::BufferFull,
+            mpsc::error::TrySendError::Closed(_) => SendError::NoStream,
+        })
+    }
+}
+
+/// Marks a request in flight for the idle janitor; ends it on drop.
+pub struct InFlight(Arc<Session>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        let mut state = self.0.lock();
+        state.in_flight = state.in_flight.saturating_sub(1);
+        state.last_activity = Instant::now();
+    }
+}
+
+/// Holds a session's stream open; dropping it (the connection went away)
+/// marks the session as no longer streaming, unless a newer stream replaced it.
+pub struct StreamGuard {
+    session: Arc<Session>,
+    generation: u64,
+    _in_flight: InFlight,
+}
+
+impl Drop for StreamGuard {
+    fn drop(&mut self) {
+        let mut state = self.session.lock();
+        if state
+            .stream
+            .as_ref()
+            .is_some_and(|s| s.generation == self.generation)
+        {
+            state.stream = None;
+        }
+    }
+}
+
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct SessionCounts {
+    pub attached: usize,
+    pub streaming: usize,
+}
+
+#[derive(Debug)]
+pub struct SessionRegistry {
+    sessions: RwLock<HashMap<String, Arc<Session>>>,
+    generations: AtomicU64,
+}
+
+impl Default for SessionRegistry {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl SessionRegistry {
+    pub fn new() -> Self {
+        Self {
+            sessions: RwLock::new(HashMap::new()),
+            generations: AtomicU64::new(1),
+        }
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<String, Arc<Session>>> {
+        self.sessions.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<String, Arc<Session>>> {
+        self.sessions.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn create(
+        &self,
+        endpoint_id: &str,
+        slug: &str,
+        protocol_version: &str,
+        client_name: Option<String>,
+    ) -> Arc<Session> {
+        let session = Arc::new(Session {
+            id: random_token(24),
+            endpoint_id: endpoint_id.to_owned(),
+            slug: slug.to_owned(),
+            protocol_version: protocol_version.to_owned(),
+            client_name,
+            state: Mutex::new(SessionState {
+                last_activity: Instant::now(),
+                in_flight: 0,
+                stream: None,
+            }),
+        });
+        self.write().insert(session.id.clone(), session.clone());
+        session
+    }
+
+    pub fn get(&self, id: &str) -> Option<Arc<Session>> {
+        self.read().get(id).cloned()
+    }
+
+    /// Ends a session: it is forgotten and its stream (if any) ends.
+    pub fn close(&self, id: &str) -> bool {
+        let removed = self.write().remove(id);
+        if let Some(session) = &removed {
+            session.lock().stream = None;
+        }
+        removed.is_some()
+    }
+
+    /// Ends every session of an endpoint (revocation, expiry). Returns how many.
+    pub fn close_endpoint(&self, endpoint_id: &str) -> usize {
+        let mut sessions = self.write();
+        let ids: Vec<String> = sessions
+            .values()
+            .filter(|s| s.endpoint_id == endpoint_id)
+            .map(|s| s.id.clone())
+            .collect();
+        for id in &ids {
+            if let Some(session) = sessions.remove(id) {
+                session.lock().stream = None;
+            }
+        }
+        ids.len()
+    }
+
+    pub fn begin_request(&self, session: &Arc<Session>) -> InFlight {
+        let mut state = session.lock();
+        state.in_flight += 1;
+        state.last_activity = Instant::now();
+        drop(state);
+        InFlight(session.clone())
+    }
+
+    /// Opens the session's stream, replacing (and so ending) any previous one.
+    pub fn open_stream(&self, session: &Arc<Session>) -> (StreamGuard, mpsc::Receiver<Value>) {
+        let (sender, receiver) = mpsc::channel(STREAM_BUFFER);
+        let generation = self.generations.fetch_add(1, Ordering::Relaxed);
+        let in_flight = self.begin_request(session);
+        session.lock().stream = Some(StreamSlot { generation, sender });
+        (
+            StreamGuard {
+                session: session.clone(),
+                generation,
+                _in_flight: in_flight,
+            },
+            receiver,
+        )
+    }
+
+    /// The endpoint's sessions on this instance.
+    pub fn sessions_of(&self, endpoint_id: &str) -> Vec<Arc<Session>> {
+        let mut list: Vec<Arc<Session>> = self
+            .read()
+            .values()
+            .filter(|s| s.endpoint_id == endpoint_id)
+            .cloned()
+            .collect();
+        list.sort_by(|a, b| a.id.cmp(&b.id));
+        list
+    }
+
+    pub fn counts(&self, endpoint_id: &str) -> SessionCounts {
+        let sessions = self.sessions_of(endpoint_id);
+        SessionCounts {
+            attached: sessions.len(),
+            streaming: sessions.iter().filter(|s| s.is_streaming()).count(),
+        }
+    }
+
+    /// Closes sessions with nothing in flight (an open stream counts) for
+    /// longer than `idle_limit`. Returns the closed sessions' ids.
+    pub fn close_idle(&self, idle_limit: Duration) -> Vec<String> {
+        let now = Instant::now();
+        let idle: Vec<String> = self
+            .read()
+            .values()
+            .filter(|s| {
+                let state = s.lock();
+                state.in_flight == 0 && now.duration_since(state.last_activity) >= idle_limit
+            })
+            .map(|s| s.id.clone())
+            .collect();
+        for id in &idle {
+            self.close(id);
+        }
+        idle
+    }
+
+    pub fn total(&self) -> usize {
+        self.read().len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn attached_and_streaming_follow_the_connections() {
+        let reg = SessionRegistry::new();
+        let s = reg.create("ep_1", "w-1", "2025-06-18", None);
+        assert_eq!(
+            reg.counts("ep_1"),
+            SessionCounts {
+                attached: 1,
+                streaming: 0
+            }
+        );
+        let (guard, mut rx) = reg.open_stream(&s);
+        assert_eq!(reg.counts("ep_1").streaming, 1);
+        s.try_send(serde_json::json!({"n": 1})).unwrap();
+        assert_eq!(rx.recv().await.unwrap()["n"], 1);
+        drop(guard);
+        assert_eq!(
+            reg.counts("ep_1").streaming,
+            0,
+            "a dropped connection stops streaming"
+        );
+        assert_eq!(s.try_send(serde_json::json!({})), Err(SendError::NoStream));
+    }
+
+    #[tokio::test]
+    async fn a_second_stream_replaces_the_first() {
+        let reg = SessionRegistry::new();
+        let s = reg.create("ep_1", "w-1", "2025-06-18", None);
+        let (old_guard, mut old_rx) = reg.open_stream(&s);
+        let (_new_guard, _new_rx) = reg.open_stream(&s);
+        assert!(old_rx.recv().await.is_none(), "the old stream ends");
+        drop(old_guard);
+        assert!(
+            s.is_streaming(),
+            "dropping the old guard leaves the new stream alone"
+        );
+    }
+
+    #[tokio::test]
+    async fn buffers_are_bounded_and_close_endpoint_ends_streams() {
+        let reg = SessionRegistry::new();
+        let s = reg.create("ep_1", "w-1", "2025-06-18", None);
+        let (_guard, mut rx) = reg.open_stream(&s);
+        for i in 0..STREAM_BUFFER {
+            s.try_send(serde_json::json!(i)).unwrap();
+        }
+        assert_eq!(
+            s.try_send(serde_json::json!("x")),
+            Err(SendError::BufferFull)
+        );
+        assert_eq!(reg.close_endpoint("ep_1"), 1);
+        for _ in 0..STREAM_BUFFER {
+            rx.recv().await.unwrap();
+        }
+        assert!(rx.recv().await.is_none(), "closed with the endpoint");
+        assert!(reg.get(&s.id).is_none());
+    }
+
+    #[test]
+    fn idle_sessions_close_unless_in_flight() {
+        let reg = SessionRegistry::new();
+        let busy = reg.create("ep_1", "w-1", "2025-06-18", None);
+        let _idle = reg.create("ep_1", "w-1", "2025-06-18", None);
+        let _req = reg.begin_request(&busy);
+        let closed = reg.close_idle(Duration::ZERO);
+        assert_eq!(closed.len(), 1);
+        assert!(reg.get(&busy.id).is_some());
+    }
+}

@@ -1,0 +1,414 @@
+//! The command-line client end to end: the real binary serving, and the real
+//! binary as its client (`login`, `endpoint`, `todo`, `webhook`, `admin`…).
+//! Every client run gets its own `SWITCHBOARD_CONFIG_DIR`, so no test reads
+//! or writes the real home.
+
+use std::io::{BufRead, BufReader};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use serde_json::Value;
+
+const BIN: &str = env!("CARGO_BIN_EXE_switchboard");
+const START_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// A `switchboard serve` child on an OS-chosen port, with the first-start
+/// token it printed on stderr.
+struct Server {
+    child: Child,
+    url: String,
+    first_token: String,
+}
+
+impl Server {
+    fn start(dir: &Path, args: &[&str]) -> Server {
+        let mut child = Command::new(BIN)
+            .current_dir(dir)
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            // The flows below write faster than a person would.
+            .args(["--api-write-rate", "1000", "--api-read-rate", "1000"])
+            .args(args)
+            .env_remove("SWITCHBOARD_DATABASE_URL")
+            .env("SWITCHBOARD_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn switchboard");
+        let stderr = child.stderr.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut token = None;
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                // The token comes on a line of its own, before the serving line.
+                if token.is_none() && line.trim().starts_with("sbh_") {
+                    token = Some(line.trim().to_owned());
+                }
+                if let Some(addr) = serving_address(&line) {
+                    let _ = tx.send((addr, token.clone()));
+                }
+            }
+        });
+        let Ok((addr, token)) = rx.recv_timeout(START_TIMEOUT) else {
+            let _ = child.kill();
+            panic!("the server did not report its address");
+        };
+        Server {
+            child,
+            url: format!("http://{addr}"),
+            first_token: token.expect("first start prints a token"),
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Finds `listen=127.0.0.1:PORT` in the "switchboard is serving" log line.
+fn serving_address(line: &str) -> Option<String> {
+    if !line.contains("switchboard is serving") {
+        return None;
+    }
+    let start = line.find("listen=")? + "listen=".len();
+    let rest = &line[start..];
+    let end = rest.find(' ').unwrap_or(rest.len());
+    Some(rest[..end].to_owned())
+}
+
+/// Runs the CLI in one working directory with one private config directory.
+struct Client {
+    dir: PathBuf,
+    config_dir: PathBuf,
+}
+
+impl Client {
+    fn new(dir: &Path) -> Client {
+        Client {
+            dir: dir.to_owned(),
+            config_dir: dir.join("config"),
+        }
+    }
+
+    fn credentials_file(&self) -> PathBuf {
+        self.config_dir.join("credentials.json")
+    }
+
+    /// Runs `switchboard ARGS` non-interactively (stdin is not a terminal).
+    fn run(&self, args: &[&str]) -> Output {
+        Command::new(BIN)
+            .current_dir(&self.dir)
+            .args(args)
+            .env("SWITCHBOARD_CONFIG_DIR", &self.config_dir)
+            .env_remove("SWITCHBOARD_DATABASE_URL")
+            .env_remove("SWITCHBOARD_URL")
+            .env_remove("SWITCHBOARD_TOKEN")
+            .stdin(Stdio::null())
+            .output()
+            .expect("run switchboard")
+    }
+
+    /// Runs a command that must succeed; returns its stdout.
+    fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert!(
+            out.status.success(),
+            "switchboard {args:?} failed ({:?}):\n{}",
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// Runs a command with `--json` that must succeed; returns the parsed body.
+    fn json(&self, args: &[&str]) -> Value {
+        let mut args = args.to_vec();
+        args.push("--json");
+        let stdout = self.ok(&args);
+        serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{args:?}: {e}: {stdout}"))
+    }
+
+    fn login(&self, server: &Server) {
+        self.ok(&["login", &server.url, "--token", &server.first_token]);
+    }
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn login_vend_push_list_revoke_and_the_todo_is_a_dead_letter() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let cli = Client::new(dir.path());
+    let login = cli.ok(&["login", &server.url, "--token", &server.first_token]);
+    assert!(login.contains("as admin"), "{login}");
+
+    let vended = cli.json(&["endpoint", "vend", "reviewer", "-q", "inbox"]);
+    let token = vended["token"].as_str().unwrap().to_owned();
+    let slug = vended["slug"].as_str().unwrap().to_owned();
+    assert!(token.starts_with("sbk_"), "{vended}");
+    assert_eq!(
+        vended["mcp_json"]["mcpServers"][&slug]["headers"]["Authorization"],
+        format!("Bearer {token}")
+    );
+
+    // The token is shown once: no list ever carries it.
+    let list = cli.json(&["endpoint", "list"]);
+    assert_eq!(list["endpoints"][0]["slug"], slug.as_str());
+    assert!(!list.to_string().contains(&token));
+    let table = cli.ok(&["endpoint", "list"]);
+    assert!(table.starts_with("SLUG"), "{table}");
+    assert!(table.contains(&slug), "{table}");
+    assert!(!table.contains("sbk_"), "{table}");
+
+    let pushed = cli.json(&[
+        "todo",
+        "push",
+        &slug,
+        "Review PR 12",
+        "--payload",
+        "{\"pr\":12}",
+    ]);
+    assert_eq!(pushed["created"], true, "{pushed}");
+    let id = pushed["id"].as_str().unwrap().to_owned();
+    let todos = cli.json(&["todo", "list", "--endpoint", &slug]);
+    assert_eq!(todos["todos"][0]["id"], id.as_str(), "{todos}");
+    assert_eq!(todos["todos"][0]["state"], "pending");
+    let table = cli.ok(&["todo", "list"]);
+    assert!(
+        table.contains(&id) && table.contains("Review PR 12"),
+        "{table}"
+    );
+
+    let revoked = cli.json(&["endpoint", "revoke", &slug, "-y"]);
+    assert_eq!(revoked["state"], "revoked", "{revoked}");
+    let again = cli.run(&["endpoint", "revoke", &slug, "-y"]);
+    assert_eq!(again.status.code(), Some(1));
+    assert!(
+        stderr(&again).contains("error: conflict:"),
+        "{}",
+        stderr(&again)
+    );
+
+    let todo = cli.json(&["todo", "show", &id]);
+    assert_eq!(todo["dead_letter"], true, "{todo}");
+    assert_eq!(todo["result"]["error"], "endpoint_revoked", "{todo}");
+    assert_eq!(todo["payload"]["pr"], 12);
+    let dead = cli.json(&["todo", "list", "--dead-letter"]);
+    assert_eq!(dead["todos"][0]["id"], id.as_str());
+
+    // A 204 prints `{}` under --json.
+    assert_eq!(
+        cli.ok(&["endpoint", "delete", &slug, "--json"]).trim(),
+        "{}"
+    );
+}
+
+#[test]
+fn the_credentials_file_is_private_and_logout_removes_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let cli = Client::new(dir.path());
+    cli.login(&server);
+    let file = cli.credentials_file();
+    let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+
+    let status = cli.ok(&["status"]);
+    assert!(status.contains(&server.url), "{status}");
+    assert!(status.contains("admin"), "{status}");
+    assert!(status.contains("ready"), "{status}");
+    assert!(!status.contains(&server.first_token), "{status}");
+
+    let out = cli.ok(&["logout"]);
+    assert!(out.contains("Logged out"), "{out}");
+    assert!(!file.exists());
+    // Without a login, client commands fail plainly.
+    let out = cli.run(&["agent", "list"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("not logged in"), "{}", stderr(&out));
+}
+
+#[test]
+fn a_bad_token_at_login_exits_1_and_saves_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let cli = Client::new(dir.path());
+    let bad = format!("sbh_{}", "A".repeat(43));
+    let out = cli.run(&["login", &server.url, "--token", &bad]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("unauthenticated"), "{}", stderr(&out));
+    assert!(!stderr(&out).contains(&bad), "never echo a token");
+    assert!(!cli.credentials_file().exists());
+}
+
+#[test]
+fn admin_commands_work_beside_a_running_server_and_their_token_works() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &["--database", "shared.db"]);
+    let cli = Client::new(dir.path());
+    let human = cli.json(&[
+        "admin",
+        "human",
+        "create",
+        "alice",
+        "--database",
+        "shared.db",
+    ]);
+    assert_eq!(human["name"], "alice");
+    let issued = cli.json(&[
+        "admin",
+        "token",
+        "create",
+        "alice",
+        "--label",
+        "laptop",
+        "--expires-in",
+        "30d",
+        "--database",
+        "shared.db",
+    ]);
+    let token = issued["token"].as_str().unwrap();
+    assert!(token.starts_with("sbh_"), "{issued}");
+    assert_eq!(issued["label"], "laptop");
+
+    // Flags alone work without a saved login.
+    cli.json(&[
+        "endpoint",
+        "vend",
+        "admins-bot",
+        "--url",
+        &server.url,
+        "--token",
+        &server.first_token,
+    ]);
+    cli.ok(&["login", &server.url, "--token", token]);
+    let me = cli.json(&["status"]);
+    assert_eq!(me["me"]["name"], "alice", "{me}");
+    assert_eq!(me["readyz"]["status"], "ready", "{me}");
+    // Alice sees none of admin's things, and can make her own.
+    cli.json(&["endpoint", "vend", "alices-bot"]);
+    let list = cli.json(&["agent", "list"]);
+    let agents = list["agents"].as_array().unwrap();
+    assert_eq!(agents.len(), 1, "{list}");
+    assert_eq!(agents[0]["name"], "alices-bot");
+    // The same name twice is a plain failure, not a crash.
+    let again = cli.run(&[
+        "admin",
+        "human",
+        "create",
+        "alice",
+        "--database",
+        "shared.db",
+    ]);
+    assert_eq!(again.status.code(), Some(1));
+    assert!(
+        stderr(&again).contains("already exists"),
+        "{}",
+        stderr(&again)
+    );
+}
+
+#[test]
+fn agent_and_webhook_commands_round_trip() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let cli = Client::new(dir.path());
+    cli.login(&server);
+
+    let agent = cli.json(&[
+        "agent",
+        "register",
+        "builder",
+        "--kind",
+        "task",
+        "--interval",
+        "10m",
+    ]);
+    assert_eq!(agent["expected_interval_seconds"], 600, "{agent}");
+    let edited = cli.json(&[
+        "agent",
+        "edit",
+        "builder",
+        "--clear-interval",
+        "--description",
+        "CI",
+    ]);
+    assert_eq!(edited["expected_interval_seconds"], Value::Null, "{edited}");
+    assert_eq!(edited["description"], "CI");
+    let shown = cli.ok(&["agent", "show", "builder"]);
+    assert!(shown.contains("task") && shown.contains("CI"), "{shown}");
+
+    let vended = cli.json(&[
+        "endpoint",
+        "vend",
+        "builder",
+        "--lease-ttl",
+        "10m",
+        "--webhook",
+    ]);
+    assert!(vended["webhook"]["ingest_url"].is_string(), "{vended}");
+    let slug = vended["slug"].as_str().unwrap();
+    let edited = cli.json(&["endpoint", "edit", slug, "--lease-ttl", "default"]);
+    assert_eq!(edited["default_lease_ttl_seconds"], Value::Null, "{edited}");
+
+    let created = cli.json(&["webhook", "create", slug, "--signed"]);
+    assert!(created["signing_secret"].is_string(), "{created}");
+    let id = created["id"].as_str().unwrap();
+    let listed = cli.json(&["webhook", "list", slug]);
+    assert_eq!(listed["webhooks"].as_array().unwrap().len(), 2, "{listed}");
+    let table = cli.ok(&["webhook", "list", slug]);
+    assert!(table.contains(id), "{table}");
+    assert!(
+        !table.contains(created["ingest_url"].as_str().unwrap()),
+        "a webhook URL is shown once"
+    );
+    let rotated = cli.json(&["webhook", "rotate", id]);
+    assert_ne!(rotated["ingest_url"], created["ingest_url"]);
+    assert_eq!(cli.ok(&["webhook", "delete", id, "--json"]).trim(), "{}");
+}
+
+#[test]
+fn a_saved_token_is_only_sent_to_its_own_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let cli = Client::new(dir.path());
+    std::fs::create_dir_all(&cli.config_dir).unwrap();
+    std::fs::write(
+        cli.credentials_file(),
+        r#"{"url":"http://127.0.0.1:9","token":"sbh_saved"}"#,
+    )
+    .unwrap();
+    let out = cli.run(&["agent", "list", "--url", "http://127.0.0.1:8"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("the saved login is for http://127.0.0.1:9"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let cli = Client::new(dir.path());
+    for args in [
+        &["endpoint", "frobnicate"][..],
+        &["todo", "list", "--limit", "many"],
+        &["endpoint", "vend", "a", "--lease-ttl", "soon"],
+        &["agent", "edit", "a"],
+        // Revoking is not undoable: without a terminal to ask on, -y is required.
+        &["endpoint", "revoke", "a-1234"],
+        // No token and no terminal to prompt on.
+        &["login", "http://127.0.0.1:9"],
+    ] {
+        let out = cli.run(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+    }
+}
