@@ -8,6 +8,7 @@
 pub mod api;
 pub mod cli;
 pub mod clock;
+pub mod delivery;
 pub mod domain;
 pub mod intake;
 pub mod mcp;

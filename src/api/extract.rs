@@ -78,9 +78,7 @@ impl<T: DeserializeOwned> FromRequest<AppState> for ApiJson<T> {
                 let mime = ct.split(';').next().unwrap_or("").trim();
                 mime.eq_ignore_ascii_case("application/json")
             });
-        let bytes = axum::body::to_bytes(req.into_body(), MAX_BODY_BYTES)
-            .await
-            .map_err(|_| ApiError::payload_too_large(MAX_BODY_BYTES))?;
+        let bytes = read_capped(req.into_body()).await?;
         if !is_json {
             return Err(ApiError::invalid(
                 "body",
@@ -89,6 +87,44 @@ impl<T: DeserializeOwned> FromRequest<AppState> for ApiJson<T> {
         }
         parse_json(&bytes).map(ApiJson)
     }
+}
+
+/// How much of an oversized body is read and thrown away before the 413 is
+/// sent. Answering while the client is still sending would close the
+/// connection on unread data, and the client would see a reset instead of
+/// the 413; beyond this much, it does.
+const DRAIN_LIMIT_BYTES: usize = 1024 * 1024;
+
+/// The body, if it is at most [`MAX_BODY_BYTES`]; else 413, after draining
+/// up to [`DRAIN_LIMIT_BYTES`].
+async fn read_capped(mut body: axum::body::Body) -> Result<axum::body::Bytes, ApiError> {
+    use axum::body::HttpBody;
+    use std::pin::Pin;
+
+    let mut kept: Vec<u8> = Vec::new();
+    let mut seen = 0usize;
+    while let Some(frame) = std::future::poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await {
+        let Ok(frame) = frame else {
+            // The client went away or sent a malformed body.
+            return Err(ApiError::invalid(
+                "body",
+                "the request body could not be read",
+            ));
+        };
+        let Ok(data) = frame.into_data() else {
+            continue; // trailers
+        };
+        seen = seen.saturating_add(data.len());
+        if seen <= MAX_BODY_BYTES {
+            kept.extend_from_slice(&data);
+        } else if seen > DRAIN_LIMIT_BYTES {
+            break;
+        }
+    }
+    if seen > MAX_BODY_BYTES {
+        return Err(ApiError::payload_too_large(MAX_BODY_BYTES));
+    }
+    Ok(kept.into())
 }
 
 /// Deserialises `bytes`, turning serde's error into one that names the field.

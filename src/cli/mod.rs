@@ -20,6 +20,7 @@ use commands::{admin, agent, auth, endpoint, todo, token, webhook};
 use crate::api::ApiRates;
 use crate::api::ratelimit::Rate;
 use crate::clock::{Clock, SystemClock};
+use crate::delivery::sweep::SweepConfig;
 use crate::domain::duration::parse_positive_duration;
 use crate::mcp::McpConfig;
 use crate::server::{self, MaintenanceConfig, ServerConfig};
@@ -157,6 +158,19 @@ pub struct ServeArgs {
     #[arg(long, env = "SWITCHBOARD_INTAKE_RATE", default_value_t = 10.0)]
     pub intake_rate: f64,
 
+    /// The re-ring schedule: ring k is due this long after the previous ring
+    /// (or creation); one step per counted ring, then silence.
+    #[arg(
+        long,
+        env = "SWITCHBOARD_RING_STEPS",
+        default_value = "5m,20m,1h,6h,6h"
+    )]
+    pub ring_steps: String,
+
+    /// Re-rings per maintenance tick at most.
+    #[arg(long, env = "SWITCHBOARD_RING_PER_TICK", default_value_t = 100)]
+    pub ring_per_tick: i64,
+
     /// MCP requests per second per endpoint (burst twice that).
     #[arg(long, env = "SWITCHBOARD_MCP_RATE", default_value_t = 20.0)]
     pub mcp_rate: f64,
@@ -233,6 +247,14 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             read: Rate::new(args.api_read_rate, args.api_read_rate * 2.0),
             write: Rate::new(args.api_write_rate, args.api_write_rate * 4.0),
             intake: Rate::new(args.intake_rate, args.intake_rate * 2.0),
+        },
+        sweep: SweepConfig {
+            steps: args
+                .ring_steps
+                .split(',')
+                .map(|step| duration_flag(step.trim(), "ring-steps"))
+                .collect::<anyhow::Result<Vec<_>>>()?,
+            per_tick: args.ring_per_tick.max(1),
         },
         mcp: McpConfig {
             rate: Rate::new(args.mcp_rate, args.mcp_rate * 2.0),

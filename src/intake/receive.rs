@@ -94,6 +94,9 @@ pub async fn receive(
         }
         Err(e) => return Err(e.into()),
     };
+    if created.created {
+        state.doorbells.ring_new(&created.todo);
+    }
     // Never the URL token, the secret, the signature or the body.
     tracing::info!(
         webhook_id = %webhook.id,

@@ -32,6 +32,9 @@ struct SessionState {
     last_activity: Instant,
     in_flight: usize,
     stream: Option<StreamSlot>,
+    /// Messages for a session whose stream is not open (yet): delivered when
+    /// it opens, bounded like a stream's buffer.
+    waiting: std::collections::VecDeque<Value>,
 }
 
 #[derive(Debug)]
@@ -69,6 +72,25 @@ impl Session {
             mpsc::error::TrySendError::Full(_) => SendError::BufferFull,
             mpsc::error::TrySendError::Closed(_) => SendError::NoStream,
         })
+    }
+
+    /// Queues a message on the open stream, or, when none is open, keeps it
+    /// (bounded) for the next stream this session opens.
+    pub fn try_send_or_hold(&self, message: Value) -> Result<(), SendError> {
+        let mut state = self.lock();
+        if let Some(slot) = state.stream.as_ref()
+            && !slot.sender.is_closed()
+        {
+            return slot
+                .sender
+                .try_send(message)
+                .map_err(|_| SendError::BufferFull);
+        }
+        if state.waiting.len() >= STREAM_BUFFER {
+            return Err(SendError::BufferFull);
+        }
+        state.waiting.push_back(message);
+        Ok(())
     }
 }
 
@@ -155,6 +177,7 @@ impl SessionRegistry {
                 last_activity: Instant::now(),
                 in_flight: 0,
                 stream: None,
+                waiting: std::collections::VecDeque::new(),
             }),
         });
         self.write().insert(session.id.clone(), session.clone());
@@ -203,7 +226,13 @@ impl SessionRegistry {
         let (sender, receiver) = mpsc::channel(STREAM_BUFFER);
         let generation = self.generations.fetch_add(1, Ordering::Relaxed);
         let in_flight = self.begin_request(session);
-        session.lock().stream = Some(StreamSlot { generation, sender });
+        let mut state = session.lock();
+        // What waited for a stream goes first (it fits: both are bounded alike).
+        while let Some(message) = state.waiting.pop_front() {
+            let _ = sender.try_send(message);
+        }
+        state.stream = Some(StreamSlot { generation, sender });
+        drop(state);
         (
             StreamGuard {
                 session: session.clone(),
@@ -224,6 +253,18 @@ impl SessionRegistry {
             .collect();
         list.sort_by(|a, b| a.id.cmp(&b.id));
         list
+    }
+
+    /// Endpoints with at least one session attached here.
+    pub fn hosted_endpoints(&self) -> Vec<String> {
+        let mut ids: Vec<String> = self
+            .read()
+            .values()
+            .map(|s| s.endpoint_id.clone())
+            .collect();
+        ids.sort();
+        ids.dedup();
+        ids
     }
 
     pub fn counts(&self, endpoint_id: &str) -> SessionCounts {
@@ -284,6 +325,21 @@ mod tests {
             "a dropped connection stops streaming"
         );
         assert_eq!(s.try_send(serde_json::json!({})), Err(SendError::NoStream));
+    }
+
+    #[tokio::test]
+    async fn held_messages_wait_for_the_next_stream() {
+        let reg = SessionRegistry::new();
+        let s = reg.create("ep_1", "w-1", "2025-06-18", None);
+        for i in 0..STREAM_BUFFER {
+            s.try_send_or_hold(serde_json::json!(i)).unwrap();
+        }
+        assert_eq!(
+            s.try_send_or_hold(serde_json::json!("x")),
+            Err(SendError::BufferFull)
+        );
+        let (_guard, mut rx) = reg.open_stream(&s);
+        assert_eq!(rx.recv().await.unwrap(), serde_json::json!(0));
     }
 
     #[tokio::test]

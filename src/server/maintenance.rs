@@ -8,9 +8,11 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use crate::delivery::Doorbells;
+use crate::delivery::hub::Trigger;
+use crate::delivery::sweep::{SweepConfig, sweep_tick};
 use crate::mcp::McpConfig;
-use crate::mcp::sessions::SessionRegistry;
-use crate::store::{Revoked, Store};
+use crate::store::{Revoked, Store, TodoRef};
 
 #[derive(Debug, Clone)]
 pub struct MaintenanceConfig {
@@ -41,28 +43,47 @@ impl Default for MaintenanceConfig {
     }
 }
 
-pub fn spawn_loops(
-    store: Arc<dyn Store>,
-    sessions: Arc<SessionRegistry>,
-    config: MaintenanceConfig,
-    mcp: McpConfig,
-    stop: watch::Receiver<bool>,
-) -> Vec<JoinHandle<()>> {
+/// What the background loops work with.
+pub struct Background {
+    pub store: Arc<dyn Store>,
+    pub doorbells: Arc<Doorbells>,
+    pub maintenance: MaintenanceConfig,
+    pub mcp: McpConfig,
+    pub sweep: SweepConfig,
+}
+
+pub fn spawn_loops(bg: Background, stop: watch::Receiver<bool>) -> Vec<JoinHandle<()>> {
+    let Background {
+        store,
+        doorbells,
+        maintenance: config,
+        mcp,
+        sweep,
+    } = bg;
     let maintenance = {
         let (store, config, stop) = (store.clone(), config.clone(), stop.clone());
-        let sessions = sessions.clone();
+        let doorbells = doorbells.clone();
         tokio::spawn(async move {
             every(config.interval, stop, || async {
+                let report = maintenance_tick(&*store, &config).await;
                 // An expired endpoint's sessions end with it.
-                for revoked in maintenance_tick(&*store, &config).await {
-                    sessions.close_endpoint(&revoked.endpoint_id);
+                for revoked in &report.expired {
+                    doorbells.sessions().close_endpoint(&revoked.endpoint_id);
                 }
+                // A todo back from its retry window rings (not counted).
+                for todo in &report.retried {
+                    if let Ok(Some(ringable)) = store.unscoped_ringable_todo(&todo.id).await {
+                        doorbells.ring(&ringable, Trigger::Retry);
+                    }
+                }
+                sweep_tick(&*store, &doorbells, &sweep).await;
             })
             .await;
         })
     };
     let janitor = {
         let stop = stop.clone();
+        let sessions = doorbells.sessions().clone();
         tokio::spawn(async move {
             every(mcp.janitor_interval, stop, || async {
                 let closed = sessions.close_idle(mcp.idle_limit);
@@ -107,9 +128,18 @@ where
     }
 }
 
-/// One maintenance tick: reap lapsed leases, requeue due retries, expire
-/// endpoints. Returns the endpoints it expired.
-pub async fn maintenance_tick(store: &dyn Store, config: &MaintenanceConfig) -> Vec<Revoked> {
+/// What one maintenance tick changed that others must act on.
+#[derive(Debug, Default)]
+pub struct TickReport {
+    /// Endpoints that expired (their sessions must close).
+    pub expired: Vec<Revoked>,
+    /// Todos whose retry window elapsed (they ring again).
+    pub retried: Vec<TodoRef>,
+}
+
+/// One maintenance tick: reap lapsed leases, requeue due retries, expire endpoints.
+pub async fn maintenance_tick(store: &dyn Store, config: &MaintenanceConfig) -> TickReport {
+    let mut report = TickReport::default();
     for _ in 0..config.max_batches {
         match store.unscoped_reap_lapsed_leases(config.batch).await {
             Ok(report) => {
@@ -137,7 +167,9 @@ pub async fn maintenance_tick(store: &dyn Store, config: &MaintenanceConfig) -> 
                 if !requeued.is_empty() {
                     tracing::info!(requeued = requeued.len(), "retry windows elapsed");
                 }
-                if (requeued.len() as i64) < config.batch {
+                let done = (requeued.len() as i64) < config.batch;
+                report.retried.extend(requeued);
+                if done {
                     break;
                 }
             }
@@ -156,13 +188,11 @@ pub async fn maintenance_tick(store: &dyn Store, config: &MaintenanceConfig) -> 
                     "endpoint expired"
                 );
             }
-            expired
+            report.expired = expired;
         }
-        Err(e) => {
-            tracing::error!(error = %e, "endpoint expiry failed");
-            Vec::new()
-        }
+        Err(e) => tracing::error!(error = %e, "endpoint expiry failed"),
     }
+    report
 }
 
 /// Deletes finished history older than the retention age, in batches.

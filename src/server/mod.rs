@@ -22,6 +22,8 @@ pub use maintenance::MaintenanceConfig;
 
 use crate::api::{ApiContext, ApiRates};
 use crate::clock::{SharedClock, SystemClock};
+use crate::delivery::Doorbells;
+use crate::delivery::sweep::SweepConfig;
 use crate::mcp::{McpConfig, McpContext};
 use crate::store::lock::ServerLock;
 use crate::store::{DatabaseLocation, SqlStore, Store, StoreOptions};
@@ -38,6 +40,7 @@ pub struct ServerConfig {
     pub public_url: Option<String>,
     pub api_rates: ApiRates,
     pub mcp: McpConfig,
+    pub sweep: SweepConfig,
 }
 
 /// What the HTTP handlers share.
@@ -46,6 +49,7 @@ pub struct AppState {
     pub store: Arc<dyn Store>,
     pub api: Arc<ApiContext>,
     pub mcp: Arc<McpContext>,
+    pub doorbells: Arc<Doorbells>,
 }
 
 pub fn router(state: AppState) -> Router {
@@ -100,11 +104,15 @@ pub async fn serve(
     mcp_config.loopback_guard = local.ip().is_loopback();
     let mcp = Arc::new(McpContext::new(mcp_config));
     let (stop_tx, stop_rx) = watch::channel(false);
+    let doorbells = Arc::new(Doorbells::new(mcp.sessions.clone()));
     let loops = maintenance::spawn_loops(
-        store.clone(),
-        mcp.sessions.clone(),
-        config.maintenance.clone(),
-        mcp.config.clone(),
+        maintenance::Background {
+            store: store.clone(),
+            doorbells: doorbells.clone(),
+            maintenance: config.maintenance.clone(),
+            mcp: mcp.config.clone(),
+            sweep: config.sweep.clone(),
+        },
         stop_rx,
     );
 
@@ -123,6 +131,7 @@ pub async fn serve(
         store: store.clone(),
         api: Arc::new(ApiContext::new(public_url, config.api_rates)),
         mcp,
+        doorbells,
     });
     let (signalled_tx, mut signalled_rx) = watch::channel(false);
     // The peer address is what intake rate-limits by (never a forwarding header).

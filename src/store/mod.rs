@@ -214,6 +214,21 @@ pub trait Store: Send + Sync + 'static {
     /// The webhook a delivery URL names, whoever owns it.
     async fn unscoped_find_webhook(&self, token_hash: &str) -> StoreResult<Option<WebhookTarget>>;
 
+    // --- doorbells ---
+    /// The todo, if it may ring now: pending, created by authenticated
+    /// intake (the sender gate), on an active endpoint.
+    async fn unscoped_ringable_todo(&self, id: &str) -> StoreResult<Option<RingCandidate>>;
+    /// The re-ring sweep's one statement: among the given (hosted, present)
+    /// endpoints' pending push-eligible todos, those whose next ring is due
+    /// by `steps` are counted (`ring_attempts += 1`, `last_ringed_at = now`)
+    /// and returned, round-robin across endpoints, at most `limit`.
+    async fn unscoped_claim_due_rings(
+        &self,
+        endpoint_ids: &[String],
+        steps: &[std::time::Duration],
+        limit: i64,
+    ) -> StoreResult<Vec<RingCandidate>>;
+
     // --- background sweeps ---
     /// Lapsed leases nobody took over: back to pending, or dead letter at the cap.
     async fn unscoped_reap_lapsed_leases(&self, limit: i64) -> StoreResult<ReapReport>;

@@ -426,3 +426,31 @@ pub struct WebhookTarget {
     /// The HMAC key of a signed webhook.
     pub signing_secret: Option<String>,
 }
+
+/// A todo a doorbell may be rung for, with what the doorbell says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RingCandidate {
+    pub id: String,
+    pub endpoint_id: String,
+    pub queue: String,
+    pub title: String,
+    pub kind: Option<String>,
+    pub source: Option<String>,
+    pub ring_attempts: i64,
+    pub created_at: Timestamp,
+}
+
+impl From<&Todo> for RingCandidate {
+    fn from(t: &Todo) -> Self {
+        Self {
+            id: t.id.clone(),
+            endpoint_id: t.endpoint_id.clone(),
+            queue: t.queue.clone(),
+            title: t.title.clone(),
+            kind: t.kind.clone(),
+            source: t.source.clone(),
+            ring_attempts: t.ring_attempts,
+            created_at: t.created_at,
+        }
+    }
+}

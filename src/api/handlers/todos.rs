@@ -108,6 +108,9 @@ pub async fn push(
         }
         Err(e) => return Err(e.into()),
     };
+    if created.created {
+        state.doorbells.ring_new(&created.todo);
+    }
     let status = if created.created {
         StatusCode::CREATED
     } else {

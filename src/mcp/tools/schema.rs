@@ -246,7 +246,9 @@ pub fn definition(name: &str, effective_lease: i64) -> Option<Value> {
             row_schema(),
         ),
         "release" => (
-            "Give a todo you hold back to the queue without using up an attempt.".to_owned(),
+            "Give a todo you hold back to the queue at once, with no retry backoff (the claim \
+             still counts toward its attempts)."
+                .to_owned(),
             object(
                 json!({
                     "id": {"type": "string"},

@@ -11,6 +11,7 @@ mod humans;
 mod listing;
 mod paging;
 mod registry;
+mod rings;
 pub use registry::validate_agent_name;
 mod sweeps;
 mod todos;
@@ -544,6 +545,19 @@ impl Store for SqlStore {
 
     async fn unscoped_find_webhook(&self, token_hash: &str) -> StoreResult<Option<WebhookTarget>> {
         self.select_webhook_by_token(token_hash).await
+    }
+
+    async fn unscoped_ringable_todo(&self, id: &str) -> StoreResult<Option<RingCandidate>> {
+        self.select_ringable(id).await
+    }
+
+    async fn unscoped_claim_due_rings(
+        &self,
+        endpoint_ids: &[String],
+        steps: &[Duration],
+        limit: i64,
+    ) -> StoreResult<Vec<RingCandidate>> {
+        self.claim_due_rings(endpoint_ids, steps, limit).await
     }
 
     async fn unscoped_reap_lapsed_leases(&self, limit: i64) -> StoreResult<ReapReport> {
