@@ -30,6 +30,8 @@ mod migrations;
 mod refusals;
 #[path = "conformance/retention.rs"]
 mod retention;
+#[path = "conformance/rings.rs"]
+mod rings;
 #[path = "conformance/revoke.rs"]
 mod revoke;
 #[path = "conformance/takeover.rs"]

@@ -1,0 +1,134 @@
+//! Doorbell accounting (`04-doorbells.md`): the re-ring sweep's statement —
+//! the schedule, the budget, the sender gate, delivery accounting and
+//! round-robin across endpoints.
+
+use std::time::Duration;
+
+use switchboard::store::*;
+
+use crate::common::*;
+use crate::on_both_backends;
+use crate::support::{TestStore, endpoint_for, fixture};
+
+/// 5 min, 20 min, 1 h, 6 h, 6 h.
+fn steps() -> Vec<Duration> {
+    [5 * 60, 20 * 60, 3_600, 6 * 3_600, 6 * 3_600]
+        .into_iter()
+        .map(Duration::from_secs)
+        .collect()
+}
+
+/// A todo from authenticated intake (only those may ring).
+fn rung_todo(endpoint_id: &str, title: &str) -> NewTodo {
+    NewTodo {
+        intake: Some(NewIntakeEvent {
+            trust_mode: TrustMode::Operator,
+            actor: "human:test".into(),
+            webhook_id: None,
+            headers: serde_json::json!({}),
+            content_type: None,
+            body: Vec::new(),
+        }),
+        ..NewTodo::new(endpoint_id, "inbox", title)
+    }
+}
+
+async fn due(ts: &TestStore, endpoints: &[String]) -> Vec<RingCandidate> {
+    ts.store
+        .unscoped_claim_due_rings(endpoints, &steps(), 100)
+        .await
+        .expect("claim due rings")
+}
+
+async fn a_never_claimed_todo_is_rerung_on_schedule_then_never(ts: &TestStore) {
+    let f = fixture(&ts.store, "ada").await;
+    let todo = create(&ts.store, rung_todo(&f.endpoint.id, "ring me")).await;
+    let hosted = vec![f.endpoint.id.clone()];
+    // Minutes after creation at which ring k is due: 5, 25, 85, 445, 805.
+    let mut elapsed_min = 0u64;
+    for (k, due_at_min) in [5u64, 25, 85, 445, 805].into_iter().enumerate() {
+        // One minute early: nothing.
+        advance_secs(ts, (due_at_min - 1 - elapsed_min) * 60);
+        assert!(due(ts, &hosted).await.is_empty(), "ring {} is not due yet", k + 1);
+        advance_secs(ts, 60);
+        elapsed_min = due_at_min;
+        let rung = due(ts, &hosted).await;
+        assert_eq!(rung.len(), 1, "ring {} is due at +{due_at_min} min", k + 1);
+        assert_eq!(rung[0].id, todo.id);
+        assert_eq!(rung[0].ring_attempts, k as i64 + 1);
+        let stored = get(&ts.store, &f.caller, &todo.id).await;
+        assert_eq!(stored.ring_attempts, k as i64 + 1);
+        assert_eq!(stored.last_ringed_at, Some(ts.clock_now()));
+    }
+    advance_secs(ts, 30 * 86_400);
+    assert!(due(ts, &hosted).await.is_empty(), "the budget of 5 is spent");
+}
+
+async fn an_unhosted_endpoint_keeps_its_whole_budget(ts: &TestStore) {
+    let f = fixture(&ts.store, "ada").await;
+    let other = endpoint_for(&ts.store, f.human.clone(), "other", &["inbox"]).await;
+    let waiting = create(&ts.store, rung_todo(&f.endpoint.id, "waits all night")).await;
+    advance_secs(ts, 2 * 86_400);
+    // Only `other` is hosted here: `f`'s todo is neither selected nor counted.
+    assert!(due(ts, &[other.endpoint.id.clone()]).await.is_empty());
+    assert_eq!(get(&ts.store, &f.caller, &waiting.id).await.ring_attempts, 0);
+}
+
+async fn pull_only_and_claimed_todos_never_ring(ts: &TestStore) {
+    let f = fixture(&ts.store, "ada").await;
+    let pull_only = add_todo(&ts.store, &f, "no intake event").await;
+    let claimed = create(&ts.store, rung_todo(&f.endpoint.id, "being worked")).await;
+    claim(&ts.store, &f.caller, &claimed.id).await;
+    advance_secs(ts, 3_600);
+    assert!(due(ts, &[f.endpoint.id.clone()]).await.is_empty());
+    assert_eq!(get(&ts.store, &f.caller, &pull_only.id).await.ring_attempts, 0);
+}
+
+async fn one_sweep_interleaves_endpoints_and_respects_the_cap(ts: &TestStore) {
+    let a = fixture(&ts.store, "ada").await;
+    let b = endpoint_for(&ts.store, a.human.clone(), "bee", &["inbox"]).await;
+    for i in 0..3 {
+        create(&ts.store, rung_todo(&a.endpoint.id, &format!("a{i}"))).await;
+        advance_secs(ts, 1);
+    }
+    create(&ts.store, rung_todo(&b.endpoint.id, "b0")).await;
+    advance_secs(ts, 600);
+    let hosted = vec![a.endpoint.id.clone(), b.endpoint.id.clone()];
+    let first_two = ts
+        .store
+        .unscoped_claim_due_rings(&hosted, &steps(), 2)
+        .await
+        .unwrap();
+    let owners: Vec<&str> = first_two.iter().map(|c| c.endpoint_id.as_str()).collect();
+    assert_eq!(first_two.len(), 2, "the per-tick cap holds");
+    assert!(
+        owners.contains(&a.endpoint.id.as_str()) && owners.contains(&b.endpoint.id.as_str()),
+        "a busy endpoint cannot starve another: {owners:?}"
+    );
+    let rest = due(ts, &hosted).await;
+    assert_eq!(rest.len(), 2, "the other two of `a` ring next");
+    assert!(rest.iter().all(|c| c.endpoint_id == a.endpoint.id));
+}
+
+async fn two_sweeps_at_once_count_each_ring_once(ts: &TestStore) {
+    let f = fixture(&ts.store, "ada").await;
+    for i in 0..20 {
+        create(&ts.store, rung_todo(&f.endpoint.id, &format!("t{i}"))).await;
+    }
+    advance_secs(ts, 301);
+    let hosted = vec![f.endpoint.id.clone()];
+    let (x, y) = tokio::join!(due(ts, &hosted), due(ts, &hosted));
+    assert_eq!(x.len() + y.len(), 20, "every due todo is counted exactly once");
+    let mut ids: Vec<&str> = x.iter().chain(y.iter()).map(|c| c.id.as_str()).collect();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), 20);
+}
+
+on_both_backends!(
+    a_never_claimed_todo_is_rerung_on_schedule_then_never,
+    an_unhosted_endpoint_keeps_its_whole_budget,
+    pull_only_and_claimed_todos_never_ring,
+    one_sweep_interleaves_endpoints_and_respects_the_cap,
+    two_sweeps_at_once_count_each_ring_once,
+);
