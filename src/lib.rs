@@ -12,5 +12,6 @@ pub mod delivery;
 pub mod domain;
 pub mod intake;
 pub mod mcp;
+pub mod metrics;
 pub mod server;
 pub mod store;

@@ -51,7 +51,8 @@ async fn one_tick_reaps_requeues_and_expires(ts: &TestStore) {
         .todo;
 
     let config = MaintenanceConfig::default();
-    maintenance_tick(store, &config).await;
+    let report = maintenance_tick(store, &config).await;
+    assert_eq!(report.lease_expiries, 0);
     assert_eq!(
         store.get_todo(&f.caller, &lapsing.id).await.unwrap().state,
         TodoState::Claimed,
@@ -59,7 +60,11 @@ async fn one_tick_reaps_requeues_and_expires(ts: &TestStore) {
     );
 
     ts.clock.advance(Duration::from_secs(91));
-    maintenance_tick(store, &config).await;
+    let report = maintenance_tick(store, &config).await;
+    assert_eq!(
+        report.lease_expiries, 1,
+        "one lapsed lease reaped (what switchboard_lease_expiries_total adds)"
+    );
     let reaped = store.get_todo(&f.caller, &lapsing.id).await.unwrap();
     assert_eq!(reaped.state, TodoState::Pending, "lapsed lease reaped");
     assert_eq!(reaped.owner, None);

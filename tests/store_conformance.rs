@@ -30,10 +30,12 @@ mod migrations;
 mod refusals;
 #[path = "conformance/retention.rs"]
 mod retention;
-#[path = "conformance/rings.rs"]
-mod rings;
 #[path = "conformance/revoke.rs"]
 mod revoke;
+#[path = "conformance/rings.rs"]
+mod rings;
+#[path = "conformance/stats.rs"]
+mod stats;
 #[path = "conformance/takeover.rs"]
 mod takeover;
 #[path = "conformance/validation.rs"]

@@ -18,7 +18,7 @@ pub mod ratelimit;
 pub mod views;
 
 use axum::Router;
-use axum::routing::{delete, get, post};
+use axum::routing::{delete, get, post, put};
 
 use crate::server::AppState;
 use ratelimit::{Rate, RateLimiter};
@@ -80,6 +80,13 @@ pub fn routes() -> Router<AppState> {
         )
         .route("/endpoints/{reference}/revoke", post(endpoints::revoke))
         .route("/endpoints/{reference}/todos", post(todos::push))
+        .route(
+            "/endpoints/{reference}/presence",
+            get(presence::show)
+                .put(presence::set)
+                .delete(presence::clear),
+        )
+        .route("/endpoints/{reference}/shift", put(presence::set_shift))
         .route(
             "/endpoints/{reference}/webhooks",
             get(webhooks::list).post(webhooks::create),

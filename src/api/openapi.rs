@@ -9,7 +9,7 @@ use utoipa::openapi::{ContentBuilder, ObjectBuilder, RefOr, ResponseBuilder, Typ
 use utoipa::{Modify, OpenApi};
 
 use super::error::{ErrorBody, ErrorDetail};
-use super::handlers::{agents, endpoints, me, todos, tokens, webhooks};
+use super::handlers::{agents, endpoints, me, presence, todos, tokens, webhooks};
 use super::views::*;
 
 #[derive(OpenApi)]
@@ -24,17 +24,19 @@ use super::views::*;
         agents::list, agents::register, agents::show, agents::edit,
         endpoints::list, endpoints::vend, endpoints::show, endpoints::edit,
         endpoints::revoke, endpoints::remove,
+        presence::show, presence::set, presence::clear, presence::set_shift,
         todos::push, todos::list, todos::show, todos::event, todos::retry, todos::release,
         webhooks::list, webhooks::create, webhooks::rotate, webhooks::remove,
     ),
     components(schemas(
         ErrorBody, ErrorDetail, HumanView, TokenView, NewTokenView, TokenList,
-        LivenessView, ScopeView, ActivityView, EndpointView, EndpointList, VendView,
+        LivenessView, PresenceSummary, SessionsView, ScopeView, ActivityView, EndpointView, EndpointList, VendView,
         AgentView, AgentList, TodoView, TodoList, AttemptView, TodoDetail, CreatedTodoView,
         IntakeEventView, WebhookView, NewWebhookView, WebhookList,
         tokens::CreateToken, agents::RegisterAgent, agents::EditAgent,
         endpoints::VendRequest, endpoints::EditEndpoint, todos::PushTodo,
         webhooks::CreateWebhook,
+        presence::PresenceBody, presence::SetPresence, presence::SetShift,
     )),
     modifiers(&BearerAuth, &CommonResponses),
     tags(
@@ -43,6 +45,7 @@ use super::views::*;
         (name = "endpoints", description = "Vended MCP endpoints"),
         (name = "todos", description = "Work items"),
         (name = "webhooks", description = "Intake webhooks"),
+        (name = "presence", description = "Clock in, clock out and shifts"),
     )
 )]
 pub struct ApiDoc;

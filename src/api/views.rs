@@ -149,12 +149,42 @@ pub struct EndpointView {
     pub expires_at: Option<String>,
     pub default_lease_ttl_seconds: Option<i64>,
     pub effective_lease_ttl_seconds: i64,
+    pub presence: PresenceSummary,
+    /// This instance's sessions of the endpoint.
+    pub sessions: SessionsView,
     pub liveness: LivenessView,
     pub todos: ActivityView,
 }
 
+/// Effective presence (`05-presence.md`).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PresenceSummary {
+    /// `in` or `out`.
+    pub presence: String,
+    /// `shift`, `agent`, `operator` or `default`.
+    pub source: String,
+    /// When the value next changes; null = never.
+    #[schema(format = DateTime)]
+    pub until: Option<String>,
+    pub shift: Option<String>,
+}
+
+/// MCP sessions of an endpoint on the instance that answered.
+#[derive(Debug, Clone, Copy, Default, Serialize, ToSchema)]
+pub struct SessionsView {
+    pub attached: i64,
+    pub streaming: i64,
+    pub deaf: i64,
+}
+
 /// Liveness inputs of one endpoint, decided by the pure rules.
-fn endpoint_liveness(e: &Endpoint, activity: &EndpointActivity, now: Timestamp) -> LivenessView {
+fn endpoint_liveness(
+    e: &Endpoint,
+    activity: &EndpointActivity,
+    sessions: SessionsView,
+    presence_out: bool,
+    now: Timestamp,
+) -> LivenessView {
     let effective_lease = effective_lease(e);
     let expected = liveness::expected_interval(
         e.agent_kind.as_str(),
@@ -164,11 +194,10 @@ fn endpoint_liveness(e: &Endpoint, activity: &EndpointActivity, now: Timestamp) 
     let condition = liveness::condition(
         ConditionInputs {
             revoked: !e.is_active(),
-            // Presence and deaf sessions arrive with their features.
-            presence_out: false,
+            presence_out,
             last_seen: e.last_seen_at,
             expected_interval: expected,
-            all_sessions_deaf: false,
+            all_sessions_deaf: sessions.attached > 0 && sessions.deaf == sessions.attached,
             holds_claim: activity.working_on.is_some(),
         },
         now,
@@ -199,9 +228,12 @@ impl EndpointView {
     pub fn build(
         e: &Endpoint,
         activity: &EndpointActivity,
+        sessions: SessionsView,
         public_url: &str,
         now: Timestamp,
     ) -> Self {
+        let presence = crate::delivery::presence::effective_of(e, now);
+        let presence_out = presence.presence == crate::domain::presence::Presence::Out;
         Self {
             id: e.id.clone(),
             slug: e.slug.clone(),
@@ -219,7 +251,14 @@ impl EndpointView {
             expires_at: opt_ts(e.expires_at),
             default_lease_ttl_seconds: e.default_lease_ttl_seconds,
             effective_lease_ttl_seconds: effective_lease(e),
-            liveness: endpoint_liveness(e, activity, now),
+            presence: PresenceSummary {
+                presence: presence.presence.as_str().to_owned(),
+                source: presence.source.as_str().to_owned(),
+                until: opt_ts(presence.until),
+                shift: e.shift.clone(),
+            },
+            sessions,
+            liveness: endpoint_liveness(e, activity, sessions, presence_out, now),
             todos: activity.into(),
         }
     }

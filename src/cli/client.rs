@@ -179,6 +179,10 @@ impl ApiClient {
         self.send(Method::POST, path, &[], None).await
     }
 
+    pub async fn put(&self, path: &[&str], body: &Value) -> anyhow::Result<ApiResponse> {
+        self.send(Method::PUT, path, &[], Some(body)).await
+    }
+
     pub async fn patch(&self, path: &[&str], body: &Value) -> anyhow::Result<ApiResponse> {
         self.send(Method::PATCH, path, &[], Some(body)).await
     }

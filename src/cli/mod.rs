@@ -1,4 +1,4 @@
-//! The command line. `serve`, `migrate`, `version` and `admin` are local;
+//! The command line. `serve`, `migrate`, `version`, `admin` and `shift` are local;
 //! `login` saves a server and token, and the resource commands (`agent`,
 //! `endpoint`, `todo`, `webhook`, `token`) call the REST API (`docs/cli.md`).
 
@@ -15,7 +15,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use commands::{admin, agent, auth, endpoint, todo, token, webhook};
+use commands::{admin, agent, auth, endpoint, shift, todo, token, webhook};
 
 use crate::api::ApiRates;
 use crate::api::ratelimit::Rate;
@@ -82,6 +82,8 @@ pub enum Command {
     Webhook(webhook::WebhookArgs),
     /// Your own API tokens.
     Token(token::TokenArgs),
+    /// Check a weekly shift locally (no server): canonical form, presence, boundaries.
+    Shift(shift::ShiftArgs),
 }
 
 /// A mistake in how a command was called that clap cannot see (a missing
@@ -128,6 +130,10 @@ pub struct ServeArgs {
     /// Period of the maintenance loop (lease reaper, retry scheduler, expiry).
     #[arg(long, env = "SWITCHBOARD_MAINTENANCE_INTERVAL", default_value = "30s")]
     pub maintenance_interval: String,
+
+    /// Period of the presence evaluator (shift starts, override expiries).
+    #[arg(long, env = "SWITCHBOARD_PRESENCE_INTERVAL", default_value = "30s")]
+    pub presence_interval: String,
 
     /// Finished todos (done, dead letter) older than this are deleted.
     #[arg(long, env = "SWITCHBOARD_RETENTION", default_value = "30d")]
@@ -186,6 +192,11 @@ pub struct ServeArgs {
     /// PostgreSQL connection pool size.
     #[arg(long, env = "SWITCHBOARD_DB_MAX_CONNECTIONS", default_value_t = 24)]
     pub db_max_connections: u32,
+
+    /// Bearer token a scraper must present to read GET /metrics. Unset, the
+    /// endpoint is open: keep it on a private network or loopback.
+    #[arg(long, env = "SWITCHBOARD_METRICS_TOKEN", hide_env_values = true)]
+    pub metrics_token: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -223,6 +234,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Todo(args) => todo::run(args).await,
         Command::Webhook(args) => webhook::run(args).await,
         Command::Token(args) => token::run(args).await,
+        Command::Shift(args) => shift::run(args),
     }
 }
 
@@ -237,6 +249,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         },
         maintenance: MaintenanceConfig {
             interval: duration_flag(&args.maintenance_interval, "maintenance-interval")?,
+            presence_interval: duration_flag(&args.presence_interval, "presence-interval")?,
             retention: duration_flag(&args.retention, "retention")?,
             retention_interval: duration_flag(&args.retention_interval, "retention-interval")?,
             ..MaintenanceConfig::default()
@@ -262,6 +275,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             idle_limit: duration_flag(&args.session_idle, "session-idle")?,
             ..McpConfig::default()
         },
+        metrics_token: args.metrics_token.clone(),
     };
     server::serve(config, shutdown).await
 }

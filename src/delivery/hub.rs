@@ -6,10 +6,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::domain::doorbell::{TodoBell, todo_doorbell};
-use crate::domain::todo::TodoState;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+
+use crate::domain::Timestamp;
+use crate::domain::doorbell::{DigestReason, TodoBell, todo_doorbell};
 use crate::mcp::sessions::{SendError, Session, SessionRegistry};
-use crate::store::{RingCandidate, Todo};
+use crate::metrics::{DropLabels, RingLabels};
+use crate::store::RingCandidate;
 
 /// What made a todo ring.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -20,6 +24,8 @@ pub enum Trigger {
     Retry,
     /// The re-ring sweep (counted in the database before it rings).
     Sweep,
+    /// A digest, with its reason.
+    Digest(DigestReason),
 }
 
 impl Trigger {
@@ -28,6 +34,7 @@ impl Trigger {
             Self::Created => "created",
             Self::Retry => "retry",
             Self::Sweep => "sweep",
+            Self::Digest(reason) => reason.as_str(),
         }
     }
 }
@@ -67,29 +74,48 @@ pub const DEAF_AFTER: u32 = 3;
 /// creating request and a bus echo may both see it).
 const DUPLICATE_GATE: Duration = Duration::from_secs(5);
 
+/// Rings and drops, kept as the `/metrics` counters themselves
+/// (`switchboard_doorbells_rung_total`, `switchboard_doorbells_dropped_total`):
+/// the server's registry holds clones of these families.
 #[derive(Debug, Default)]
 pub struct RingCounters {
-    pub rung: Mutex<HashMap<(&'static str, &'static str), u64>>,
-    pub dropped: Mutex<HashMap<&'static str, u64>>,
+    pub rung: Family<RingLabels, Counter>,
+    pub dropped: Family<DropLabels, Counter>,
 }
 
 impl RingCounters {
     fn count_ring(&self, kind: &'static str, trigger: Trigger) {
-        *self
-            .rung
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .entry((kind, trigger.as_str()))
-            .or_default() += 1;
+        self.rung
+            .get_or_create(&RingLabels {
+                kind,
+                trigger: trigger.as_str(),
+            })
+            .inc();
     }
 
     pub fn count_drop(&self, reason: DropReason) {
-        *self
-            .dropped
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .entry(reason.as_str())
-            .or_default() += 1;
+        self.dropped
+            .get_or_create(&DropLabels {
+                reason: reason.as_str(),
+            })
+            .inc();
+    }
+
+    /// Rings counted so far of this kind and trigger.
+    pub fn rings(&self, kind: &'static str, trigger: Trigger) -> u64 {
+        let labels = RingLabels {
+            kind,
+            trigger: trigger.as_str(),
+        };
+        self.rung.get(&labels).map_or(0, |c| c.get())
+    }
+
+    /// Doorbells dropped so far for this reason.
+    pub fn drops(&self, reason: DropReason) -> u64 {
+        let labels = DropLabels {
+            reason: reason.as_str(),
+        };
+        self.dropped.get(&labels).map_or(0, |c| c.get())
     }
 }
 
@@ -104,7 +130,12 @@ pub struct Doorbells {
     failures: Mutex<HashMap<String, u32>>,
     pub counters: RingCounters,
     rings: AtomicU64,
+    /// Per endpoint: when this instance last sent it a digest.
+    digest_gate: Mutex<HashMap<String, Timestamp>>,
 }
+
+/// A reconnect digest goes out at most once per endpoint per 10 minutes.
+const RECONNECT_GATE_MS: i64 = 10 * 60 * 1000;
 
 impl Doorbells {
     pub fn new(sessions: Arc<SessionRegistry>) -> Self {
@@ -115,6 +146,7 @@ impl Doorbells {
             failures: Mutex::new(HashMap::new()),
             counters: RingCounters::default(),
             rings: AtomicU64::new(0),
+            digest_gate: Mutex::new(HashMap::new()),
         }
     }
 
@@ -238,14 +270,68 @@ impl Doorbells {
         RingOutcome::Dropped(DropReason::BufferFull)
     }
 
-    /// The trigger for a genuinely new todo (a dedup hit rings nothing: the
-    /// caller only calls this when the store created a row). The sender gate:
-    /// only todos created by authenticated intake ring.
-    pub fn ring_new(&self, todo: &Todo) -> Option<RingOutcome> {
-        if todo.event_id.is_none() || todo.state != TodoState::Pending {
-            return None;
+    /// Sends a digest to exactly one session of the endpoint here (prefer
+    /// streaming; rotate) and arms the reconnect gate. True when written.
+    pub fn send_digest(
+        &self,
+        endpoint_id: &str,
+        message: serde_json::Value,
+        reason: DigestReason,
+        now: Timestamp,
+    ) -> bool {
+        let sessions = self.sessions.sessions_of(endpoint_id);
+        if sessions.is_empty() {
+            self.counters.count_drop(DropReason::NoSession);
+            return false;
         }
-        Some(self.ring(&RingCandidate::from(todo), Trigger::Created))
+        let (streaming, waiting): (Vec<_>, Vec<_>) =
+            sessions.into_iter().partition(|s| s.is_streaming());
+        let candidates = if streaming.is_empty() {
+            waiting
+        } else {
+            streaming
+        };
+        let start = self.next_turn(endpoint_id, candidates.len());
+        for i in 0..candidates.len() {
+            let session = &candidates[(start + i) % candidates.len()];
+            if session.try_send_or_hold(message.clone()).is_ok() {
+                self.record_write(session, true);
+                self.counters.count_ring("digest", Trigger::Digest(reason));
+                self.arm_reconnect_gate(endpoint_id, now);
+                return true;
+            }
+            self.record_write(session, false);
+        }
+        self.counters.count_drop(DropReason::BufferFull);
+        false
+    }
+
+    fn next_turn(&self, endpoint_id: &str, n: usize) -> usize {
+        let mut cursors = self.cursors.lock().unwrap_or_else(|p| p.into_inner());
+        let cursor = cursors.entry(endpoint_id.to_owned()).or_insert(0);
+        let start = *cursor % n.max(1);
+        *cursor = cursor.wrapping_add(1);
+        start
+    }
+
+    fn arm_reconnect_gate(&self, endpoint_id: &str, now: Timestamp) {
+        self.digest_gate
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(endpoint_id.to_owned(), now);
+    }
+
+    /// True (and armed) when no digest went to this endpoint from here in
+    /// the last 10 minutes.
+    pub fn reconnect_gate_open(&self, endpoint_id: &str, now: Timestamp) -> bool {
+        let mut gate = self.digest_gate.lock().unwrap_or_else(|p| p.into_inner());
+        match gate.get(endpoint_id) {
+            Some(at) if now.as_millis() - at.as_millis() < RECONNECT_GATE_MS => false,
+            _ => {
+                gate.insert(endpoint_id.to_owned(), now);
+                true
+            }
+        }
     }
 
     pub fn total_rings(&self) -> u64 {

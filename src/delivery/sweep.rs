@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use super::hub::{Doorbells, Trigger};
+use super::presence::is_out;
 use crate::store::Store;
 
 /// The default schedule: ring k is due this long after the previous ring
@@ -35,7 +36,11 @@ impl Default for SweepConfig {
 /// One sweep tick. An instance hosting nothing runs no query at all.
 /// Returns how many doorbells were counted (and so attempted).
 pub async fn sweep_tick(store: &dyn Store, doorbells: &Doorbells, config: &SweepConfig) -> usize {
-    let hosted = present_endpoints(doorbells.hosted_endpoints());
+    let hosted = doorbells.hosted_endpoints();
+    if hosted.is_empty() {
+        return 0;
+    }
+    let hosted = present_endpoints(store, hosted).await;
     if hosted.is_empty() {
         return 0;
     }
@@ -57,9 +62,19 @@ pub async fn sweep_tick(store: &dyn Store, doorbells: &Doorbells, config: &Sweep
     }
 }
 
-/// The presence filter's place: endpoints whose effective presence is `out`
-/// are neither selected nor counted. Presence arrives with its own feature;
-/// until then every endpoint is in.
-fn present_endpoints(hosted: Vec<String>) -> Vec<String> {
-    hosted
+/// Endpoints that are out (or revoked) are neither selected nor counted:
+/// an agent that comes back has not spent its re-rings while away.
+async fn present_endpoints(store: &dyn Store, hosted: Vec<String>) -> Vec<String> {
+    let now = store.clock().now();
+    match store.unscoped_endpoints_by_ids(&hosted).await {
+        Ok(endpoints) => endpoints
+            .iter()
+            .filter(|e| e.is_active() && !is_out(e, now))
+            .map(|e| e.id.clone())
+            .collect(),
+        Err(e) => {
+            tracing::error!(error = %e, "re-ring sweep could not read presence");
+            Vec::new()
+        }
+    }
 }

@@ -70,6 +70,91 @@ pub fn todo_doorbell(bell: &TodoBell<'_>) -> Value {
     })
 }
 
+/// Why a digest is sent (`05-presence.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DigestReason {
+    /// The agent's own `clock_in`.
+    ClockIn,
+    /// A human's write.
+    Operator,
+    /// A window opened, or an out override ended at a shift start.
+    ShiftStart,
+    /// An out override's `until` passed.
+    OverrideEnd,
+    /// The endpoint's first streaming session on this instance.
+    Reconnect,
+}
+
+impl DigestReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ClockIn => "clock_in",
+            Self::Operator => "operator",
+            Self::ShiftStart => "shift_start",
+            Self::OverrideEnd => "override_end",
+            Self::Reconnect => "reconnect",
+        }
+    }
+
+    fn lead(self) -> &'static str {
+        match self {
+            Self::ClockIn => "clocked in",
+            Self::Operator => "clocked in by operator",
+            Self::ShiftStart => "shift started",
+            Self::OverrideEnd => "back in",
+            Self::Reconnect => "reconnected",
+        }
+    }
+}
+
+/// `<1m`, `Nm`, `Nh` (under 48 h), `Nd`.
+pub fn age_label(age_ms: i64) -> String {
+    let minutes = age_ms.max(0) / 60_000;
+    if minutes < 1 {
+        "<1m".to_owned()
+    } else if minutes < 60 {
+        format!("{minutes}m")
+    } else if minutes < 48 * 60 {
+        format!("{}h", minutes / 60)
+    } else {
+        format!("{}d", minutes / (24 * 60))
+    }
+}
+
+/// One digest for everything that waited: counts, queue names, the oldest
+/// age and a reason — never a todo id, title or payload.
+pub fn digest(reason: DigestReason, queue_counts: &[(String, usize)], oldest_age_ms: i64) -> Value {
+    let total: usize = queue_counts.iter().map(|(_, n)| n).sum();
+    let mut by_count: Vec<&(String, usize)> = queue_counts.iter().collect();
+    by_count.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    let breakdown = by_count
+        .iter()
+        .map(|(q, n)| format!("{} {n}", neutralize(q)))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let mut names: Vec<String> = queue_counts.iter().map(|(q, _)| neutralize(q)).collect();
+    names.sort();
+    let noun = if total == 1 { "todo" } else { "todos" };
+    let content = format!(
+        "switchboard: {lead} — {total} {noun} waiting ({breakdown}), oldest {age}. Drain with claim_next.",
+        lead = reason.lead(),
+        age = age_label(oldest_age_ms),
+    );
+    json!({
+        "jsonrpc": "2.0",
+        "method": METHOD,
+        "params": {
+            "content": content,
+            "meta": {
+                "kind": "digest",
+                "pending": total.to_string(),
+                "queues": names.join(","),
+                "reason": reason.as_str(),
+            }
+        }
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -110,6 +195,37 @@ mod tests {
         let content = n["params"]["content"].as_str().unwrap();
         assert!(!content.contains("</channel>") && !content.contains('\n'));
         assert!(content.contains("«/channel»"));
+    }
+
+    #[test]
+    fn digest_shape_matches_the_spec_example() {
+        let n = digest(
+            DigestReason::ClockIn,
+            &[("reviews".into(), 5), ("lane-m".into(), 2)],
+            14 * 3_600_000 + 5 * 60_000,
+        );
+        assert_eq!(
+            n["params"]["content"],
+            "switchboard: clocked in — 7 todos waiting (reviews 5, lane-m 2), oldest 14h. Drain with claim_next."
+        );
+        let meta = &n["params"]["meta"];
+        assert_eq!(meta["kind"], "digest");
+        assert_eq!(meta["pending"], "7");
+        assert_eq!(meta["queues"], "lane-m,reviews");
+        assert_eq!(meta["reason"], "clock_in");
+        assert!(meta.get("todo_id").is_none());
+    }
+
+    #[test]
+    fn digest_wording() {
+        let one = digest(DigestReason::Reconnect, &[("inbox".into(), 1)], 30_000);
+        assert_eq!(
+            one["params"]["content"],
+            "switchboard: reconnected — 1 todo waiting (inbox 1), oldest <1m. Drain with claim_next."
+        );
+        assert_eq!(age_label(59 * 60_000), "59m");
+        assert_eq!(age_label(47 * 3_600_000), "47h");
+        assert_eq!(age_label(48 * 3_600_000), "2d");
     }
 
     #[test]

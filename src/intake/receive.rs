@@ -95,7 +95,7 @@ pub async fn receive(
         Err(e) => return Err(e.into()),
     };
     if created.created {
-        state.doorbells.ring_new(&created.todo);
+        crate::delivery::todo_created(&*state.store, &state.doorbells, &created.todo).await;
     }
     // Never the URL token, the secret, the signature or the body.
     tracing::info!(

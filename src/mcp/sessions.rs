@@ -297,6 +297,11 @@ impl SessionRegistry {
     pub fn total(&self) -> usize {
         self.read().len()
     }
+
+    /// Every session on this instance (for counting them, e.g. `/metrics`).
+    pub fn all(&self) -> Vec<Arc<Session>> {
+        self.read().values().cloned().collect()
+    }
 }
 
 #[cfg(test)]

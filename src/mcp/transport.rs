@@ -388,7 +388,16 @@ async fn call_tool(
     };
     let arguments = params.get("arguments").cloned();
     let mut effects = tools::SideEffects::default();
-    match tools::call(&*state.store, endpoint, name, arguments, &mut effects).await {
+    match tools::call(
+        &*state.store,
+        &state.doorbells,
+        endpoint,
+        name,
+        arguments,
+        &mut effects,
+    )
+    .await
+    {
         Ok(result) => {
             if effects.tools_changed {
                 let note = jsonrpc::notification("notifications/tools/list_changed", json!({}));
@@ -416,6 +425,14 @@ pub async fn open_stream(
         Err(response) => return response,
     };
     let (guard, receiver) = state.mcp.sessions.open_stream(&session);
+    if state.mcp.sessions.counts(&endpoint.id).streaming == 1 {
+        // The endpoint's first streaming session here: maybe a reconnect digest.
+        let (store, doorbells) = (state.store.clone(), state.doorbells.clone());
+        let endpoint = endpoint.clone();
+        tokio::spawn(async move {
+            crate::delivery::presence::stream_opened(&*store, &doorbells, &endpoint).await;
+        });
+    }
     tracing::debug!(endpoint = %endpoint.slug, "notification stream opened");
     // The guard lives inside the stream: when the connection goes away the
     // stream is dropped, and the session stops counting as streaming.

@@ -9,15 +9,18 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::delivery::Doorbells;
-use crate::delivery::hub::Trigger;
 use crate::delivery::sweep::{SweepConfig, sweep_tick};
 use crate::mcp::McpConfig;
+use crate::metrics::Metrics;
 use crate::store::{Revoked, Store, TodoRef};
 
 #[derive(Debug, Clone)]
 pub struct MaintenanceConfig {
     /// Period of the maintenance tick (default 30 s).
     pub interval: Duration,
+    /// Period of the presence evaluator (default 30 s); it also runs right
+    /// after every presence write.
+    pub presence_interval: Duration,
     /// Terminal todos older than this are deleted (default 30 days).
     pub retention: Duration,
     /// Period of the retention pass (default 1 h; also once at start).
@@ -34,6 +37,7 @@ impl Default for MaintenanceConfig {
     fn default() -> Self {
         Self {
             interval: Duration::from_secs(30),
+            presence_interval: Duration::from_secs(30),
             retention: Duration::from_secs(30 * 86_400),
             retention_interval: Duration::from_secs(3_600),
             batch: 500,
@@ -50,6 +54,7 @@ pub struct Background {
     pub maintenance: MaintenanceConfig,
     pub mcp: McpConfig,
     pub sweep: SweepConfig,
+    pub metrics: Arc<Metrics>,
 }
 
 pub fn spawn_loops(bg: Background, stop: watch::Receiver<bool>) -> Vec<JoinHandle<()>> {
@@ -59,6 +64,7 @@ pub fn spawn_loops(bg: Background, stop: watch::Receiver<bool>) -> Vec<JoinHandl
         maintenance: config,
         mcp,
         sweep,
+        metrics,
     } = bg;
     let maintenance = {
         let (store, config, stop) = (store.clone(), config.clone(), stop.clone());
@@ -66,17 +72,26 @@ pub fn spawn_loops(bg: Background, stop: watch::Receiver<bool>) -> Vec<JoinHandl
         tokio::spawn(async move {
             every(config.interval, stop, || async {
                 let report = maintenance_tick(&*store, &config).await;
+                metrics.count_lease_expiries(report.lease_expiries);
                 // An expired endpoint's sessions end with it.
                 for revoked in &report.expired {
                     doorbells.sessions().close_endpoint(&revoked.endpoint_id);
                 }
                 // A todo back from its retry window rings (not counted).
                 for todo in &report.retried {
-                    if let Ok(Some(ringable)) = store.unscoped_ringable_todo(&todo.id).await {
-                        doorbells.ring(&ringable, Trigger::Retry);
-                    }
+                    crate::delivery::todo_retried(&*store, &doorbells, &todo.id).await;
                 }
                 sweep_tick(&*store, &doorbells, &sweep).await;
+            })
+            .await;
+        })
+    };
+    let evaluator = {
+        let (store, doorbells, stop) = (store.clone(), doorbells.clone(), stop.clone());
+        let period = config.presence_interval;
+        tokio::spawn(async move {
+            every(period, stop, || async {
+                crate::delivery::presence::evaluator_tick(&*store, &doorbells, 10_000).await;
             })
             .await;
         })
@@ -100,7 +115,7 @@ pub fn spawn_loops(bg: Background, stop: watch::Receiver<bool>) -> Vec<JoinHandl
         })
         .await;
     });
-    vec![maintenance, janitor, retention]
+    vec![maintenance, evaluator, janitor, retention]
 }
 
 /// Resolves once `stop` turns true (or its sender is gone).
@@ -135,6 +150,8 @@ pub struct TickReport {
     pub expired: Vec<Revoked>,
     /// Todos whose retry window elapsed (they ring again).
     pub retried: Vec<TodoRef>,
+    /// Lapsed leases reaped (requeued plus dead-lettered).
+    pub lease_expiries: u64,
 }
 
 /// One maintenance tick: reap lapsed leases, requeue due retries, expire endpoints.
@@ -142,12 +159,13 @@ pub async fn maintenance_tick(store: &dyn Store, config: &MaintenanceConfig) -> 
     let mut report = TickReport::default();
     for _ in 0..config.max_batches {
         match store.unscoped_reap_lapsed_leases(config.batch).await {
-            Ok(report) => {
-                let n = report.requeued.len() + report.dead_lettered.len();
+            Ok(reaped) => {
+                let n = reaped.requeued.len() + reaped.dead_lettered.len();
+                report.lease_expiries += n as u64;
                 if n > 0 {
                     tracing::info!(
-                        requeued = report.requeued.len(),
-                        dead_lettered = report.dead_lettered.len(),
+                        requeued = reaped.requeued.len(),
+                        dead_lettered = reaped.dead_lettered.len(),
                         "reaped lapsed leases"
                     );
                 }

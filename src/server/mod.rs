@@ -25,6 +25,7 @@ use crate::clock::{SharedClock, SystemClock};
 use crate::delivery::Doorbells;
 use crate::delivery::sweep::SweepConfig;
 use crate::mcp::{McpConfig, McpContext};
+use crate::metrics::Metrics;
 use crate::store::lock::ServerLock;
 use crate::store::{DatabaseLocation, SqlStore, Store, StoreOptions};
 
@@ -41,6 +42,9 @@ pub struct ServerConfig {
     pub api_rates: ApiRates,
     pub mcp: McpConfig,
     pub sweep: SweepConfig,
+    /// When set, `GET /metrics` requires `Authorization: Bearer <token>`;
+    /// when unset it is open (for a private network or loopback).
+    pub metrics_token: Option<String>,
 }
 
 /// What the HTTP handlers share.
@@ -50,13 +54,20 @@ pub struct AppState {
     pub api: Arc<ApiContext>,
     pub mcp: Arc<McpContext>,
     pub doorbells: Arc<Doorbells>,
+    pub metrics: Arc<Metrics>,
 }
 
 pub fn router(state: AppState) -> Router {
+    let metrics = state.metrics.clone();
     health::routes()
         .merge(crate::api::routes())
         .merge(crate::mcp::routes())
         .merge(crate::intake::routes())
+        .merge(crate::metrics::http::routes())
+        .layer(axum::middleware::from_fn_with_state(
+            metrics,
+            crate::metrics::http::count_requests,
+        ))
         .with_state(state)
 }
 
@@ -105,6 +116,10 @@ pub async fn serve(
     let mcp = Arc::new(McpContext::new(mcp_config));
     let (stop_tx, stop_rx) = watch::channel(false);
     let doorbells = Arc::new(Doorbells::new(mcp.sessions.clone()));
+    let metrics = Arc::new(Metrics::new(&doorbells, config.metrics_token.as_deref()));
+    if !metrics.is_protected() {
+        tracing::info!("/metrics is open (no scrape token): keep it on a private network");
+    }
     let loops = maintenance::spawn_loops(
         maintenance::Background {
             store: store.clone(),
@@ -112,6 +127,7 @@ pub async fn serve(
             maintenance: config.maintenance.clone(),
             mcp: mcp.config.clone(),
             sweep: config.sweep.clone(),
+            metrics: metrics.clone(),
         },
         stop_rx,
     );
@@ -132,6 +148,7 @@ pub async fn serve(
         api: Arc::new(ApiContext::new(public_url, config.api_rates)),
         mcp,
         doorbells,
+        metrics,
     });
     let (signalled_tx, mut signalled_rx) = watch::channel(false);
     // The peer address is what intake rate-limits by (never a forwarding header).

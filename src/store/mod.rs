@@ -214,6 +214,49 @@ pub trait Store: Send + Sync + 'static {
     /// The webhook a delivery URL names, whoever owns it.
     async fn unscoped_find_webhook(&self, token_hash: &str) -> StoreResult<Option<WebhookTarget>>;
 
+    // --- presence (05) ---
+    /// Writes an override on an active endpoint (`Conflict` when revoked).
+    async fn set_presence_override(
+        &self,
+        endpoint_id: &str,
+        override_: &crate::domain::presence::Override,
+    ) -> StoreResult<Endpoint>;
+    /// Clears the override; with `only_if_set_at`, only that very override
+    /// (a dead one found by a reader). Returns whether one was cleared.
+    async fn clear_presence_override(
+        &self,
+        endpoint_id: &str,
+        only_if_set_at: Option<crate::domain::Timestamp>,
+    ) -> StoreResult<bool>;
+    /// Stores a shift (or none). In the same transaction, and first, clears
+    /// the override if `override_dead_under_old_shift` says it is dead.
+    async fn set_shift(
+        &self,
+        endpoint_id: &str,
+        shift: Option<&str>,
+        override_dead_under_old_shift: &(dyn for<'e> Fn(&'e Endpoint) -> bool + Send + Sync),
+    ) -> StoreResult<Endpoint>;
+    /// Claims a presence transition: true only for the caller whose update
+    /// changed `presence_seen` (exactly once across instances).
+    async fn claim_presence_transition(
+        &self,
+        endpoint_id: &str,
+        new: crate::domain::presence::Presence,
+        by: &str,
+    ) -> StoreResult<bool>;
+    /// Active endpoints whose presence may change by itself (a shift, an
+    /// override, or last seen out).
+    async fn unscoped_presence_candidates(&self, limit: i64) -> StoreResult<Vec<Endpoint>>;
+    async fn unscoped_endpoints_by_ids(&self, ids: &[String]) -> StoreResult<Vec<Endpoint>>;
+    /// The endpoint's push-eligible pending todos, oldest first.
+    async fn unscoped_digest_todos(&self, endpoint_id: &str) -> StoreResult<Vec<DigestTodo>>;
+    /// Sets `last_ringed_at` on exactly these todos where still pending.
+    async fn unscoped_mark_rung(
+        &self,
+        ids: &[String],
+        at: crate::domain::Timestamp,
+    ) -> StoreResult<u64>;
+
     // --- doorbells ---
     /// The todo, if it may ring now: pending, created by authenticated
     /// intake (the sender gate), on an active endpoint.
@@ -240,4 +283,14 @@ pub trait Store: Send + Sync + 'static {
         older_than: Duration,
         limit: i64,
     ) -> StoreResult<u64>;
+
+    // --- metrics (`/metrics`, read at scrape time) ---
+    /// Todos per state, dead letters and the oldest pending todo's creation,
+    /// over every endpoint, in one aggregate query. It scans the whole todos
+    /// table (done rows included), so its cost grows with the retention window.
+    async fn unscoped_queue_stats(&self) -> StoreResult<QueueStats>;
+    /// What the liveness condition of each active endpoint is decided from
+    /// (sessions aside, which are in memory), in one query, at most `limit`
+    /// endpoints (by id).
+    async fn unscoped_liveness_inputs(&self, limit: i64) -> StoreResult<Vec<LivenessInputs>>;
 }

@@ -454,3 +454,64 @@ impl From<&Todo> for RingCandidate {
         }
     }
 }
+
+/// A push-eligible pending todo as a digest counts it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DigestTodo {
+    pub id: String,
+    pub queue: String,
+    pub created_at: Timestamp,
+}
+
+/// Queue-wide counts for `/metrics` (`unscoped_queue_stats`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct QueueStats {
+    pub by_state: StateCounts,
+    /// Failed todos with no retry scheduled (a subset of `by_state.failed`).
+    pub dead_letters: i64,
+    /// When the oldest pending todo was created; `None` when nothing is pending.
+    pub oldest_pending_created_at: Option<Timestamp>,
+}
+
+/// How many todos are in each state (zero for a state with none).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StateCounts {
+    pub pending: i64,
+    pub claimed: i64,
+    pub done: i64,
+    pub failed: i64,
+}
+
+impl StateCounts {
+    pub fn get(&self, state: TodoState) -> i64 {
+        match state {
+            TodoState::Pending => self.pending,
+            TodoState::Claimed => self.claimed,
+            TodoState::Done => self.done,
+            TodoState::Failed => self.failed,
+        }
+    }
+
+    pub fn set(&mut self, state: TodoState, n: i64) {
+        match state {
+            TodoState::Pending => self.pending = n,
+            TodoState::Claimed => self.claimed = n,
+            TodoState::Done => self.done = n,
+            TodoState::Failed => self.failed = n,
+        }
+    }
+}
+
+/// One active endpoint's stored liveness inputs (`unscoped_liveness_inputs`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LivenessInputs {
+    pub endpoint_id: String,
+    pub agent_kind: AgentKind,
+    pub agent_expected_interval_seconds: Option<i64>,
+    pub default_lease_ttl_seconds: Option<i64>,
+    pub last_seen_at: Option<Timestamp>,
+    /// The presence last recorded by the presence evaluator is `out`.
+    pub presence_out: bool,
+    /// Holds at least one claim whose lease has not lapsed.
+    pub holds_claim: bool,
+}

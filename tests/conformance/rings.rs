@@ -49,7 +49,11 @@ async fn a_never_claimed_todo_is_rerung_on_schedule_then_never(ts: &TestStore) {
     for (k, due_at_min) in [5u64, 25, 85, 445, 805].into_iter().enumerate() {
         // One minute early: nothing.
         advance_secs(ts, (due_at_min - 1 - elapsed_min) * 60);
-        assert!(due(ts, &hosted).await.is_empty(), "ring {} is not due yet", k + 1);
+        assert!(
+            due(ts, &hosted).await.is_empty(),
+            "ring {} is not due yet",
+            k + 1
+        );
         advance_secs(ts, 60);
         elapsed_min = due_at_min;
         let rung = due(ts, &hosted).await;
@@ -61,7 +65,10 @@ async fn a_never_claimed_todo_is_rerung_on_schedule_then_never(ts: &TestStore) {
         assert_eq!(stored.last_ringed_at, Some(ts.clock_now()));
     }
     advance_secs(ts, 30 * 86_400);
-    assert!(due(ts, &hosted).await.is_empty(), "the budget of 5 is spent");
+    assert!(
+        due(ts, &hosted).await.is_empty(),
+        "the budget of 5 is spent"
+    );
 }
 
 async fn an_unhosted_endpoint_keeps_its_whole_budget(ts: &TestStore) {
@@ -70,8 +77,11 @@ async fn an_unhosted_endpoint_keeps_its_whole_budget(ts: &TestStore) {
     let waiting = create(&ts.store, rung_todo(&f.endpoint.id, "waits all night")).await;
     advance_secs(ts, 2 * 86_400);
     // Only `other` is hosted here: `f`'s todo is neither selected nor counted.
-    assert!(due(ts, &[other.endpoint.id.clone()]).await.is_empty());
-    assert_eq!(get(&ts.store, &f.caller, &waiting.id).await.ring_attempts, 0);
+    assert!(due(ts, std::slice::from_ref(&other.endpoint.id)).await.is_empty());
+    assert_eq!(
+        get(&ts.store, &f.caller, &waiting.id).await.ring_attempts,
+        0
+    );
 }
 
 async fn pull_only_and_claimed_todos_never_ring(ts: &TestStore) {
@@ -80,8 +90,11 @@ async fn pull_only_and_claimed_todos_never_ring(ts: &TestStore) {
     let claimed = create(&ts.store, rung_todo(&f.endpoint.id, "being worked")).await;
     claim(&ts.store, &f.caller, &claimed.id).await;
     advance_secs(ts, 3_600);
-    assert!(due(ts, &[f.endpoint.id.clone()]).await.is_empty());
-    assert_eq!(get(&ts.store, &f.caller, &pull_only.id).await.ring_attempts, 0);
+    assert!(due(ts, std::slice::from_ref(&f.endpoint.id)).await.is_empty());
+    assert_eq!(
+        get(&ts.store, &f.caller, &pull_only.id).await.ring_attempts,
+        0
+    );
 }
 
 async fn one_sweep_interleaves_endpoints_and_respects_the_cap(ts: &TestStore) {
@@ -118,7 +131,11 @@ async fn two_sweeps_at_once_count_each_ring_once(ts: &TestStore) {
     advance_secs(ts, 301);
     let hosted = vec![f.endpoint.id.clone()];
     let (x, y) = tokio::join!(due(ts, &hosted), due(ts, &hosted));
-    assert_eq!(x.len() + y.len(), 20, "every due todo is counted exactly once");
+    assert_eq!(
+        x.len() + y.len(),
+        20,
+        "every due todo is counted exactly once"
+    );
     let mut ids: Vec<&str> = x.iter().chain(y.iter()).map(|c| c.id.as_str()).collect();
     ids.sort();
     ids.dedup();

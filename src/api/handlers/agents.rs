@@ -12,7 +12,9 @@ use crate::api::error::{ApiError, ApiResult, ErrorBody};
 use crate::api::extract::{ApiJson, ApiPath, ApiQuery, HumanAuth};
 use crate::api::views::{AgentList, AgentView};
 use crate::server::AppState;
-use crate::store::{Agent, AgentKind, AgentPatch, Endpoint, EndpointActivity, NewAgent, Store};
+use crate::store::{
+    Agent, AgentKind, AgentPatch, Endpoint, EndpointActivity, NewAgent, Store, StoreError,
+};
 
 pub fn parse_kind(kind: &str) -> Result<AgentKind, ApiError> {
     AgentKind::parse(kind).ok_or_else(|| {
@@ -21,6 +23,18 @@ pub fn parse_kind(kind: &str) -> Result<AgentKind, ApiError> {
             format!("{kind:?} is not an agent kind; expected heartbeat, session or task"),
         )
     })
+}
+
+/// A store error in the API's terms: the store names the interval
+/// `expected_interval`, the request field is `expected_interval_seconds`.
+fn api_field(err: StoreError) -> ApiError {
+    match err {
+        StoreError::InvalidArgument(mut invalid) if invalid.field == "expected_interval" => {
+            invalid.field = "expected_interval_seconds";
+            invalid.into()
+        }
+        other => other.into(),
+    }
 }
 
 /// Builds views for agents, with liveness over each one's endpoints.
@@ -127,7 +141,8 @@ pub async fn register(
             expected_interval_seconds: body.expected_interval_seconds,
             description: body.description,
         })
-        .await?;
+        .await
+        .map_err(api_field)?;
     let view = agent_views(&*state.store, &auth.human.id, &[agent]).await?;
     Ok((
         StatusCode::CREATED,
@@ -206,7 +221,8 @@ pub async fn edit(
     let agent = state
         .store
         .update_agent(&auth.human.id, &name, patch)
-        .await?;
+        .await
+        .map_err(api_field)?;
     let view = agent_views(&*state.store, &auth.human.id, &[agent]).await?;
     Ok(Json(view.into_iter().next().expect("one view")))
 }

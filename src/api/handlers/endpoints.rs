@@ -10,7 +10,7 @@ use super::tokens::ListQuery;
 use super::webhooks::issue_webhook;
 use crate::api::error::{ApiError, ApiResult, ErrorBody};
 use crate::api::extract::{ApiJson, ApiPath, ApiQuery, HumanAuth};
-use crate::api::views::{EndpointList, EndpointView, VendView, mcp_json, mcp_url};
+use crate::api::views::{EndpointList, EndpointView, SessionsView, VendView, mcp_json, mcp_url};
 use crate::domain::duration::parse_positive_duration;
 use crate::domain::ids::{SHOWN_PREFIX_CHARS, new_endpoint_credential, new_slug, sha256_hex};
 use crate::domain::todo::validate_queue_name;
@@ -29,9 +29,16 @@ pub async fn endpoint_views(
     Ok(endpoints
         .iter()
         .map(|e| {
+            let counts = state.mcp.sessions.counts(&e.id);
+            let sessions = SessionsView {
+                attached: counts.attached as i64,
+                streaming: counts.streaming as i64,
+                deaf: state.doorbells.deaf_count(&e.id) as i64,
+            };
             EndpointView::build(
                 e,
                 activity.get(&e.id).unwrap_or(&idle),
+                sessions,
                 &state.api.public_url,
                 now,
             )

@@ -3,6 +3,7 @@
 pub mod agents;
 pub mod endpoints;
 pub mod me;
+pub mod presence;
 pub mod todos;
 pub mod tokens;
 pub mod webhooks;

@@ -109,7 +109,7 @@ pub async fn push(
         Err(e) => return Err(e.into()),
     };
     if created.created {
-        state.doorbells.ring_new(&created.todo);
+        crate::delivery::todo_created(&*state.store, &state.doorbells, &created.todo).await;
     }
     let status = if created.created {
         StatusCode::CREATED

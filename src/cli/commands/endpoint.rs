@@ -1,4 +1,5 @@
-//! `endpoint vend | list | show | edit | revoke | delete`.
+//! `endpoint vend | list | show | edit | revoke | delete` and the presence
+//! controls `presence | clock-in | clock-out | shift`.
 
 use std::time::Duration;
 
@@ -11,6 +12,7 @@ use crate::cli::output::{
     Table, emit, flag, joined, print_next_page, print_pairs, text, when, when_exact,
 };
 use crate::cli::prompt;
+use crate::clock::Clock;
 
 #[derive(Debug, Args)]
 pub struct EndpointArgs {
@@ -35,6 +37,33 @@ pub enum EndpointCommand {
     Revoke(RevokeArgs),
     /// Delete a revoked endpoint and its history.
     Delete { reference: String },
+    /// Whether the endpoint's doorbells ring now, why, and until when.
+    Presence { reference: String },
+    /// Clock the endpoint in (an operator override; it still ends at the next shift boundary).
+    ClockIn(ClockArgs),
+    /// Clock the endpoint out: doorbells are held, pulls still work.
+    ClockOut(ClockArgs),
+    /// Set the endpoint's weekly shift (try one first with `switchboard shift check`).
+    Shift(ShiftArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ClockArgs {
+    pub reference: String,
+    /// Until this RFC 3339 time or for this long (2h); default: until the next change.
+    #[arg(long, value_parser = lifetime)]
+    pub until: Option<Duration>,
+}
+
+#[derive(Debug, Args)]
+pub struct ShiftArgs {
+    pub reference: String,
+    /// e.g. "TZ=Europe/Berlin Mon-Fri 09:00-17:00".
+    #[arg(required_unless_present = "clear", conflicts_with = "clear")]
+    pub expr: Option<String>,
+    /// Remove the shift.
+    #[arg(long)]
+    pub clear: bool,
 }
 
 #[derive(Debug, Args)]
@@ -153,7 +182,59 @@ pub async fn run(args: EndpointArgs) -> anyhow::Result<()> {
                 Ok(())
             })
         }
+        EndpointCommand::Presence { reference } => {
+            let response = client
+                .get(&["endpoints", &reference, "presence"], &[])
+                .await?;
+            emit(json, &response, print_presence)
+        }
+        EndpointCommand::ClockIn(clock) => set_presence(&client, json, "in", clock).await,
+        EndpointCommand::ClockOut(clock) => set_presence(&client, json, "out", clock).await,
+        EndpointCommand::Shift(shift) => {
+            let response = client
+                .put(
+                    &["endpoints", &shift.reference, "shift"],
+                    &json!({ "shift": if shift.clear { None } else { shift.expr.clone() } }),
+                )
+                .await?;
+            emit(json, &response, print_presence)
+        }
     }
+}
+
+/// `clock-in` / `clock-out`: an operator override, optionally with an end.
+async fn set_presence(
+    client: &crate::cli::client::ApiClient,
+    json: bool,
+    value: &str,
+    clock: ClockArgs,
+) -> anyhow::Result<()> {
+    let until = clock.until.map(|d| {
+        crate::clock::SystemClock
+            .now()
+            .saturating_add(d)
+            .to_rfc3339()
+    });
+    let response = client
+        .put(
+            &["endpoints", &clock.reference, "presence"],
+            &json!({ "presence": value, "until": until }),
+        )
+        .await?;
+    emit(json, &response, print_presence)
+}
+
+fn print_presence(body: &Value) -> anyhow::Result<()> {
+    let until = when(body, "until", "no end");
+    println!(
+        "{} ({}), until {}; shift: {}; {} pending",
+        text(body, "presence"),
+        text(body, "source"),
+        until,
+        body.get("shift").and_then(Value::as_str).unwrap_or("none"),
+        body.get("pending").and_then(Value::as_i64).unwrap_or(0)
+    );
+    Ok(())
 }
 
 /// Revoking cannot be undone, so a person is asked; a script must say -y.

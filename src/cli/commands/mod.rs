@@ -6,6 +6,7 @@ pub mod admin;
 pub mod agent;
 pub mod auth;
 pub mod endpoint;
+pub mod shift;
 pub mod todo;
 pub mod token;
 pub mod webhook;

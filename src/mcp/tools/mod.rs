@@ -7,6 +7,9 @@ mod schema;
 
 use serde_json::{Value, json};
 
+use crate::delivery::Doorbells;
+use crate::delivery::presence;
+use crate::domain::duration::parse_positive_duration;
 use crate::domain::lease::{
     DEFAULT_LEASE_SECONDS, MAX_LEASE_SECONDS, MIN_ENDPOINT_DEFAULT_LEASE_SECONDS,
     resolve_lease_seconds,
@@ -84,13 +87,18 @@ fn ok(value: Value) -> Value {
     })
 }
 
+/// Verbs every session has, outside any scope: they touch only the caller's
+/// own endpoint row and take no identifier (`05-presence.md`).
+pub const SELF_VERBS: [&str; 3] = ["clock_in", "clock_out", "presence"];
+
 /// The tools a session of this endpoint may call: its scope's verbs, plus
-/// `get_todo` when `list_todos` is granted.
+/// `get_todo` when `list_todos` is granted, plus the self verbs.
 pub fn visible_tools(endpoint: &Endpoint) -> Vec<&'static str> {
     let granted = |v: &str| endpoint.scope_verbs.iter().any(|g| g == v);
     crate::domain::scope::GRANTABLE_VERBS
         .into_iter()
         .filter(|v| granted(v) || (*v == "get_todo" && granted("list_todos")))
+        .chain(SELF_VERBS)
         .collect()
 }
 
@@ -119,11 +127,20 @@ pub struct SideEffects {
 /// failure is an `Ok` result with `isError: true`.
 pub async fn call(
     store: &dyn Store,
+    doorbells: &Doorbells,
     endpoint: &Endpoint,
     name: &str,
     arguments: Option<Value>,
     effects: &mut SideEffects,
 ) -> Result<Value, String> {
+    if SELF_VERBS.contains(&name) {
+        return Ok(
+            match self_verb(store, doorbells, endpoint, name, arguments).await {
+                Ok(value) => ok(value),
+                Err(err) => err.into_result(),
+            },
+        );
+    }
     if crate::domain::scope::GRANTABLE_VERBS.contains(&name) {
         if !visible_tools(endpoint).contains(&name) {
             return Ok(
@@ -283,6 +300,46 @@ async fn run(
             format!("unknown tool {other:?}"),
         )),
     }
+}
+
+/// `clock_in`, `clock_out`, `presence`: idempotent, refusing any argument
+/// but `for` (so they can never be pointed at another endpoint).
+async fn self_verb(
+    store: &dyn Store,
+    doorbells: &Doorbells,
+    endpoint: &Endpoint,
+    name: &str,
+    arguments: Option<Value>,
+) -> Result<Value, ToolError> {
+    let endpoint = match name {
+        "clock_in" => {
+            let a = Args::parse(arguments, &["for"])?;
+            // Validated even when it would not be used.
+            let for_ = match a.string("for")? {
+                None => presence::DEFAULT_CLOCK_IN,
+                Some(text) => {
+                    let d = parse_positive_duration(&text, "for")
+                        .map_err(|e| ToolError::invalid(e.field, e.message))?;
+                    if d > presence::MAX_CLOCK_IN {
+                        return Err(ToolError::invalid("for", "must be at most 8h"));
+                    }
+                    d
+                }
+            };
+            presence::clock_in(store, doorbells, endpoint, for_).await?
+        }
+        "clock_out" => {
+            Args::parse(arguments, &[])?;
+            presence::clock_out(store, doorbells, endpoint).await?
+        }
+        _ => {
+            Args::parse(arguments, &[])?;
+            endpoint.clone()
+        }
+    };
+    let endpoint = store.unscoped_get_endpoint(&endpoint.id).await?;
+    let view = presence::view(store, &endpoint, store.clock().now()).await;
+    Ok(serde_json::to_value(view).unwrap_or(Value::Null))
 }
 
 fn claim_options(a: &Args) -> Result<ClaimOptions, ToolError> {

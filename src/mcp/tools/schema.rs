@@ -101,6 +101,20 @@ fn lease_schema() -> Value {
     })
 }
 
+fn presence_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "presence": {"type": "string", "enum": ["in", "out"]},
+            "source": {"type": "string", "enum": ["shift", "agent", "operator", "default"]},
+            "until": nullable("string"),
+            "shift": nullable("string"),
+            "pending": {"type": "integer"}
+        },
+        "required": ["presence", "source", "until", "shift", "pending"]
+    })
+}
+
 fn object(properties: Value, required: &[&str]) -> Value {
     json!({
         "type": "object",
@@ -273,6 +287,28 @@ pub fn definition(name: &str, effective_lease: i64) -> Option<Value> {
                 &["default_lease_ttl_seconds"],
             ),
             lease_schema(),
+        ),
+        "clock_in" => (
+            "You are back: doorbells ring again. Outside your shift this keeps you in for `for` \
+             (Go duration, default 1h, at most 8h) or until your shift starts."
+                .to_owned(),
+            object(
+                json!({"for": {"type": "string", "description": "e.g. 90m, 2h30m, 1.5h (at most 8h)."}}),
+                &[],
+            ),
+            presence_schema(),
+        ),
+        "clock_out" => (
+            "You are stopping: doorbells are held (pulls still work) until you clock in, a human \
+             changes it, or your next shift boundary."
+                .to_owned(),
+            object(json!({}), &[]),
+            presence_schema(),
+        ),
+        "presence" => (
+            "Read whether doorbells ring for you now, why, and until when.".to_owned(),
+            object(json!({}), &[]),
+            presence_schema(),
         ),
         _ => return None,
     };

@@ -10,8 +10,10 @@ mod agents;
 mod humans;
 mod listing;
 mod paging;
+mod presence;
 mod registry;
 mod rings;
+mod stats;
 pub use registry::validate_agent_name;
 mod sweeps;
 mod todos;
@@ -547,6 +549,57 @@ impl Store for SqlStore {
         self.select_webhook_by_token(token_hash).await
     }
 
+    async fn set_presence_override(
+        &self,
+        endpoint_id: &str,
+        override_: &crate::domain::presence::Override,
+    ) -> StoreResult<Endpoint> {
+        self.write_override(endpoint_id, override_).await
+    }
+
+    async fn clear_presence_override(
+        &self,
+        endpoint_id: &str,
+        only_if_set_at: Option<Timestamp>,
+    ) -> StoreResult<bool> {
+        self.erase_override(endpoint_id, only_if_set_at).await
+    }
+
+    async fn set_shift(
+        &self,
+        endpoint_id: &str,
+        shift: Option<&str>,
+        override_dead_under_old_shift: &(dyn for<'e> Fn(&'e Endpoint) -> bool + Send + Sync),
+    ) -> StoreResult<Endpoint> {
+        self.write_shift(endpoint_id, shift, override_dead_under_old_shift)
+            .await
+    }
+
+    async fn claim_presence_transition(
+        &self,
+        endpoint_id: &str,
+        new: crate::domain::presence::Presence,
+        by: &str,
+    ) -> StoreResult<bool> {
+        self.claim_transition(endpoint_id, new, by).await
+    }
+
+    async fn unscoped_presence_candidates(&self, limit: i64) -> StoreResult<Vec<Endpoint>> {
+        self.select_presence_candidates(limit).await
+    }
+
+    async fn unscoped_endpoints_by_ids(&self, ids: &[String]) -> StoreResult<Vec<Endpoint>> {
+        self.select_endpoints_by_ids(ids).await
+    }
+
+    async fn unscoped_digest_todos(&self, endpoint_id: &str) -> StoreResult<Vec<DigestTodo>> {
+        self.select_digest_todos(endpoint_id).await
+    }
+
+    async fn unscoped_mark_rung(&self, ids: &[String], at: Timestamp) -> StoreResult<u64> {
+        self.mark_todos_rung(ids, at).await
+    }
+
     async fn unscoped_ringable_todo(&self, id: &str) -> StoreResult<Option<RingCandidate>> {
         self.select_ringable(id).await
     }
@@ -574,6 +627,14 @@ impl Store for SqlStore {
         limit: i64,
     ) -> StoreResult<u64> {
         self.prune_terminal(older_than, limit).await
+    }
+
+    async fn unscoped_queue_stats(&self) -> StoreResult<QueueStats> {
+        self.select_queue_stats().await
+    }
+
+    async fn unscoped_liveness_inputs(&self, limit: i64) -> StoreResult<Vec<LivenessInputs>> {
+        self.select_liveness_inputs(limit).await
     }
 }
 

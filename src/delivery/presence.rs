@@ -1,0 +1,426 @@
+//! Presence in motion (`05-presence.md`): effective presence of a stored
+//! endpoint, dead overrides cleared, transitions claimed exactly once, and
+//! the one digest an endpoint gets when it comes back.
+
+use crate::domain::Timestamp;
+use crate::domain::doorbell::{DigestReason, digest};
+use crate::domain::presence::{Effective, Override, Presence, Schedule, Source, effective};
+use crate::domain::shift::Shift;
+use crate::store::{Endpoint, Store};
+
+use super::hub::Doorbells;
+
+impl Schedule for Shift {
+    fn contains(&self, t: Timestamp) -> bool {
+        Shift::contains(self, t)
+    }
+
+    fn next_boundary(&self, t: Timestamp) -> Option<Timestamp> {
+        Shift::next_boundary(self, t)
+    }
+}
+
+/// The endpoint's stored shift, parsed. A stored shift was validated when
+/// written; one that no longer parses is logged and ignored.
+pub fn shift_of(endpoint: &Endpoint) -> Option<Shift> {
+    let text = endpoint.shift.as_deref()?;
+    match Shift::parse(text) {
+        Ok(shift) => Some(shift),
+        Err(e) => {
+            tracing::error!(endpoint = %endpoint.slug, error = %e, "stored shift does not parse; ignoring it");
+            None
+        }
+    }
+}
+
+pub fn override_of(endpoint: &Endpoint) -> Option<Override> {
+    Some(Override {
+        value: Presence::parse(endpoint.presence_override.as_deref()?)?,
+        until: endpoint.override_until,
+        set_at: endpoint.override_set_at?,
+        by: endpoint
+            .override_by
+            .clone()
+            .unwrap_or_else(|| "agent".into()),
+    })
+}
+
+/// Effective presence of a stored endpoint at `now`.
+pub fn effective_of(endpoint: &Endpoint, now: Timestamp) -> Effective {
+    let shift = shift_of(endpoint);
+    effective(
+        shift.as_ref().map(|s| s as &dyn Schedule),
+        override_of(endpoint).as_ref(),
+        now,
+    )
+}
+
+/// Whether the endpoint's doorbells are held (presence `out`) at `now`.
+pub fn is_out(endpoint: &Endpoint, now: Timestamp) -> bool {
+    effective_of(endpoint, now).presence == Presence::Out
+}
+
+/// What last changed presence inputs, for the audit and the digest reason.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cause {
+    /// The agent's own verb.
+    Agent,
+    /// A human's write.
+    Operator,
+    /// Time passed (the evaluator).
+    Clock,
+}
+
+/// Clears a dead override, then claims the transition when effective
+/// presence differs from `presence_seen`; on out→in sends the digest.
+/// Returns the effective presence.
+pub async fn settle(
+    store: &dyn Store,
+    doorbells: &Doorbells,
+    endpoint: &Endpoint,
+    cause: Cause,
+) -> Effective {
+    let now = store.clock().now();
+    let shift = shift_of(endpoint);
+    let schedule = shift.as_ref().map(|s| s as &dyn Schedule);
+    let stored_override = override_of(endpoint);
+    let mut ended_override = None;
+    if let Some(o) = &stored_override
+        && !o.is_live(schedule, now)
+    {
+        // Guarded on the same set_at: a newer override written meanwhile stays.
+        match store
+            .clear_presence_override(&endpoint.id, Some(o.set_at))
+            .await
+        {
+            Ok(_) => ended_override = Some(o.clone()),
+            Err(e) => {
+                tracing::warn!(endpoint = %endpoint.slug, error = %e, "could not clear a dead override")
+            }
+        }
+    }
+    let now_effective = effective(schedule, stored_override.as_ref(), now);
+    let seen = Presence::parse(&endpoint.presence_seen).unwrap_or(Presence::In);
+    if now_effective.presence == seen || !endpoint.is_active() {
+        return now_effective;
+    }
+    let by = match now_effective.source {
+        Source::Agent => "agent".to_owned(),
+        Source::Operator => stored_override
+            .as_ref()
+            .map(|o| o.by.clone())
+            .unwrap_or_else(|| "operator".into()),
+        Source::Shift => "shift".to_owned(),
+        Source::Default => "default".to_owned(),
+    };
+    let claimed = match store
+        .claim_presence_transition(&endpoint.id, now_effective.presence, &by)
+        .await
+    {
+        Ok(claimed) => claimed,
+        Err(e) => {
+            tracing::warn!(endpoint = %endpoint.slug, error = %e, "could not claim a presence transition");
+            return now_effective;
+        }
+    };
+    if !claimed {
+        return now_effective;
+    }
+    tracing::info!(
+        endpoint = %endpoint.slug,
+        old = seen.as_str(),
+        new = now_effective.presence.as_str(),
+        source = now_effective.source.as_str(),
+        until = %now_effective.until.map(|t| t.to_rfc3339()).unwrap_or_else(|| "never".into()),
+        "presence changed"
+    );
+    if now_effective.presence == Presence::In {
+        let reason = digest_reason(
+            now_effective.source,
+            cause,
+            ended_override.as_ref(),
+            schedule,
+        );
+        send_digest(store, doorbells, endpoint, reason).await;
+    }
+    now_effective
+}
+
+/// Why an out→in happened, as the digest tells it.
+fn digest_reason(
+    source: Source,
+    cause: Cause,
+    ended: Option<&Override>,
+    shift: Option<&dyn Schedule>,
+) -> DigestReason {
+    match (source, cause) {
+        (Source::Agent, _) | (_, Cause::Agent) => DigestReason::ClockIn,
+        (Source::Operator, _) | (_, Cause::Operator) => DigestReason::Operator,
+        (Source::Shift, Cause::Clock) => match ended {
+            // An out override whose own `until` came before the shift's
+            // boundary ended by itself; otherwise the shift started.
+            Some(o)
+                if o.until.is_some_and(|u| {
+                    shift
+                        .and_then(|s| s.next_boundary(o.set_at))
+                        .is_none_or(|b| u < b)
+                }) =>
+            {
+                DigestReason::OverrideEnd
+            }
+            _ => DigestReason::ShiftStart,
+        },
+        (Source::Default, Cause::Clock) => DigestReason::OverrideEnd,
+    }
+}
+
+/// Sends one digest to one session of this instance (prefer streaming,
+/// rotate) when the endpoint has push-eligible pending todos; marks exactly
+/// the counted todos' `last_ringed_at` after a successful write. Returns
+/// whether a digest was written.
+pub async fn send_digest(
+    store: &dyn Store,
+    doorbells: &Doorbells,
+    endpoint: &Endpoint,
+    reason: DigestReason,
+) -> bool {
+    let todos = match store.unscoped_digest_todos(&endpoint.id).await {
+        Ok(todos) => todos,
+        Err(e) => {
+            tracing::warn!(endpoint = %endpoint.slug, error = %e, "digest count failed");
+            return false;
+        }
+    };
+    if todos.is_empty() {
+        return false;
+    }
+    let now = store.clock().now();
+    let mut counts: Vec<(String, usize)> = Vec::new();
+    for t in &todos {
+        match counts.iter_mut().find(|(q, _)| *q == t.queue) {
+            Some((_, n)) => *n += 1,
+            None => counts.push((t.queue.clone(), 1)),
+        }
+    }
+    let oldest = todos.iter().map(|t| t.created_at).min().unwrap_or(now);
+    let message = digest(reason, &counts, now.as_millis() - oldest.as_millis());
+    if !doorbells.send_digest(&endpoint.id, message, reason, now) {
+        tracing::warn!(endpoint = %endpoint.slug, reason = reason.as_str(), "digest not delivered; nothing marked");
+        return false;
+    }
+    let ids: Vec<String> = todos.into_iter().map(|t| t.id).collect();
+    if let Err(e) = store.unscoped_mark_rung(&ids, now).await {
+        tracing::warn!(endpoint = %endpoint.slug, error = %e, "digest sent but marking failed");
+    }
+    tracing::debug!(endpoint = %endpoint.slug, reason = reason.as_str(), pending = ids.len(), "digest sent");
+    true
+}
+
+/// The evaluator: shift starts and override expiries happen with nobody
+/// calling anything, so every period each candidate endpoint is settled.
+pub async fn evaluator_tick(store: &dyn Store, doorbells: &Doorbells, limit: i64) -> usize {
+    let candidates = match store.unscoped_presence_candidates(limit).await {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::error!(error = %e, "presence evaluator failed");
+            return 0;
+        }
+    };
+    for endpoint in &candidates {
+        settle(store, doorbells, endpoint, Cause::Clock).await;
+    }
+    candidates.len()
+}
+
+/// An endpoint got its first streaming session on this instance: if it is
+/// in and work waits, one `reconnect` digest — at most once per endpoint per
+/// 10 minutes per instance (transition digests arm the same gate).
+pub async fn stream_opened(store: &dyn Store, doorbells: &Doorbells, endpoint: &Endpoint) {
+    let now = store.clock().now();
+    if is_out(endpoint, now) || !doorbells.reconnect_gate_open(&endpoint.id, now) {
+        return;
+    }
+    send_digest(store, doorbells, endpoint, DigestReason::Reconnect).await;
+}
+
+/// The presence shape every self verb and the API return.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct PresenceView {
+    pub presence: &'static str,
+    pub source: &'static str,
+    pub until: Option<String>,
+    pub shift: Option<String>,
+    /// The endpoint's push-eligible pending todos.
+    pub pending: i64,
+}
+
+pub async fn view(store: &dyn Store, endpoint: &Endpoint, now: Timestamp) -> PresenceView {
+    let e = effective_of(endpoint, now);
+    let pending = store
+        .unscoped_digest_todos(&endpoint.id)
+        .await
+        .map(|t| t.len() as i64)
+        .unwrap_or(0);
+    PresenceView {
+        presence: e.presence.as_str(),
+        source: e.source.as_str(),
+        until: e.until.map(|t| t.to_rfc3339()),
+        shift: endpoint.shift.clone(),
+        pending,
+    }
+}
+
+/// `clock_in {for}` may keep an agent in against its shift for at most this long.
+pub const MAX_CLOCK_IN: std::time::Duration = std::time::Duration::from_secs(8 * 3_600);
+pub const DEFAULT_CLOCK_IN: std::time::Duration = std::time::Duration::from_secs(3_600);
+
+/// The agent's `clock_out`: an `out` override with no end (the next shift
+/// boundary ends it). A live open-ended `out` override already there: no-op.
+pub async fn clock_out(
+    store: &dyn Store,
+    doorbells: &Doorbells,
+    endpoint: &Endpoint,
+) -> Result<Endpoint, crate::store::StoreError> {
+    let now = store.clock().now();
+    let shift = shift_of(endpoint);
+    let schedule = shift.as_ref().map(|s| s as &dyn Schedule);
+    let already = override_of(endpoint)
+        .is_some_and(|o| o.value == Presence::Out && o.until.is_none() && o.is_live(schedule, now));
+    let endpoint = if already {
+        endpoint.clone()
+    } else {
+        store
+            .set_presence_override(
+                &endpoint.id,
+                &Override {
+                    value: Presence::Out,
+                    until: None,
+                    set_at: now,
+                    by: "agent".into(),
+                },
+            )
+            .await?
+    };
+    settle(store, doorbells, &endpoint, Cause::Agent).await;
+    Ok(endpoint)
+}
+
+/// The agent's `clock_in {for}`: when the shift says out now, an `in`
+/// override until `min(now + for, next shift start)`; otherwise any `out`
+/// override is cleared (an `in` override is left alone).
+pub async fn clock_in(
+    store: &dyn Store,
+    doorbells: &Doorbells,
+    endpoint: &Endpoint,
+    for_: std::time::Duration,
+) -> Result<Endpoint, crate::store::StoreError> {
+    let now = store.clock().now();
+    let shift = shift_of(endpoint);
+    let schedule = shift.as_ref().map(|s| s as &dyn Schedule);
+    let current = override_of(endpoint).filter(|o| o.is_live(schedule, now));
+    let shift_says_out = shift.as_ref().is_some_and(|s| !s.contains(now));
+    let endpoint = if shift_says_out {
+        let agent_in_live = current
+            .as_ref()
+            .is_some_and(|o| o.value == Presence::In && o.by == "agent");
+        if agent_in_live {
+            endpoint.clone()
+        } else {
+            let mut until = now.saturating_add(for_);
+            if let Some(start) = shift.as_ref().and_then(|s| s.next_start(now)) {
+                until = until.min(start);
+            }
+            store
+                .set_presence_override(
+                    &endpoint.id,
+                    &Override {
+                        value: Presence::In,
+                        until: Some(until),
+                        set_at: now,
+                        by: "agent".into(),
+                    },
+                )
+                .await?
+        }
+    } else {
+        match endpoint.presence_override.as_deref() {
+            Some("out") => {
+                store.clear_presence_override(&endpoint.id, None).await?;
+                store.unscoped_get_endpoint(&endpoint.id).await?
+            }
+            _ => endpoint.clone(),
+        }
+    };
+    settle(store, doorbells, &endpoint, Cause::Agent).await;
+    Ok(endpoint)
+}
+
+/// A human's `PUT presence`: an override by `operator:<human_id>`, no
+/// duration cap (it still ends at the next shift boundary).
+pub async fn operator_set(
+    store: &dyn Store,
+    doorbells: &Doorbells,
+    endpoint: &Endpoint,
+    human_id: &str,
+    value: Presence,
+    until: Option<Timestamp>,
+) -> Result<Endpoint, crate::store::StoreError> {
+    let now = store.clock().now();
+    if let Some(u) = until
+        && u <= now
+    {
+        return Err(crate::domain::Invalid::new("until", "must be in the future").into());
+    }
+    let endpoint = store
+        .set_presence_override(
+            &endpoint.id,
+            &Override {
+                value,
+                until,
+                set_at: now,
+                by: format!("operator:{human_id}"),
+            },
+        )
+        .await?;
+    settle(store, doorbells, &endpoint, Cause::Operator).await;
+    Ok(endpoint)
+}
+
+/// A human's `DELETE presence`: clears any override.
+pub async fn operator_clear(
+    store: &dyn Store,
+    doorbells: &Doorbells,
+    endpoint: &Endpoint,
+) -> Result<Endpoint, crate::store::StoreError> {
+    if !endpoint.is_active() {
+        return Err(crate::store::StoreError::conflict(
+            "the endpoint is revoked",
+        ));
+    }
+    store.clear_presence_override(&endpoint.id, None).await?;
+    let endpoint = store.unscoped_get_endpoint(&endpoint.id).await?;
+    settle(store, doorbells, &endpoint, Cause::Operator).await;
+    Ok(endpoint)
+}
+
+/// A human's `PUT shift`: validated, stored as entered (trimmed); `None`
+/// clears it. The override is judged under the old shift first.
+pub async fn operator_set_shift(
+    store: &dyn Store,
+    doorbells: &Doorbells,
+    endpoint: &Endpoint,
+    text: Option<&str>,
+) -> Result<Endpoint, crate::store::StoreError> {
+    let text = text.map(str::trim);
+    if let Some(t) = text {
+        Shift::parse(t)?;
+    }
+    let now = store.clock().now();
+    let dead_under_old = move |e: &Endpoint| {
+        let shift = shift_of(e);
+        override_of(e).is_some_and(|o| !o.is_live(shift.as_ref().map(|s| s as &dyn Schedule), now))
+    };
+    let endpoint = store.set_shift(&endpoint.id, text, &dead_under_old).await?;
+    settle(store, doorbells, &endpoint, Cause::Operator).await;
+    Ok(endpoint)
+}

@@ -1,0 +1,67 @@
+//! The `/metrics` route and the layer that counts every HTTP request by
+//! route template and status.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::header::{AUTHORIZATION, CONTENT_TYPE, WWW_AUTHENTICATE};
+use axum::http::{HeaderMap, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+
+use super::{Metrics, SCRAPE_TIMEOUT, route_label};
+use crate::server::AppState;
+
+pub fn routes() -> Router<AppState> {
+    Router::new().route("/metrics", get(scrape))
+}
+
+/// `GET /metrics`: the whole registry in OpenMetrics text. With a scrape
+/// token configured, only `Authorization: Bearer <token>` may read it.
+async fn scrape(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    let metrics = &state.metrics;
+    if !metrics.allows(headers.get(AUTHORIZATION).map(|v| v.as_bytes())) {
+        return (
+            StatusCode::UNAUTHORIZED,
+            [(WWW_AUTHENTICATE, "Bearer realm=\"metrics\"")],
+            "a scrape token is required\n",
+        )
+            .into_response();
+    }
+    let rendered = tokio::time::timeout(
+        SCRAPE_TIMEOUT,
+        metrics.render(&*state.store, &state.doorbells),
+    )
+    .await;
+    match rendered {
+        Ok(Ok(body)) => ([(CONTENT_TYPE, super::CONTENT_TYPE)], body).into_response(),
+        Ok(Err(e)) => {
+            tracing::warn!(error = %e, "metrics scrape could not read the database");
+            (StatusCode::SERVICE_UNAVAILABLE, "database unavailable\n").into_response()
+        }
+        Err(_) => {
+            tracing::warn!(timeout = ?SCRAPE_TIMEOUT, "metrics scrape timed out");
+            (StatusCode::SERVICE_UNAVAILABLE, "scrape timed out\n").into_response()
+        }
+    }
+}
+
+/// Middleware for the whole router: counts each answered request under its
+/// route template (never the raw path) and status code.
+pub async fn count_requests(
+    State(metrics): State<Arc<Metrics>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let route = route_label(
+        request
+            .extensions()
+            .get::<MatchedPath>()
+            .map(MatchedPath::as_str),
+    );
+    let response = next.run(request).await;
+    metrics.count_request(route, response.status().as_u16());
+    response
+}

@@ -1,0 +1,193 @@
+//! Presence inputs and the transition ledger on the endpoint row (`05-presence.md`).
+
+use sqlx::{AssertSqlSafe, Row};
+
+use super::SqlStore;
+use crate::domain::Timestamp;
+use crate::domain::presence::{Override, Presence};
+use crate::store::dialect::placeholders;
+use crate::store::model::*;
+use crate::store::rows::{self, endpoint_columns};
+use crate::store::{StoreError, StoreResult};
+
+impl SqlStore {
+    pub(super) async fn write_override(
+        &self,
+        endpoint_id: &str,
+        o: &Override,
+    ) -> StoreResult<Endpoint> {
+        let updated = sqlx::query(
+            "UPDATE endpoints SET presence_override = $1, override_until = $2, \
+               override_set_at = $3, override_by = $4 WHERE id = $5 AND state = 'active'",
+        )
+        .bind(o.value.as_str())
+        .bind(o.until.map(Timestamp::as_millis))
+        .bind(o.set_at.as_millis())
+        .bind(&o.by)
+        .bind(endpoint_id)
+        .execute(&self.writer)
+        .await?;
+        if updated.rows_affected() == 0 {
+            self.select_endpoint(endpoint_id).await?;
+            return Err(StoreError::conflict("the endpoint is revoked"));
+        }
+        self.select_endpoint(endpoint_id).await
+    }
+
+    pub(super) async fn erase_override(
+        &self,
+        endpoint_id: &str,
+        only_if_set_at: Option<Timestamp>,
+    ) -> StoreResult<bool> {
+        let cleared = sqlx::query(
+            "UPDATE endpoints SET presence_override = NULL, override_until = NULL, \
+               override_set_at = NULL, override_by = NULL \
+             WHERE id = $1 AND presence_override IS NOT NULL \
+               AND ($2 IS NULL OR override_set_at = $2)",
+        )
+        .bind(endpoint_id)
+        .bind(only_if_set_at.map(Timestamp::as_millis))
+        .execute(&self.writer)
+        .await?;
+        Ok(cleared.rows_affected() > 0)
+    }
+
+    pub(super) async fn write_shift(
+        &self,
+        endpoint_id: &str,
+        shift: Option<&str>,
+        override_dead_under_old_shift: &(dyn for<'e> Fn(&'e Endpoint) -> bool + Send + Sync),
+    ) -> StoreResult<Endpoint> {
+        let mut tx = self.begin().await?;
+        let row = sqlx::query(AssertSqlSafe(format!(
+            concat!("SELECT ", endpoint_columns!(), " WHERE e.id = $1{}"),
+            match self.dialect {
+                crate::store::dialect::Dialect::Postgres => " FOR UPDATE OF e",
+                crate::store::dialect::Dialect::Sqlite => "",
+            }
+        )))
+        .bind(endpoint_id)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some(row) = row else {
+            return Err(StoreError::NotFound);
+        };
+        let current = rows::endpoint(&row)?;
+        if !current.is_active() {
+            return Err(StoreError::conflict("the endpoint is revoked"));
+        }
+        // Evaluate the override under the OLD shift first: removing a shift
+        // must not revive a clock-out that had already ended.
+        if current.presence_override.is_some() && override_dead_under_old_shift(&current) {
+            sqlx::query(
+                "UPDATE endpoints SET presence_override = NULL, override_until = NULL, \
+                   override_set_at = NULL, override_by = NULL WHERE id = $1",
+            )
+            .bind(endpoint_id)
+            .execute(&mut *tx)
+            .await?;
+        }
+        sqlx::query("UPDATE endpoints SET shift = $1 WHERE id = $2")
+            .bind(shift)
+            .bind(endpoint_id)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        self.select_endpoint(endpoint_id).await
+    }
+
+    pub(super) async fn claim_transition(
+        &self,
+        endpoint_id: &str,
+        new: Presence,
+        by: &str,
+    ) -> StoreResult<bool> {
+        let claimed = sqlx::query(
+            "UPDATE endpoints SET presence_seen = $1, presence_changed_at = $2, \
+               presence_changed_by = $3 WHERE id = $4 AND presence_seen <> $1 RETURNING id",
+        )
+        .bind(new.as_str())
+        .bind(self.now().as_millis())
+        .bind(by)
+        .bind(endpoint_id)
+        .fetch_optional(&self.writer)
+        .await?;
+        Ok(claimed.is_some())
+    }
+
+    pub(super) async fn select_presence_candidates(
+        &self,
+        limit: i64,
+    ) -> StoreResult<Vec<Endpoint>> {
+        let rows = sqlx::query(concat!(
+            "SELECT ",
+            endpoint_columns!(),
+            " WHERE e.state = 'active' AND (e.shift IS NOT NULL \
+               OR e.presence_override IS NOT NULL OR e.presence_seen = 'out') \
+             ORDER BY e.id LIMIT $1"
+        ))
+        .bind(limit)
+        .fetch_all(&self.reader)
+        .await?;
+        rows.iter().map(rows::endpoint).collect()
+    }
+
+    pub(super) async fn select_endpoints_by_ids(
+        &self,
+        ids: &[String],
+    ) -> StoreResult<Vec<Endpoint>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let sql = format!(
+            concat!("SELECT ", endpoint_columns!(), " WHERE e.id IN ({})"),
+            placeholders(1, ids.len())
+        );
+        let mut q = sqlx::query(AssertSqlSafe(sql));
+        for id in ids {
+            q = q.bind(id.clone());
+        }
+        let rows = q.fetch_all(&self.reader).await?;
+        rows.iter().map(rows::endpoint).collect()
+    }
+
+    pub(super) async fn select_digest_todos(
+        &self,
+        endpoint_id: &str,
+    ) -> StoreResult<Vec<DigestTodo>> {
+        let rows = sqlx::query(
+            "SELECT id, queue, created_at FROM todos \
+             WHERE endpoint_id = $1 AND state = 'pending' AND event_id IS NOT NULL \
+             ORDER BY created_at, id",
+        )
+        .bind(endpoint_id)
+        .fetch_all(&self.reader)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(DigestTodo {
+                    id: r.try_get("id")?,
+                    queue: r.try_get("queue")?,
+                    created_at: Timestamp::from_millis(r.try_get("created_at")?),
+                })
+            })
+            .collect()
+    }
+
+    pub(super) async fn mark_todos_rung(&self, ids: &[String], at: Timestamp) -> StoreResult<u64> {
+        if ids.is_empty() {
+            return Ok(0);
+        }
+        // Exactly the ids the digest counted, and only while still pending:
+        // never a predicate re-read, never ring_attempts.
+        let sql = format!(
+            "UPDATE todos SET last_ringed_at = $1 WHERE state = 'pending' AND id IN ({})",
+            placeholders(2, ids.len())
+        );
+        let mut q = sqlx::query(AssertSqlSafe(sql)).bind(at.as_millis());
+        for id in ids {
+            q = q.bind(id.clone());
+        }
+        Ok(q.execute(&self.writer).await?.rows_affected())
+    }
+}

@@ -1,0 +1,321 @@
+//! `GET /metrics` on the real binary: every family is exposed, a pushed todo
+//! and its dropped doorbell are counted, requests are counted by route
+//! template, no label carries an id, a token, a slug or a title, and the
+//! optional scrape token guards the endpoint.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+const BIN: &str = env!("CARGO_BIN_EXE_switchboard");
+const START_TIMEOUT: Duration = Duration::from_secs(20);
+
+const FAMILIES: [&str; 9] = [
+    "switchboard_doorbells_rung",
+    "switchboard_doorbells_dropped",
+    "switchboard_sessions",
+    "switchboard_todos",
+    "switchboard_dead_letters",
+    "switchboard_oldest_pending_age_seconds",
+    "switchboard_endpoints",
+    "switchboard_lease_expiries",
+    "switchboard_http_requests",
+];
+
+/// A `switchboard serve` child on an OS-chosen port, with the first-start
+/// token it printed on stderr.
+struct Server {
+    child: Child,
+    url: String,
+    first_token: String,
+}
+
+impl Server {
+    fn start(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Server {
+        let mut command = Command::new(BIN);
+        command
+            .current_dir(dir)
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(args)
+            .env_remove("SWITCHBOARD_DATABASE_URL")
+            .env_remove("SWITCHBOARD_METRICS_TOKEN")
+            .env("SWITCHBOARD_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        for (key, value) in env {
+            command.env(key, value);
+        }
+        let mut child = command.spawn().expect("spawn switchboard");
+        let stderr = child.stderr.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut token = None;
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if token.is_none() && line.trim().starts_with("sbh_") {
+                    token = Some(line.trim().to_owned());
+                }
+                if let Some(addr) = serving_address(&line) {
+                    let _ = tx.send((addr, token.clone()));
+                }
+            }
+        });
+        let Ok((addr, token)) = rx.recv_timeout(START_TIMEOUT) else {
+            let _ = child.kill();
+            panic!("the server did not report its address");
+        };
+        Server {
+            child,
+            url: format!("http://{addr}"),
+            first_token: token.expect("first start prints a token"),
+        }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.url)
+    }
+
+    async fn api(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> (u16, Value) {
+        let mut request = reqwest::Client::new()
+            .request(method, self.url(path))
+            .bearer_auth(&self.first_token);
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let response = request.send().await.expect("request");
+        let status = response.status().as_u16();
+        (status, response.json().await.unwrap_or(Value::Null))
+    }
+
+    /// `GET /metrics`, with an `Authorization` header when given.
+    async fn scrape(&self, authorization: Option<&str>) -> (u16, Option<String>, String) {
+        let mut request = reqwest::Client::new().get(self.url("/metrics"));
+        if let Some(value) = authorization {
+            request = request.header("authorization", value);
+        }
+        let response = request.send().await.expect("scrape");
+        let status = response.status().as_u16();
+        let content_type = response
+            .headers()
+            .get("content-type")
+            .map(|v| v.to_str().unwrap().to_owned());
+        (status, content_type, response.text().await.unwrap())
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Finds `listen=127.0.0.1:PORT` in the "switchboard is serving" log line.
+fn serving_address(line: &str) -> Option<String> {
+    if !line.contains("switchboard is serving") {
+        return None;
+    }
+    let start = line.find("listen=")? + "listen=".len();
+    let rest = &line[start..];
+    let end = rest.find(' ').unwrap_or(rest.len());
+    Some(rest[..end].to_owned())
+}
+
+/// Every `(name, value)` label pair of every sample line.
+fn label_pairs(exposition: &str) -> Vec<(String, String)> {
+    let mut pairs = Vec::new();
+    for line in exposition.lines().filter(|l| !l.starts_with('#')) {
+        let Some(open) = line.find('{') else { continue };
+        let close = line.rfind('}').expect("a closed label set");
+        for pair in line[open + 1..close].split("\",") {
+            let (name, value) = pair.split_once("=\"").expect("name=\"value\"");
+            pairs.push((name.to_owned(), value.trim_end_matches('"').to_owned()));
+        }
+    }
+    pairs
+}
+
+fn assert_families(exposition: &str) {
+    for family in FAMILIES {
+        assert!(
+            exposition
+                .lines()
+                .any(|l| l.starts_with(&format!("# TYPE {family} "))),
+            "{family} is missing:\n{exposition}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn scrape_exposes_every_family_and_counts_a_pushed_todo_without_leaking_ids() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[], &[]);
+
+    let (status, content_type, first) = server.scrape(None).await;
+    assert_eq!(status, 200, "open without a scrape token: {first}");
+    assert!(
+        content_type
+            .as_deref()
+            .is_some_and(|c| c.starts_with("application/openmetrics-text")),
+        "{content_type:?}"
+    );
+    assert_families(&first);
+    assert!(first.contains("switchboard_todos{state=\"pending\"} 0"));
+    assert!(first.ends_with("# EOF\n"));
+
+    let (status, vended) = server
+        .api(
+            reqwest::Method::POST,
+            "/api/v1/endpoints",
+            Some(json!({"agent": "metrics-probe"})),
+        )
+        .await;
+    assert_eq!(status, 201, "{vended}");
+    let slug = vended["slug"].as_str().unwrap().to_owned();
+    let endpoint_id = vended["id"].as_str().unwrap().to_owned();
+    let credential = vended["token"].as_str().unwrap().to_owned();
+    assert!(credential.starts_with("sbk_"));
+
+    let title = "Rotate the staging keys";
+    let (status, pushed) = server
+        .api(
+            reqwest::Method::POST,
+            &format!("/api/v1/endpoints/{slug}/todos"),
+            Some(json!({"title": title})),
+        )
+        .await;
+    assert_eq!(status, 201, "{pushed}");
+    let todo_id = pushed["id"].as_str().unwrap().to_owned();
+    assert!(todo_id.starts_with("td_"));
+    let (status, _) = server
+        .api(
+            reqwest::Method::GET,
+            &format!("/api/v1/endpoints/{endpoint_id}"),
+            None,
+        )
+        .await;
+    assert_eq!(status, 200);
+    // Raw paths that match no route, carrying ids.
+    let (status, _) = server
+        .api(
+            reqwest::Method::GET,
+            &format!("/api/v1/nothing/{slug}/{todo_id}"),
+            None,
+        )
+        .await;
+    assert_eq!(status, 404);
+    let missing = reqwest::get(server.url(&format!("/no/such/{endpoint_id}")))
+        .await
+        .unwrap();
+    assert_eq!(missing.status().as_u16(), 404);
+
+    let (status, _, body) = server.scrape(None).await;
+    assert_eq!(status, 200);
+    assert_families(&body);
+    for expected in [
+        "switchboard_todos{state=\"pending\"} 1",
+        "switchboard_todos{state=\"done\"} 0",
+        "switchboard_dead_letters 0",
+        // No session is attached, so the new todo's doorbell was dropped.
+        "switchboard_doorbells_dropped_total{reason=\"no_session\"} 1",
+        "switchboard_doorbells_rung_total{kind=\"todo\",trigger=\"created\"} 0",
+        "switchboard_sessions{state=\"attached\"} 0",
+        // Never connected yet.
+        "switchboard_endpoints{condition=\"unknown\"} 1",
+        "switchboard_lease_expiries_total 0",
+        "switchboard_http_requests_total{route=\"/api/v1/endpoints\",status=\"201\"} 1",
+        "switchboard_http_requests_total{route=\"/api/v1/endpoints/{reference}/todos\",status=\"201\"} 1",
+        "switchboard_http_requests_total{route=\"/api/v1/endpoints/{reference}\",status=\"200\"} 1",
+        "switchboard_http_requests_total{route=\"/metrics\",status=\"200\"} 1",
+    ] {
+        assert!(body.contains(expected), "{expected} is missing:\n{body}");
+    }
+    assert!(
+        body.lines()
+            .any(|l| l.starts_with("switchboard_oldest_pending_age_seconds ")),
+        "{body}"
+    );
+
+    let pairs = label_pairs(&body);
+    assert!(!pairs.is_empty());
+    for (name, value) in &pairs {
+        for secret in [
+            "sbh_",
+            "sbk_",
+            "td_",
+            "ep_",
+            slug.as_str(),
+            endpoint_id.as_str(),
+            todo_id.as_str(),
+            title,
+        ] {
+            assert!(
+                !value.contains(secret),
+                "label {name}={value:?} carries {secret:?}"
+            );
+        }
+        if name == "route" {
+            assert!(
+                value == "unmatched" || value.starts_with('/'),
+                "a route label is a template or unmatched: {value}"
+            );
+        }
+    }
+    assert!(
+        pairs
+            .iter()
+            .any(|(name, value)| name == "route" && value == "unmatched"),
+        "unmatched requests are counted as such:\n{body}"
+    );
+    for leak in [
+        server.first_token.as_str(),
+        credential.as_str(),
+        slug.as_str(),
+        endpoint_id.as_str(),
+        todo_id.as_str(),
+        title,
+    ] {
+        assert!(!body.contains(leak), "the exposition carries {leak:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_scrape_token_guards_metrics_by_flag_or_environment() {
+    let dir = tempfile::tempdir().unwrap();
+    let by_flag = Server::start(dir.path(), &["--metrics-token", "scrape-me-42"], &[]);
+    let dir2 = tempfile::tempdir().unwrap();
+    let by_env = Server::start(
+        dir2.path(),
+        &[],
+        &[("SWITCHBOARD_METRICS_TOKEN", "scrape-me-42")],
+    );
+    for server in [&by_flag, &by_env] {
+        let (status, _, body) = server.scrape(None).await;
+        assert_eq!(status, 401, "{body}");
+        assert!(!body.contains("switchboard_"));
+        for wrong in [
+            "Bearer scrape-me-4",
+            "Bearer scrape-me-42x",
+            "scrape-me-42",
+            "Basic scrape-me-42",
+        ] {
+            let (status, _, _) = server.scrape(Some(wrong)).await;
+            assert_eq!(status, 401, "{wrong}");
+        }
+        // A human API token is not a scrape token.
+        let human = format!("Bearer {}", server.first_token);
+        assert_eq!(server.scrape(Some(&human)).await.0, 401);
+
+        let (status, _, body) = server.scrape(Some("Bearer scrape-me-42")).await;
+        assert_eq!(status, 200, "{body}");
+        assert_families(&body);
+        assert!(
+            body.contains("switchboard_http_requests_total{route=\"/metrics\",status=\"401\"} 6"),
+            "refused scrapes are counted:\n{body}"
+        );
+        assert!(!body.contains("scrape-me-42"));
+    }
+}
