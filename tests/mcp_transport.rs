@@ -1,0 +1,851 @@
+//! The MCP transport over raw HTTP against the real binary (`03-mcp.md`):
+//! every status code, authentication order, sessions and streams, scope,
+//! argument checking, foreign ids, and liveness stamping.
+
+mod mcp_support;
+
+use std::time::{Duration, Instant};
+
+use mcp_support::{Answer, Server, initialize_body, next_event, raw_http, stream_ends};
+use reqwest::Method;
+use serde_json::{Value, json};
+
+const UNAUTHENTICATED_REALM: &str = "Bearer realm=\"switchboard\"";
+
+/// Sets an endpoint's expiry in the past, behind the server's back.
+async fn expire(server: &Server, slug: &str) {
+    use sqlx::Connection;
+    let mut conn = sqlx::SqliteConnection::connect(&format!("sqlite://{}", server.db.display()))
+        .await
+        .unwrap();
+    let done = sqlx::query("UPDATE endpoints SET expires_at = 1 WHERE slug = $1")
+        .bind(slug)
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(done.rows_affected(), 1);
+}
+
+#[tokio::test]
+async fn every_credential_failure_gets_the_same_401() {
+    let server = Server::start(&[]);
+    let good = server.vend(json!({"agent": "good"})).await;
+    let revoked = server.vend(json!({"agent": "revoked"})).await;
+    server.revoke(&revoked.slug).await;
+    let expired = server
+        .vend(json!({"agent": "expired", "expires_in": "30d"}))
+        .await;
+    let mcp = server.mcp(&good);
+    // An expired endpoint's own credential, on its own path, once it works.
+    let expired_mcp = server.mcp(&expired);
+    expired_mcp.initialize().await;
+    expire(&server, &expired.slug).await;
+
+    let cases: Vec<(&str, Option<String>, &mcp_support::Mcp)> = vec![
+        ("missing", None, &mcp),
+        ("empty bearer", Some("Bearer ".into()), &mcp),
+        ("no scheme", Some(good.token.clone()), &mcp),
+        ("basic scheme", Some(format!("Basic {}", good.token)), &mcp),
+        ("malformed", Some("Bearer not-a-credential".into()), &mcp),
+        (
+            "unknown",
+            Some("Bearer sbk_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA".into()),
+            &mcp,
+        ),
+        ("revoked", Some(revoked.authorization.clone()), &mcp),
+        ("expired", Some(expired.authorization.clone()), &expired_mcp),
+        (
+            "human token",
+            Some(format!("Bearer {}", server.admin_token)),
+            &mcp,
+        ),
+    ];
+    let mut first_body: Option<Vec<u8>> = None;
+    for (what, authorization, target) in cases {
+        for method in [Method::POST, Method::GET, Method::DELETE] {
+            let mut req = target
+                .http
+                .request(method.clone(), &target.url)
+                .header("Content-Type", "application/json")
+                .header("Mcp-Session-Id", "whatever");
+            if let Some(a) = &authorization {
+                req = req.header("Authorization", a);
+            }
+            if method == Method::POST {
+                req = req.body(initialize_body(1).to_string());
+            }
+            let answer = Answer::read(req.send().await.unwrap()).await;
+            answer.expect(401);
+            assert_eq!(
+                answer.header("www-authenticate"),
+                Some(UNAUTHENTICATED_REALM),
+                "{what} {method}"
+            );
+            match &first_body {
+                None => first_body = Some(answer.body.clone()),
+                Some(body) => assert_eq!(
+                    &answer.body, body,
+                    "{what} {method}: the body differs from the other 401s"
+                ),
+            }
+        }
+    }
+    assert_eq!(
+        serde_json::from_slice::<Value>(first_body.as_ref().unwrap()).unwrap()["error"]["code"],
+        "unauthenticated"
+    );
+
+    // The scheme is case-insensitive; the good credential works.
+    let lower = mcp.with_authorization(&format!("bEaReR {}", good.token));
+    lower.post(None, &initialize_body(1)).await.expect(200);
+
+    // Revoked and expired endpoints stay unseen: a 401 stamps nothing.
+    let view = server.endpoint(&revoked.slug).await;
+    assert_eq!(view["liveness"]["last_seen_at"], Value::Null);
+}
+
+#[tokio::test]
+async fn a_credential_on_another_endpoints_path_is_403() {
+    let server = Server::start(&[]);
+    let a = server.vend(json!({"agent": "a"})).await;
+    let b = server.vend(json!({"agent": "b"})).await;
+    let on_b = server.mcp(&a).at(&b.mcp_url);
+    let answer = on_b.post(None, &initialize_body(1)).await;
+    answer.expect(403);
+    assert_eq!(answer.json()["error"]["code"], "forbidden");
+    assert!(answer.header("www-authenticate").is_none());
+    let session = server.mcp(&a).initialize().await;
+    on_b.delete(Some(&session)).await.expect(403);
+    // B was never seen: a 403 on its path stamps nothing.
+    let view = server.endpoint(&b.slug).await;
+    assert_eq!(view["liveness"]["last_seen_at"], Value::Null, "{view}");
+}
+
+#[tokio::test]
+async fn a_non_loopback_host_is_refused_with_403() {
+    let server = Server::start(&[]);
+    let ep = server.vend(json!({"agent": "a"})).await;
+    let path = format!("/mcp/{}", ep.slug);
+    let body = initialize_body(1).to_string();
+    let request = |host: &str| {
+        format!(
+            "POST {path} HTTP/1.1\r\nHost: {host}\r\nAuthorization: {}\r\n\
+             Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
+             Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            ep.authorization,
+            body.len()
+        )
+    };
+    let port = server.addr.rsplit(':').next().unwrap();
+    for host in [
+        format!("evil.example:{port}"),
+        "rebind.attacker.test".to_owned(),
+        format!("10.1.2.3:{port}"),
+    ] {
+        let (status, text) = raw_http(&server.addr, &request(&host), None);
+        assert_eq!(status, 403, "Host {host}: {text}");
+        let lower = text.to_ascii_lowercase();
+        assert!(lower.contains("x-content-type-options: nosniff"), "{text}");
+        assert!(lower.contains("cache-control: no-store"), "{text}");
+    }
+    assert_eq!(
+        server.endpoint(&ep.slug).await["liveness"]["last_seen_at"],
+        Value::Null,
+        "a refused request stamps nothing"
+    );
+    for host in [format!("localhost:{port}"), format!("127.0.0.1:{port}")] {
+        let (status, text) = raw_http(&server.addr, &request(&host), None);
+        assert_eq!(status, 200, "Host {host}: {text}");
+    }
+}
+
+#[tokio::test]
+async fn sessions_are_bound_to_their_endpoint() {
+    let server = Server::start(&[]);
+    let a = server.vend(json!({"agent": "a"})).await;
+    let b = server.vend(json!({"agent": "b"})).await;
+    let (mcp_a, mcp_b) = (server.mcp(&a), server.mcp(&b));
+    let session_a = mcp_a.initialize().await;
+    let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"});
+
+    let unknown = "no-such-session-0123456789abcdef";
+    mcp_a.post(Some(unknown), &list).await.expect(404);
+    mcp_a.delete(Some(unknown)).await.expect(404);
+    let get = mcp_a
+        .request(Method::GET, Some(unknown))
+        .send()
+        .await
+        .unwrap();
+    Answer::read(get).await.expect(404);
+
+    // Another endpoint's session id, with that other endpoint's own credential.
+    let foreign = mcp_b.post(Some(&session_a), &list).await;
+    foreign.expect(404);
+    let unknown_answer = mcp_b.post(Some(unknown), &list).await;
+    assert_eq!(
+        foreign.body, unknown_answer.body,
+        "a foreign session id answers like an unknown one"
+    );
+    mcp_b.delete(Some(&session_a)).await.expect(404);
+    // Still alive for its own endpoint.
+    mcp_a.post(Some(&session_a), &list).await.expect(200);
+}
+
+#[tokio::test]
+async fn get_and_delete_without_a_session_id_are_400() {
+    let server = Server::start(&[]);
+    let ep = server.vend(json!({"agent": "a"})).await;
+    let mcp = server.mcp(&ep);
+    let get = mcp.request(Method::GET, None).send().await.unwrap();
+    Answer::read(get).await.expect(400);
+    mcp.delete(None).await.expect(400);
+    // A POST other than initialize without a session id is refused too.
+    mcp.post(
+        None,
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
+    )
+    .await
+    .expect(400);
+}
+
+#[tokio::test]
+async fn other_methods_are_405_with_allow() {
+    let server = Server::start(&[]);
+    let ep = server.vend(json!({"agent": "a"})).await;
+    let mcp = server.mcp(&ep);
+    for method in [Method::PUT, Method::PATCH] {
+        let resp = mcp
+            .request(method.clone(), None)
+            .header("Content-Type", "application/json")
+            .body("{}")
+            .send()
+            .await
+            .unwrap();
+        let answer = Answer::read(resp).await;
+        answer.expect(405);
+        let allow = answer.header("allow").expect("Allow header").to_owned();
+        for m in ["GET", "POST", "DELETE"] {
+            assert!(allow.contains(m), "{method}: Allow: {allow}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn post_without_a_json_content_type_is_415() {
+    let server = Server::start(&[]);
+    let ep = server.vend(json!({"agent": "a"})).await;
+    let mcp = server.mcp(&ep);
+    let body = initialize_body(1).to_string();
+    for content_type in [None, Some("text/plain"), Some("application/jsonx")] {
+        let mut req = mcp.request(Method::POST, None).body(body.clone());
+        if let Some(ct) = content_type {
+            req = req.header("Content-Type", ct);
+        }
+        Answer::read(req.send().await.unwrap()).await.expect(415);
+    }
+    let resp = mcp
+        .request(Method::POST, None)
+        .header("Content-Type", "Application/JSON; charset=utf-8")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    Answer::read(resp).await.expect(200);
+}
+
+#[tokio::test]
+async fn bodies_over_one_mib_are_413_also_when_chunked() {
+    let server = Server::start(&[]);
+    let ep = server.vend(json!({"agent": "a"})).await;
+    let mcp = server.mcp(&ep);
+    let session = mcp.initialize().await;
+    const MIB: usize = 1024 * 1024;
+
+    // A JSON request of exactly 1 MiB is fine.
+    let head = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
+    let exact = format!("{head}{}", " ".repeat(MIB - head.len()));
+    assert_eq!(exact.len(), MIB);
+    mcp.post_raw(Some(&session), exact).await.expect(200);
+
+    // One byte more, with a Content-Length.
+    let over = format!("{head}{}", " ".repeat(MIB + 1 - head.len()));
+    let answer = mcp.post_raw(Some(&session), over).await;
+    answer.expect(413);
+    assert_eq!(answer.json()["error"]["code"], "payload_too_large");
+
+    // Chunked, with no Content-Length: 17 chunks of 64 KiB.
+    let path = format!("/mcp/{}", ep.slug);
+    let request = format!(
+        "POST {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: {}\r\nMcp-Session-Id: {session}\r\n\
+         Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
+         Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n",
+        server.addr, ep.authorization
+    );
+    let mut chunks = vec![head.as_bytes().to_vec()];
+    chunks.extend((0..17).map(|_| vec![b' '; 64 * 1024]));
+    let (status, text) = raw_http(&server.addr, &request, Some(chunks));
+    assert_eq!(status, 413, "{text}");
+    assert!(text.contains("payload_too_large"), "{text}");
+
+    // A small chunked request is fine.
+    let (status, text) = raw_http(&server.addr, &request, Some(vec![head.as_bytes().to_vec()]));
+    assert_eq!(status, 200, "{text}");
+}
+
+#[tokio::test]
+async fn json_rpc_errors_have_their_codes() {
+    let server = Server::start(&[]);
+    let ep = server.vend(json!({"agent": "a"})).await;
+    let mcp = server.mcp(&ep);
+    let session = mcp.initialize().await;
+    let code = |a: &Answer| a.json()["error"]["code"].as_i64();
+
+    // Malformed JSON: parse error, with or without a session.
+    for s in [None, Some(session.as_str())] {
+        let a = mcp.post_raw(s, "{\"jsonrpc\": \"2.0\", \"id\": 1,").await;
+        a.assert_secure();
+        assert_eq!(code(&a), Some(-32700), "{}", a.text());
+        assert_eq!(a.json()["id"], Value::Null);
+    }
+
+    // Unknown method.
+    let a = mcp.rpc(&session, 3, "resources/list", json!({})).await;
+    a.expect(200);
+    assert_eq!(code(&a), Some(-32601), "{}", a.text());
+    assert_eq!(a.json()["id"], 3);
+
+    // The Python SDK 2.x probe without a session: a JSON-RPC error at once.
+    let started = Instant::now();
+    let probe = json!({"jsonrpc": "2.0", "id": "d1", "method": "server/discover", "params": {}});
+    let a = mcp.post(None, &probe).await;
+    assert!(started.elapsed() < Duration::from_secs(5));
+    a.assert_secure();
+    assert_eq!(code(&a), Some(-32601), "{}", a.text());
+    assert_eq!(a.json()["id"], "d1");
+    // The connection is still good for the fallback to initialize.
+    mcp.post(None, &initialize_body(2)).await.expect(200);
+
+    // tools/call without a name, and with an unknown tool.
+    for params in [
+        json!({"arguments": {}}),
+        json!({"name": "no_such_tool", "arguments": {}}),
+        json!({"name": "clock_in_elsewhere"}),
+    ] {
+        let a = mcp.rpc(&session, 4, "tools/call", params.clone()).await;
+        a.expect(200);
+        assert_eq!(code(&a), Some(-32602), "{params}: {}", a.text());
+    }
+
+    // Not JSON-RPC 2.0, and batches.
+    for body in [
+        json!({"jsonrpc": "1.0", "id": 1, "method": "ping"}),
+        json!([{"jsonrpc": "2.0", "id": 1, "method": "ping"}]),
+    ] {
+        let a = mcp.post(Some(&session), &body).await;
+        a.assert_secure();
+        assert_eq!(code(&a), Some(-32600), "{body}: {}", a.text());
+    }
+
+    // Notifications and responses from the client get 202 and no body.
+    let a = mcp
+        .post(
+            Some(&session),
+            &json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 9}}),
+        )
+        .await;
+    a.expect(202);
+    assert!(a.body.is_empty());
+    mcp.rpc(&session, 5, "ping", json!({})).await.expect(200);
+}
+
+#[tokio::test]
+async fn protocol_versions_and_unknown_client_capabilities() {
+    let server = Server::start(&[]);
+    let ep = server.vend(json!({"agent": "a"})).await;
+    let mcp = server.mcp(&ep);
+    for (asked, answered) in [
+        ("2025-11-25", "2025-11-25"),
+        ("2025-06-18", "2025-06-18"),
+        ("2025-03-26", "2025-03-26"),
+        ("2024-11-05", "2025-11-25"),
+        ("2026-07-28", "2025-11-25"),
+    ] {
+        let body = json!({
+            "jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {
+                "protocolVersion": asked,
+                "capabilities": {"extensions": {"io.example/x": {}}, "sampling": {}, "elicitation": {}},
+                "clientInfo": {"name": "t", "version": "1"}
+            }
+        });
+        let a = mcp.post(None, &body).await;
+        a.expect(200);
+        let v = a.json();
+        assert_eq!(v["result"]["protocolVersion"], answered, "{asked}");
+        assert_eq!(v["result"]["serverInfo"]["name"], "switchboard");
+        assert_eq!(
+            v["result"]["capabilities"],
+            json!({"tools": {"listChanged": true}, "experimental": {"claude/channel": {}}})
+        );
+    }
+    // A later request may carry any supported version, not just the negotiated one.
+    let session = mcp.initialize().await;
+    for version in ["2025-03-26", "2025-11-25"] {
+        let resp = mcp
+            .request(Method::POST, Some(&session))
+            .header("Content-Type", "application/json")
+            .header("MCP-Protocol-Version", version)
+            .body(json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}).to_string())
+            .send()
+            .await
+            .unwrap();
+        Answer::read(resp).await.expect(200);
+    }
+}
+
+#[tokio::test]
+async fn the_rate_limit_answers_429_with_retry_after() {
+    // 1 request/s, burst 2 (a later flag overrides the fast default).
+    let server = Server::start(&["--mcp-rate", "1"]);
+    let ep = server.vend(json!({"agent": "a"})).await;
+    let mcp = server.mcp(&ep);
+    let mut limited = None;
+    for _ in 0..4 {
+        let a = mcp.post(None, &initialize_body(1)).await;
+        a.assert_secure();
+        if a.status == 429 {
+            limited = Some(a);
+            break;
+        }
+        assert_eq!(a.status, 200, "{}", a.text());
+    }
+    let a = limited.expect("the burst of 2 is used up within 4 requests");
+    let retry: u64 = a
+        .header("retry-after")
+        .expect("Retry-After")
+        .parse()
+        .unwrap();
+    assert!((1..=2).contains(&retry), "Retry-After: {retry}");
+    assert_eq!(a.json()["error"]["code"], "rate_limited");
+    // Per endpoint: another endpoint is not limited.
+    let other = server.vend(json!({"agent": "b"})).await;
+    server
+        .mcp(&other)
+        .post(None, &initialize_body(1))
+        .await
+        .expect(200);
+}
+
+#[tokio::test]
+async fn delete_ends_the_session_and_its_stream() {
+    let server = Server::start(&[]);
+    let ep = server.vend(json!({"agent": "a"})).await;
+    let mcp = server.mcp(&ep);
+    let session = mcp.initialize().await;
+    let mut stream = mcp.open_stream(&session).await;
+    let a = mcp.delete(Some(&session)).await;
+    a.expect(204);
+    assert!(a.body.is_empty());
+    stream_ends(&mut stream, Duration::from_secs(1))
+        .await
+        .expect("the stream ends with its session");
+    let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"});
+    mcp.post(Some(&session), &list).await.expect(404);
+    mcp.delete(Some(&session)).await.expect(404);
+}
+
+#[tokio::test]
+async fn a_second_get_stream_replaces_the_first() {
+    let server = Server::start(&[]);
+    let ep = server.vend(json!({"agent": "a"})).await;
+    let mcp = server.mcp(&ep);
+    let session = mcp.initialize().await;
+    let mut first = mcp.open_stream(&session).await;
+    let mut second = mcp.open_stream(&session).await;
+    stream_ends(&mut first, Duration::from_secs(1))
+        .await
+        .expect("the first stream ends when the second opens");
+    // The second is the live one: it carries the next notification.
+    mcp.call_ok(
+        &session,
+        "set_default_lease",
+        json!({"default_lease_ttl_seconds": 120}),
+    )
+    .await;
+    let note = next_event(&mut second, Duration::from_secs(5), |v| {
+        v["method"] == "notifications/tools/list_changed"
+    })
+    .await;
+    assert!(note.is_some(), "list_changed on the replacing stream");
+}
+
+#[tokio::test]
+async fn streams_carry_keep_alive_comments() {
+    let server = Server::start(&["--sse-keepalive", "1s"]);
+    let ep = server.vend(json!({"agent": "a"})).await;
+    let mcp = server.mcp(&ep);
+    let session = mcp.initialize().await;
+    let mut stream = mcp.open_stream(&session).await;
+    let chunk = tokio::time::timeout(Duration::from_secs(3), stream.chunk())
+        .await
+        .expect("a keep-alive within 3 s")
+        .unwrap()
+        .expect("the stream is open");
+    assert!(chunk.starts_with(b":"), "an SSE comment: {chunk:?}");
+}
+
+#[tokio::test]
+async fn revoking_ends_open_streams_at_once_and_then_401() {
+    let server = Server::start(&[]);
+    let ep = server.vend(json!({"agent": "a"})).await;
+    let mcp = server.mcp(&ep);
+    let session = mcp.initialize().await;
+    let mut stream = mcp.open_stream(&session).await;
+    let other = mcp.initialize().await;
+    let mut other_stream = mcp.open_stream(&other).await;
+    server.revoke(&ep.slug).await;
+    let started = Instant::now();
+    stream_ends(&mut stream, Duration::from_secs(1))
+        .await
+        .expect("the stream ends within 1 s of the revocation");
+    stream_ends(&mut other_stream, Duration::from_secs(1))
+        .await
+        .expect("every session's stream ends");
+    assert!(started.elapsed() < Duration::from_secs(1));
+    let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"});
+    let a = mcp.post(Some(&session), &list).await;
+    a.expect(401);
+    assert_eq!(a.header("www-authenticate"), Some(UNAUTHENTICATED_REALM));
+}
+
+#[tokio::test]
+async fn expiry_ends_open_streams_at_the_next_maintenance_tick() {
+    let server = Server::start(&["--maintenance-interval", "1s"]);
+    let ep = server
+        .vend(json!({"agent": "a", "expires_in": "30d"}))
+        .await;
+    let mcp = server.mcp(&ep);
+    let session = mcp.initialize().await;
+    let mut stream = mcp.open_stream(&session).await;
+    expire(&server, &ep.slug).await;
+    // The maintenance pass runs every second here: allow a few.
+    stream_ends(&mut stream, Duration::from_secs(5))
+        .await
+        .expect("the stream ends once the expiry is noticed");
+    let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"});
+    mcp.post(Some(&session), &list).await.expect(401);
+}
+
+#[tokio::test]
+async fn scope_limits_the_tools_and_refuses_other_verbs_without_side_effects() {
+    let server = Server::start(&[]);
+    let ep = server
+        .vend(json!({"agent": "a", "verbs": ["list_todos", "claim"]}))
+        .await;
+    let todo = server.push(&ep.slug, "scoped").await;
+    let mcp = server.mcp(&ep);
+    let session = mcp.initialize().await;
+
+    let a = mcp.rpc(&session, 1, "tools/list", json!({})).await;
+    a.expect(200);
+    let mut names: Vec<String> = a.json()["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .collect();
+    names.sort();
+    // The granted verbs, get_todo implied by list_todos, and the self verbs.
+    assert_eq!(
+        names,
+        [
+            "claim",
+            "clock_in",
+            "clock_out",
+            "get_todo",
+            "list_todos",
+            "presence"
+        ]
+    );
+
+    let claimed = mcp.call_ok(&session, "claim", json!({"id": todo})).await;
+    assert_eq!(claimed["state"], "claimed");
+    for (verb, args) in [
+        ("complete", json!({"id": todo})),
+        ("release", json!({"id": todo})),
+        ("claim_next", json!({})),
+        (
+            "set_default_lease",
+            json!({"default_lease_ttl_seconds": 600}),
+        ),
+    ] {
+        let (code, message) = mcp.call_err(&session, verb, args).await;
+        assert_eq!(code, "forbidden", "{verb}");
+        assert!(message.contains(verb), "{verb}: {message}");
+    }
+    let view = server.todo(&todo).await;
+    assert_eq!(view["state"], "claimed", "{view}");
+    let endpoint = server.endpoint(&ep.slug).await;
+    assert_eq!(endpoint["default_lease_ttl_seconds"], Value::Null);
+}
+
+#[tokio::test]
+async fn unknown_arguments_are_refused_by_name_without_side_effects() {
+    let server = Server::start(&[]);
+    let ep = server.vend(json!({"agent": "a"})).await;
+    let todo = server.push(&ep.slug, "keep me pending").await;
+    let mcp = server.mcp(&ep);
+    let session = mcp.initialize().await;
+    for (verb, args, named) in [
+        (
+            "claim_next",
+            json!({"endpoint": "someone-else"}),
+            "endpoint",
+        ),
+        ("claim", json!({"id": todo, "slug": "x"}), "slug"),
+        ("list_todos", json!({"human": "bob"}), "human"),
+        (
+            "get_default_lease",
+            json!({"endpoint_id": "ep_x"}),
+            "endpoint_id",
+        ),
+        (
+            "set_default_lease",
+            json!({"default_lease_ttl_seconds": 600, "endpoint": "x"}),
+            "endpoint",
+        ),
+        // A self verb can never be pointed at another endpoint.
+        ("clock_out", json!({"endpoint": "someone-else"}), "endpoint"),
+        ("clock_in", json!({"for": "1h", "slug": "x"}), "slug"),
+        ("presence", json!({"endpoint_id": "ep_x"}), "endpoint_id"),
+    ] {
+        let (code, message) = mcp.call_err(&session, verb, args).await;
+        assert_eq!(code, "invalid_argument", "{verb}");
+        assert!(message.starts_with(named), "{verb}: {message}");
+    }
+    assert_eq!(server.todo(&todo).await["state"], "pending");
+    let view = server.endpoint(&ep.slug).await;
+    assert_eq!(view["default_lease_ttl_seconds"], Value::Null);
+    assert_eq!(
+        view["presence"]["presence"], "in",
+        "clock_out did nothing: {view}"
+    );
+}
+
+#[tokio::test]
+async fn foreign_todo_ids_answer_byte_for_byte_like_missing_ones() {
+    let server = Server::start(&[]);
+    let mine = server.vend(json!({"agent": "mine"})).await;
+    let sibling = server.vend(json!({"agent": "sibling"})).await;
+    let bob_token = server.second_human("bob");
+    let bobs = server
+        .vend_as(&bob_token, json!({"agent": "bobs-agent"}))
+        .await;
+
+    // Each foreign endpoint has a pending todo and one it holds itself.
+    let mut foreign = Vec::new();
+    for (ep, token) in [
+        (&sibling, server.admin_token.clone()),
+        (&bobs, bob_token.clone()),
+    ] {
+        let held = server.push_as(&token, &ep.slug, "held").await;
+        let pending = server.push_as(&token, &ep.slug, "pending").await;
+        let owner = server.mcp(ep);
+        let s = owner.initialize().await;
+        let c = owner.call_ok(&s, "claim", json!({"id": held})).await;
+        assert_eq!(c["state"], "claimed");
+        foreign.push((held, "claimed", token.clone()));
+        foreign.push((pending, "pending", token));
+    }
+    let mcp = server.mcp(&mine);
+    let session = mcp.initialize().await;
+    let missing = "td_00000000000000000000000000000000";
+    for verb in [
+        "get_todo",
+        "claim",
+        "heartbeat",
+        "complete",
+        "fail",
+        "release",
+    ] {
+        let expected = mcp.call_raw(&session, verb, json!({"id": missing})).await;
+        expected.expect(200);
+        let v = expected.json();
+        assert_eq!(
+            v["result"]["structuredContent"]["error"]["code"], "not_found",
+            "{verb}: {v}"
+        );
+        for (id, _, _) in &foreign {
+            let got = mcp.call_raw(&session, verb, json!({"id": id})).await;
+            assert_eq!(got.status, expected.status);
+            assert_eq!(
+                got.text(),
+                expected.text(),
+                "{verb} on a foreign id must answer exactly like a missing one"
+            );
+        }
+    }
+    // Nothing changed for the owners.
+    for (id, state, token) in &foreign {
+        let view = server
+            .api_as(
+                token,
+                Method::GET,
+                &format!("/api/v1/todos/{id}"),
+                None,
+                200,
+            )
+            .await;
+        assert_eq!(view["state"], *state, "{view}");
+        assert_eq!(
+            view["attempts_total"],
+            i64::from(*state == "claimed"),
+            "{view}"
+        );
+    }
+}
+
+/// The endpoint's `liveness.last_seen_at`, parsed to milliseconds.
+async fn last_seen(server: &Server, slug: &str) -> Option<i64> {
+    let view = server.endpoint(slug).await;
+    view["liveness"]["last_seen_at"].as_str().map(|s| {
+        s.parse::<jiff::Timestamp>()
+            .unwrap_or_else(|e| panic!("{s}: {e}"))
+            .as_millisecond()
+    })
+}
+
+#[tokio::test]
+async fn last_seen_is_stamped_by_authenticated_requests_only() {
+    let server = Server::start(&[]);
+    let ep = server.vend(json!({"agent": "a"})).await;
+    let mcp = server.mcp(&ep);
+    assert_eq!(last_seen(&server, &ep.slug).await, None, "never seen");
+
+    // Rejected requests stamp nothing.
+    let bad = mcp.with_authorization("Bearer sbk_wrongwrongwrongwrongwrongwrongwrongwrong");
+    bad.post(None, &initialize_body(1)).await.expect(401);
+    let other = server.vend(json!({"agent": "other"})).await;
+    server
+        .mcp(&other)
+        .at(&ep.mcp_url)
+        .post(None, &initialize_body(1))
+        .await
+        .expect(403);
+    assert_eq!(
+        last_seen(&server, &ep.slug).await,
+        None,
+        "401/403 stamp nothing"
+    );
+    assert_eq!(last_seen(&server, &other.slug).await, None);
+
+    // An authenticated POST stamps.
+    let before = jiff::Timestamp::now().as_millisecond();
+    let session = mcp.initialize().await;
+    let after_post = last_seen(&server, &ep.slug).await.expect("stamped by POST");
+    assert!(after_post >= before - 5, "{after_post} vs {before}");
+
+    // Writes are coalesced to one per second: wait past that, then GET.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let _stream = mcp.open_stream(&session).await;
+    let after_get = last_seen(&server, &ep.slug).await.unwrap();
+    assert!(
+        after_get >= after_post + 1000,
+        "stamped by GET: {after_post} -> {after_get}"
+    );
+
+    // And an authenticated DELETE, another second on.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    mcp.delete(Some(&session)).await.expect(204);
+    let after_delete = last_seen(&server, &ep.slug).await.unwrap();
+    assert!(after_delete >= after_get + 1000, "stamped by DELETE");
+
+    // An authenticated request the transport then refuses is still a sign of life.
+    let fresh = server.vend(json!({"agent": "fresh"})).await;
+    let resp = server
+        .mcp(&fresh)
+        .request(Method::POST, None)
+        .header("Content-Type", "text/plain")
+        .body("hello")
+        .send()
+        .await
+        .unwrap();
+    Answer::read(resp).await.expect(415);
+    assert!(
+        last_seen(&server, &fresh.slug).await.is_some(),
+        "a valid credential on a refused request still stamps"
+    );
+}
+
+#[tokio::test]
+async fn last_contact_is_stored_beside_last_seen() {
+    let server = Server::start(&[]);
+    let ep = server.vend(json!({"agent": "a"})).await;
+    let mcp = server.mcp(&ep);
+    let session = mcp.initialize().await;
+    let body = json!({
+        "jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {
+            "name": "list_todos", "arguments": {},
+            "_meta": {"last_contact": "2026-01-05T09:00:00Z"}
+        }
+    });
+    mcp.post(Some(&session), &body).await.expect(200);
+    let view = server.endpoint(&ep.slug).await;
+    assert_eq!(
+        view["liveness"]["last_contact_at"], "2026-01-05T09:00:00.000Z",
+        "{view}"
+    );
+    assert!(view["liveness"]["last_seen_at"].is_string());
+    assert_ne!(
+        view["liveness"]["last_seen_at"], view["liveness"]["last_contact_at"],
+        "the agent's claim never overwrites last_seen"
+    );
+
+    // Unix seconds work too.
+    let body = json!({
+        "jsonrpc": "2.0", "id": 3, "method": "ping",
+        "params": {"_meta": {"last_contact": 1767603600}}
+    });
+    mcp.post(Some(&session), &body).await.expect(200);
+    let view = server.endpoint(&ep.slug).await;
+    assert_eq!(
+        view["liveness"]["last_contact_at"],
+        "2026-01-05T09:00:00.000Z"
+    );
+}
+
+#[tokio::test]
+async fn tool_results_carry_structured_content_and_the_same_json_as_text() {
+    let server = Server::start(&[]);
+    let ep = server.vend(json!({"agent": "a"})).await;
+    server.push(&ep.slug, "one").await;
+    let mcp = server.mcp(&ep);
+    let session = mcp.initialize().await;
+    let result = mcp.call(&session, "claim_next", json!({})).await;
+    let text: Value = serde_json::from_str(result["content"][0]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(text, result["structuredContent"]);
+    let row = &result["structuredContent"]["todo"];
+    for key in [
+        "id",
+        "queue",
+        "title",
+        "kind",
+        "source",
+        "state",
+        "owner",
+        "attempt",
+        "max_attempts",
+        "lease_expires_at",
+        "next_retry_at",
+        "dead_letter",
+        "created_at",
+        "payload",
+    ] {
+        assert!(row.get(key).is_some(), "{key} is always present: {row}");
+    }
+    // The one claimable todo is gone: empty, not an error.
+    let next = mcp.call(&session, "claim_next", json!({})).await;
+    assert_eq!(next["structuredContent"], json!({"empty": true}));
+    assert!(next.get("isError").is_none_or(|e| e == false));
+}
