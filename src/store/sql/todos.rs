@@ -530,19 +530,15 @@ impl SqlStore {
             tx.rollback().await?;
             return Err(err);
         };
-        let mut todo = rows::todo(&row)?;
-        Self::close_open_attempt(
-            &mut tx,
-            id,
+        Self::end_lease_and_commit(
+            tx,
+            &row,
             now,
             Outcome::Completed,
             Disposition::Done,
             summary,
         )
-        .await?;
-        todo.attempts_pruned += Self::prune_attempts(&mut tx, &todo).await?;
-        tx.commit().await?;
-        Ok(todo)
+        .await
     }
 
     pub(super) async fn finish_failed(
@@ -596,11 +592,7 @@ impl SqlStore {
         .bind(id)
         .fetch_one(&mut *tx)
         .await?;
-        let mut todo = rows::todo(&row)?;
-        Self::close_open_attempt(&mut tx, id, now, Outcome::Failed, disposition, summary).await?;
-        todo.attempts_pruned += Self::prune_attempts(&mut tx, &todo).await?;
-        tx.commit().await?;
-        Ok(todo)
+        Self::end_lease_and_commit(tx, &row, now, Outcome::Failed, disposition, summary).await
     }
 
     pub(super) async fn release_held(
@@ -632,19 +624,15 @@ impl SqlStore {
             tx.rollback().await?;
             return Err(err);
         };
-        let mut todo = rows::todo(&row)?;
-        Self::close_open_attempt(
-            &mut tx,
-            id,
+        Self::end_lease_and_commit(
+            tx,
+            &row,
             now,
             Outcome::Released,
             Disposition::Requeued,
             summary,
         )
-        .await?;
-        todo.attempts_pruned += Self::prune_attempts(&mut tx, &todo).await?;
-        tx.commit().await?;
-        Ok(todo)
+        .await
     }
 
     pub(super) async fn retry_for_human(&self, human_id: &str, id: &str) -> StoreResult<Todo> {
@@ -704,17 +692,30 @@ impl SqlStore {
             tx.rollback().await?;
             return Err(err);
         };
-        let mut todo = rows::todo(&row)?;
         let summary = Some(("released by a human".to_owned(), false));
-        Self::close_open_attempt(
-            &mut tx,
-            id,
+        Self::end_lease_and_commit(
+            tx,
+            &row,
             now,
             Outcome::Released,
             Disposition::Requeued,
             summary,
         )
-        .await?;
+        .await
+    }
+
+    /// The common end of every transition that ends a lease: close the open
+    /// attempt with its outcome, prune old history, commit, and return the row.
+    async fn end_lease_and_commit(
+        mut tx: Transaction<'static, Any>,
+        row: &sqlx::any::AnyRow,
+        now: Timestamp,
+        outcome: Outcome,
+        disposition: Disposition,
+        summary: Option<(String, bool)>,
+    ) -> StoreResult<Todo> {
+        let mut todo = rows::todo(row)?;
+        Self::close_open_attempt(&mut tx, &todo.id, now, outcome, disposition, summary).await?;
         todo.attempts_pruned += Self::prune_attempts(&mut tx, &todo).await?;
         tx.commit().await?;
         Ok(todo)
