@@ -62,8 +62,9 @@ pub fn bearer_token(parts: &Parts) -> Option<&str> {
     (!token.is_empty()).then_some(token)
 }
 
-/// A JSON body: at most 64 KiB, `application/json`, no unknown fields, and
-/// a type error names the field it is in.
+/// A JSON body: at most 64 KiB, `application/json`, a JSON object (every
+/// request body of the API is one), no unknown fields, and a type error
+/// names the field it is in.
 pub struct ApiJson<T>(pub T);
 
 impl<T: DeserializeOwned> FromRequest<AppState> for ApiJson<T> {
@@ -83,6 +84,16 @@ impl<T: DeserializeOwned> FromRequest<AppState> for ApiJson<T> {
             return Err(ApiError::invalid(
                 "body",
                 "the request body must be JSON (Content-Type: application/json)",
+            ));
+        }
+        // serde would also fill a struct from an array (`[null, null]`).
+        let first = bytes
+            .iter()
+            .find(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r'));
+        if first != Some(&b'{') {
+            return Err(ApiError::invalid(
+                "body",
+                "the request body must be a JSON object",
             ));
         }
         parse_json(&bytes).map(ApiJson)

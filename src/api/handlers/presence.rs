@@ -1,10 +1,10 @@
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::api::error::{ApiError, ApiResult, ErrorBody};
-use crate::api::extract::{ApiJson, HumanAuth};
+use crate::api::extract::{ApiJson, ApiPath, HumanAuth};
 use crate::delivery::presence::{self as service, PresenceView};
 use crate::domain::Timestamp;
 use crate::domain::presence::Presence;
@@ -53,7 +53,7 @@ fn refused(e: StoreError) -> ApiError {
 }
 
 /// The endpoint's effective presence.
-#[utoipa::path(get, path = "/api/v1/endpoints/{reference}/presence", tag = "presence",
+#[utoipa::path(get, path = "/api/v1/endpoints/{reference}/presence", operation_id = "get_presence", tag = "presence",
     params(("reference" = String, Path, description = "Endpoint slug or id")),
     security(("bearer" = [])),
     responses(
@@ -65,7 +65,7 @@ fn refused(e: StoreError) -> ApiError {
 pub async fn show(
     State(state): State<AppState>,
     auth: HumanAuth,
-    Path(reference): Path<String>,
+    ApiPath(reference): ApiPath<String>,
 ) -> ApiResult<Json<PresenceBody>> {
     let endpoint = state.store.get_endpoint(&auth.human.id, &reference).await?;
     body(&state, &endpoint).await
@@ -82,7 +82,7 @@ pub struct SetPresence {
 
 /// Writes an operator override (no duration cap; it still ends at the next
 /// shift boundary).
-#[utoipa::path(put, path = "/api/v1/endpoints/{reference}/presence", tag = "presence",
+#[utoipa::path(put, path = "/api/v1/endpoints/{reference}/presence", operation_id = "set_presence", tag = "presence",
     request_body = SetPresence,
     params(("reference" = String, Path, description = "Endpoint slug or id")),
     security(("bearer" = [])),
@@ -98,7 +98,7 @@ pub struct SetPresence {
 pub async fn set(
     State(state): State<AppState>,
     auth: HumanAuth,
-    Path(reference): Path<String>,
+    ApiPath(reference): ApiPath<String>,
     ApiJson(req): ApiJson<SetPresence>,
 ) -> ApiResult<Json<PresenceBody>> {
     let endpoint = state.store.get_endpoint(&auth.human.id, &reference).await?;
@@ -128,7 +128,7 @@ pub async fn set(
 }
 
 /// Clears any override: the shift (or the default, in) decides again.
-#[utoipa::path(delete, path = "/api/v1/endpoints/{reference}/presence", tag = "presence",
+#[utoipa::path(delete, path = "/api/v1/endpoints/{reference}/presence", operation_id = "clear_presence", tag = "presence",
     params(("reference" = String, Path, description = "Endpoint slug or id")),
     security(("bearer" = [])),
     responses(
@@ -141,7 +141,7 @@ pub async fn set(
 pub async fn clear(
     State(state): State<AppState>,
     auth: HumanAuth,
-    Path(reference): Path<String>,
+    ApiPath(reference): ApiPath<String>,
 ) -> ApiResult<Json<PresenceBody>> {
     let endpoint = state.store.get_endpoint(&auth.human.id, &reference).await?;
     let endpoint = service::operator_clear(&*state.store, &state.doorbells, &endpoint)
@@ -158,7 +158,7 @@ pub struct SetShift {
 }
 
 /// Sets or clears the endpoint's shift.
-#[utoipa::path(put, path = "/api/v1/endpoints/{reference}/shift", tag = "presence",
+#[utoipa::path(put, path = "/api/v1/endpoints/{reference}/shift", operation_id = "set_shift", tag = "presence",
     request_body = SetShift,
     params(("reference" = String, Path, description = "Endpoint slug or id")),
     security(("bearer" = [])),
@@ -174,7 +174,7 @@ pub struct SetShift {
 pub async fn set_shift(
     State(state): State<AppState>,
     auth: HumanAuth,
-    Path(reference): Path<String>,
+    ApiPath(reference): ApiPath<String>,
     ApiJson(req): ApiJson<SetShift>,
 ) -> ApiResult<Json<PresenceBody>> {
     let endpoint = state.store.get_endpoint(&auth.human.id, &reference).await?;

@@ -1,0 +1,401 @@
+//! Shared by the REST API's end-to-end tests: the real `switchboard serve`
+//! binary in a temp dir (its stderr collected line by line, the first-start
+//! token read from its banner), an HTTP helper that keeps raw bodies for
+//! byte-for-byte comparison, a second human made through the local admin
+//! commands, and the store opened in-process for what only an agent can do
+//! (claim, fail).
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use reqwest::Method;
+use serde_json::{Value, json};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_switchboard");
+const START_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// High limits so that the tests never meet the rate limiter by accident.
+pub const HIGH_RATES: [&str; 4] = ["--api-read-rate", "1000", "--api-write-rate", "1000"];
+
+/// A `switchboard serve` child whose stderr is collected line by line.
+pub struct Server {
+    child: Child,
+    pub addr: String,
+    pub database: PathBuf,
+    /// The `sbh_` token of the first-start banner.
+    pub first_token: String,
+    log: Arc<Mutex<Vec<String>>>,
+    http: reqwest::Client,
+}
+
+impl Server {
+    /// `serve` on an OS-chosen loopback port with `database` in `dir`.
+    pub fn start(dir: &Path, args: &[&str]) -> Server {
+        Self::start_with_env(dir, args, &[("SWITCHBOARD_LOG", "info")])
+    }
+
+    pub fn start_with_env(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Server {
+        let database = dir.join("switchboard.db");
+        let mut command = Command::new(BIN);
+        command
+            .current_dir(dir)
+            .args(["serve", "--listen", "127.0.0.1:0", "--database"])
+            .arg(&database)
+            .args(args)
+            .env_remove("SWITCHBOARD_DATABASE_URL")
+            .env_remove("SWITCHBOARD_LOG_FORMAT")
+            .env_remove("RUST_LOG")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        for (k, v) in env {
+            command.env(k, v);
+        }
+        let mut child = command.spawn().expect("spawn switchboard");
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let stderr = child.stderr.take().expect("piped stderr");
+        let (tx, rx) = std::sync::mpsc::channel();
+        {
+            let log = log.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                    let addr = serving_address(&line);
+                    log.lock().unwrap().push(line);
+                    if let Some(addr) = addr {
+                        let _ = tx.send(addr);
+                    }
+                }
+            });
+        }
+        let addr = match rx.recv_timeout(START_TIMEOUT) {
+            Ok(addr) => addr,
+            Err(_) => {
+                let _ = child.kill();
+                panic!(
+                    "the server did not report its address; stderr:\n{}",
+                    log.lock().unwrap().join("\n")
+                );
+            }
+        };
+        let first_token = log
+            .lock()
+            .unwrap()
+            .iter()
+            .find_map(|line| find_token(line, "sbh_"))
+            .expect("the first start prints an sbh_ token on stderr");
+        Server {
+            child,
+            addr,
+            database,
+            first_token,
+            log,
+            http: reqwest::Client::builder()
+                .no_proxy()
+                .timeout(Duration::from_secs(30))
+                .build()
+                .expect("http client"),
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{}", self.addr, path)
+    }
+
+    /// Everything the server wrote on stderr so far.
+    pub fn stderr_lines(&self) -> Vec<String> {
+        self.log.lock().unwrap().clone()
+    }
+
+    /// SIGTERM, then wait for a clean exit (so that every log line is out).
+    pub fn stop(&mut self) -> ExitStatus {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success());
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                // Let the reader thread drain the pipe.
+                std::thread::sleep(Duration::from_millis(50));
+                return status;
+            }
+            assert!(Instant::now() < deadline, "the server did not exit");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// One request; `auth` is the whole `Authorization` value, if any.
+    pub async fn send(&self, method: Method, path: &str, auth: Option<&str>, body: Body) -> Resp {
+        let mut req = self.http.request(method, self.url(path));
+        if let Some(auth) = auth {
+            req = req.header("Authorization", auth);
+        }
+        req = match body {
+            Body::None => req,
+            Body::Json(v) => req
+                .header("Content-Type", "application/json")
+                .body(serde_json::to_vec(&v).unwrap()),
+            Body::Raw {
+                content_type,
+                bytes,
+            } => {
+                let req = match content_type {
+                    Some(ct) => req.header("Content-Type", ct),
+                    None => req,
+                };
+                req.body(bytes)
+            }
+        };
+        let resp = req.send().await.expect("request");
+        let status = resp.status().as_u16();
+        let headers = resp.headers().clone();
+        let body = resp.bytes().await.expect("body").to_vec();
+        Resp {
+            status,
+            headers,
+            body,
+        }
+    }
+
+    /// A request with `Authorization: Bearer {token}`.
+    pub async fn call(&self, method: Method, path: &str, token: &str, body: Body) -> Resp {
+        self.send(method, path, Some(&format!("Bearer {token}")), body)
+            .await
+    }
+
+    /// A call that must answer `status`; returns the JSON body.
+    pub async fn expect(
+        &self,
+        status: u16,
+        method: Method,
+        path: &str,
+        token: &str,
+        body: Body,
+    ) -> Value {
+        let what = format!("{method} {path}");
+        let resp = self.call(method, path, token, body).await;
+        assert_eq!(resp.status, status, "{what}: {}", resp.text());
+        resp.json()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The `listen` address of the "switchboard is serving" line, text or JSON.
+fn serving_address(line: &str) -> Option<String> {
+    if !line.contains("switchboard is serving") {
+        return None;
+    }
+    let (start, terminators): (usize, &[char]) = if let Some(i) = line.find("listen=") {
+        (i + "listen=".len(), &[' '])
+    } else {
+        let i = line.find("\"listen\":\"")?;
+        (i + "\"listen\":\"".len(), &['"'])
+    };
+    let rest = &line[start..];
+    let end = rest.find(terminators).unwrap_or(rest.len());
+    Some(rest[..end].to_owned())
+}
+
+/// The first `prefix…` token (base64url characters) in `line`.
+pub fn find_token(line: &str, prefix: &str) -> Option<String> {
+    let start = line.find(prefix)?;
+    let token: String = line[start..]
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '-')
+        .collect();
+    (token.len() > prefix.len()).then_some(token)
+}
+
+pub enum Body {
+    None,
+    Json(Value),
+    Raw {
+        content_type: Option<&'static str>,
+        bytes: Vec<u8>,
+    },
+}
+
+pub struct Resp {
+    pub status: u16,
+    pub headers: reqwest::header::HeaderMap,
+    pub body: Vec<u8>,
+}
+
+impl Resp {
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+
+    pub fn json(&self) -> Value {
+        if self.body.is_empty() {
+            return Value::Null;
+        }
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.text()))
+    }
+
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    /// The error envelope's `code`.
+    pub fn code(&self) -> String {
+        self.json()["error"]["code"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no error envelope: {}", self.text()))
+            .to_owned()
+    }
+}
+
+/// A human made with the local admin path, and one API token of theirs.
+pub struct MadeHuman {
+    pub id: String,
+    pub name: String,
+    pub token: String,
+    pub token_id: String,
+    /// The admin commands' stderr (their logs).
+    pub stderr: String,
+}
+
+/// Creates a human and a token beside the running server with the local
+/// admin path, `switchboard admin human create` / `admin token create`.
+pub fn make_human(server: &Server, name: &str) -> MadeHuman {
+    let human = admin(&["human", "create", name], &server.database);
+    let token = admin(
+        &["token", "create", name, "--label", "made by the tests"],
+        &server.database,
+    );
+    let human_json: Value = serde_json::from_str(&human.0).expect("admin human JSON");
+    let token_json: Value = serde_json::from_str(&token.0).expect("admin token JSON");
+    MadeHuman {
+        id: human_json["id"].as_str().unwrap().to_owned(),
+        name: name.to_owned(),
+        token: token_json["token"].as_str().unwrap().to_owned(),
+        token_id: token_json["id"].as_str().unwrap().to_owned(),
+        stderr: format!("{}\n{}", human.1, token.1),
+    }
+}
+
+/// Runs `switchboard admin ARGS --database DB --json`: (stdout, stderr).
+fn admin(args: &[&str], database: &Path) -> (String, String) {
+    let out = Command::new(BIN)
+        .arg("admin")
+        .args(args)
+        .arg("--database")
+        .arg(database)
+        .arg("--json")
+        .env_remove("SWITCHBOARD_DATABASE_URL")
+        .env("SWITCHBOARD_LOG", "debug")
+        .output()
+        .expect("run switchboard admin");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "admin {args:?}: {stderr}");
+    (stdout.trim().to_owned(), stderr)
+}
+
+/// The server's SQLite file opened in-process (the server allows it: WAL and
+/// a busy timeout serialise the writes).
+pub async fn open_store(database: &Path) -> switchboard::store::SqlStore {
+    use switchboard::store::{DatabaseLocation, SqlStore, StoreOptions};
+    SqlStore::connect(
+        &DatabaseLocation::Sqlite(database.to_owned()),
+        Arc::new(switchboard::clock::SystemClock),
+        &StoreOptions::default(),
+    )
+    .await
+    .expect("open the server's database")
+}
+
+/// What an agent would do over MCP, done on the store: claim the oldest
+/// pending todo of the endpoint, then optionally fail it.
+pub async fn claim_next(database: &Path, endpoint_id: &str, then_fail: bool) -> String {
+    use switchboard::store::{ClaimOptions, Finish, Store};
+    let store = open_store(database).await;
+    let endpoint = store
+        .unscoped_get_endpoint(endpoint_id)
+        .await
+        .expect("endpoint");
+    let caller = endpoint.caller();
+    let claimed = store
+        .claim_next(&caller, None, ClaimOptions::default())
+        .await
+        .expect("claim_next")
+        .expect("a claimable todo");
+    if then_fail {
+        store
+            .fail(&caller, &claimed.todo.id, Finish::default())
+            .await
+            .expect("fail");
+    }
+    store.close().await;
+    claimed.todo.id
+}
+
+/// One vended endpoint as its owner saw it.
+#[derive(Debug, Clone)]
+pub struct Vended {
+    pub id: String,
+    pub slug: String,
+    pub agent: String,
+    /// The `sbk_` credential.
+    pub credential: String,
+    pub webhook_id: Option<String>,
+    pub ingest_url: Option<String>,
+}
+
+pub async fn vend(server: &Server, token: &str, body: Value) -> Vended {
+    let v = server
+        .expect(
+            201,
+            Method::POST,
+            "/api/v1/endpoints",
+            token,
+            Body::Json(body),
+        )
+        .await;
+    Vended {
+        id: v["id"].as_str().unwrap().to_owned(),
+        slug: v["slug"].as_str().unwrap().to_owned(),
+        agent: v["agent"].as_str().unwrap().to_owned(),
+        credential: v["token"].as_str().unwrap().to_owned(),
+        webhook_id: v["webhook"]["id"].as_str().map(str::to_owned),
+        ingest_url: v["webhook"]["ingest_url"].as_str().map(str::to_owned),
+    }
+}
+
+/// Pushes a human-authored todo; returns its id.
+pub async fn push(server: &Server, token: &str, endpoint: &str, title: &str) -> String {
+    let v = server
+        .expect(
+            201,
+            Method::POST,
+            &format!("/api/v1/endpoints/{endpoint}/todos"),
+            token,
+            Body::Json(json!({ "title": title, "queue": "inbox" })),
+        )
+        .await;
+    v["id"].as_str().unwrap().to_owned()
+}
+
+/// Creates an API token with POST /api/v1/tokens: (token, id, expires_at).
+pub async fn create_token(server: &Server, token: &str, body: Value) -> (String, String, Value) {
+    let v = server
+        .expect(201, Method::POST, "/api/v1/tokens", token, Body::Json(body))
+        .await;
+    (
+        v["token"].as_str().unwrap().to_owned(),
+        v["id"].as_str().unwrap().to_owned(),
+        v["expires_at"].clone(),
+    )
+}
