@@ -26,6 +26,8 @@ mod leases;
 mod lifecycle;
 #[path = "conformance/migrations.rs"]
 mod migrations;
+#[path = "conformance/presence.rs"]
+mod presence;
 #[path = "conformance/refusals.rs"]
 mod refusals;
 #[path = "conformance/retention.rs"]

@@ -124,8 +124,9 @@ pub struct Doorbells {
     sessions: Arc<SessionRegistry>,
     /// Per endpoint: where the next round-robin pick starts.
     cursors: Mutex<HashMap<String, usize>>,
-    /// Per (todo, trigger): when it last rang.
-    recent: Mutex<HashMap<(String, Trigger), Instant>>,
+    /// Per (todo, trigger, counted rings so far): when it last rang. The
+    /// count tells one sweep ring from the next (each is its own trigger).
+    recent: Mutex<HashMap<(String, Trigger, i64), Instant>>,
     /// Per session: failed rings in a row.
     failures: Mutex<HashMap<String, u32>>,
     pub counters: RingCounters,
@@ -198,13 +199,13 @@ impl Doorbells {
         }
     }
 
-    fn first_time(&self, todo_id: &str, trigger: Trigger) -> bool {
+    fn first_time(&self, todo: &RingCandidate, trigger: Trigger) -> bool {
         let now = Instant::now();
         let mut recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
         if recent.len() > 10_000 {
             recent.retain(|_, at| now.duration_since(*at) < DUPLICATE_GATE);
         }
-        let key = (todo_id.to_owned(), trigger);
+        let key = (todo.id.clone(), trigger, todo.ring_attempts);
         match recent.get(&key) {
             Some(at) if now.duration_since(*at) < DUPLICATE_GATE => false,
             _ => {
@@ -218,7 +219,7 @@ impl Doorbells {
     /// a streaming one if any (round-robin), else an attached one whose
     /// stream is not open yet; a full buffer moves on to the next candidate.
     pub fn ring(&self, todo: &RingCandidate, trigger: Trigger) -> RingOutcome {
-        if !self.first_time(&todo.id, trigger) {
+        if !self.first_time(todo, trigger) {
             return RingOutcome::Duplicate;
         }
         let sessions = self.sessions.sessions_of(&todo.endpoint_id);
@@ -331,6 +332,16 @@ impl Doorbells {
                 gate.insert(endpoint_id.to_owned(), now);
                 true
             }
+        }
+    }
+
+    /// Re-opens a gate [`Self::reconnect_gate_open`] armed at `armed_at`
+    /// when no digest followed after all (nothing waited, or no session
+    /// could take it): only a digest sent uses up the 10 minutes.
+    pub fn disarm_reconnect_gate(&self, endpoint_id: &str, armed_at: Timestamp) {
+        let mut gate = self.digest_gate.lock().unwrap_or_else(|p| p.into_inner());
+        if gate.get(endpoint_id) == Some(&armed_at) {
+            gate.remove(endpoint_id);
         }
     }
 

@@ -62,11 +62,11 @@ pub fn is_out(endpoint: &Endpoint, now: Timestamp) -> bool {
 
 /// What last changed presence inputs, for the audit and the digest reason.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Cause {
+pub enum Cause<'a> {
     /// The agent's own verb.
     Agent,
-    /// A human's write.
-    Operator,
+    /// A human's write, with the human's id.
+    Operator(&'a str),
     /// Time passed (the evaluator).
     Clock,
 }
@@ -78,7 +78,7 @@ pub async fn settle(
     store: &dyn Store,
     doorbells: &Doorbells,
     endpoint: &Endpoint,
-    cause: Cause,
+    cause: Cause<'_>,
 ) -> Effective {
     let now = store.clock().now();
     let shift = shift_of(endpoint);
@@ -104,14 +104,17 @@ pub async fn settle(
     if now_effective.presence == seen || !endpoint.is_active() {
         return now_effective;
     }
-    let by = match now_effective.source {
-        Source::Agent => "agent".to_owned(),
-        Source::Operator => stored_override
+    // Who changed it: the agent's own verb is the agent's doing even when
+    // the shift or the default decides afterwards (clock_in clearing an out).
+    let by = match (cause, now_effective.source) {
+        (Cause::Agent, _) | (Cause::Clock, Source::Agent) => "agent".to_owned(),
+        (Cause::Operator(human_id), _) => format!("operator:{human_id}"),
+        (Cause::Clock, Source::Operator) => stored_override
             .as_ref()
             .map(|o| o.by.clone())
             .unwrap_or_else(|| "operator".into()),
-        Source::Shift => "shift".to_owned(),
-        Source::Default => "default".to_owned(),
+        (Cause::Clock, Source::Shift) => "shift".to_owned(),
+        (Cause::Clock, Source::Default) => "default".to_owned(),
     };
     let claimed = match store
         .claim_presence_transition(&endpoint.id, now_effective.presence, &by)
@@ -149,13 +152,13 @@ pub async fn settle(
 /// Why an out→in happened, as the digest tells it.
 fn digest_reason(
     source: Source,
-    cause: Cause,
+    cause: Cause<'_>,
     ended: Option<&Override>,
     shift: Option<&dyn Schedule>,
 ) -> DigestReason {
     match (source, cause) {
         (Source::Agent, _) | (_, Cause::Agent) => DigestReason::ClockIn,
-        (Source::Operator, _) | (_, Cause::Operator) => DigestReason::Operator,
+        (Source::Operator, _) | (_, Cause::Operator(_)) => DigestReason::Operator,
         (Source::Shift, Cause::Clock) => match ended {
             // An out override whose own `until` came before the shift's
             // boundary ended by itself; otherwise the shift started.
@@ -240,7 +243,11 @@ pub async fn stream_opened(store: &dyn Store, doorbells: &Doorbells, endpoint: &
     if is_out(endpoint, now) || !doorbells.reconnect_gate_open(&endpoint.id, now) {
         return;
     }
-    send_digest(store, doorbells, endpoint, DigestReason::Reconnect).await;
+    if !send_digest(store, doorbells, endpoint, DigestReason::Reconnect).await {
+        // Nothing was sent, so nothing is rationed: a reconnect a minute
+        // later with work waiting still gets its digest.
+        doorbells.disarm_reconnect_gate(&endpoint.id, now);
+    }
 }
 
 /// The presence shape every self verb and the API return.
@@ -382,7 +389,7 @@ pub async fn operator_set(
             },
         )
         .await?;
-    settle(store, doorbells, &endpoint, Cause::Operator).await;
+    settle(store, doorbells, &endpoint, Cause::Operator(human_id)).await;
     Ok(endpoint)
 }
 
@@ -391,6 +398,7 @@ pub async fn operator_clear(
     store: &dyn Store,
     doorbells: &Doorbells,
     endpoint: &Endpoint,
+    human_id: &str,
 ) -> Result<Endpoint, crate::store::StoreError> {
     if !endpoint.is_active() {
         return Err(crate::store::StoreError::conflict(
@@ -399,7 +407,7 @@ pub async fn operator_clear(
     }
     store.clear_presence_override(&endpoint.id, None).await?;
     let endpoint = store.unscoped_get_endpoint(&endpoint.id).await?;
-    settle(store, doorbells, &endpoint, Cause::Operator).await;
+    settle(store, doorbells, &endpoint, Cause::Operator(human_id)).await;
     Ok(endpoint)
 }
 
@@ -409,6 +417,7 @@ pub async fn operator_set_shift(
     store: &dyn Store,
     doorbells: &Doorbells,
     endpoint: &Endpoint,
+    human_id: &str,
     text: Option<&str>,
 ) -> Result<Endpoint, crate::store::StoreError> {
     let text = text.map(str::trim);
@@ -421,6 +430,6 @@ pub async fn operator_set_shift(
         override_of(e).is_some_and(|o| !o.is_live(shift.as_ref().map(|s| s as &dyn Schedule), now))
     };
     let endpoint = store.set_shift(&endpoint.id, text, &dead_under_old).await?;
-    settle(store, doorbells, &endpoint, Cause::Operator).await;
+    settle(store, doorbells, &endpoint, Cause::Operator(human_id)).await;
     Ok(endpoint)
 }

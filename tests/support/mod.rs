@@ -142,6 +142,22 @@ pub async fn unmigrated_store_like(like: &TestStore, test_name: &str) -> TestSto
     }
 }
 
+/// A second handle on the same database as `ts` (its own pools, the same
+/// clock): what another instance of the server would hold. Close it before
+/// `ts.finish()`.
+pub async fn second_handle(ts: &TestStore) -> SqlStore {
+    let location = match &ts.cleanup {
+        Cleanup::Sqlite(dir) => DatabaseLocation::Sqlite(dir.path().join("test.db")),
+        Cleanup::Postgres {
+            admin_url,
+            database,
+        } => DatabaseLocation::Postgres(replace_database(admin_url, database)),
+    };
+    SqlStore::connect(&location, ts.clock.clone(), &StoreOptions::default())
+        .await
+        .expect("open a second handle on the same database")
+}
+
 /// `postgres://u@h:5432/old?x` → `postgres://u@h:5432/new?x`.
 pub fn replace_database(url: &str, database: &str) -> String {
     let (base, query) = match url.split_once('?') {

@@ -144,9 +144,10 @@ pub async fn clear(
     ApiPath(reference): ApiPath<String>,
 ) -> ApiResult<Json<PresenceBody>> {
     let endpoint = state.store.get_endpoint(&auth.human.id, &reference).await?;
-    let endpoint = service::operator_clear(&*state.store, &state.doorbells, &endpoint)
-        .await
-        .map_err(refused)?;
+    let endpoint =
+        service::operator_clear(&*state.store, &state.doorbells, &endpoint, &auth.human.id)
+            .await
+            .map_err(refused)?;
     body(&state, &endpoint).await
 }
 
@@ -185,6 +186,7 @@ pub async fn set_shift(
         &*state.store,
         &state.doorbells,
         &endpoint,
+        &auth.human.id,
         req.shift.as_deref(),
     )
     .await
