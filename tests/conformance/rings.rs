@@ -77,7 +77,11 @@ async fn an_unhosted_endpoint_keeps_its_whole_budget(ts: &TestStore) {
     let waiting = create(&ts.store, rung_todo(&f.endpoint.id, "waits all night")).await;
     advance_secs(ts, 2 * 86_400);
     // Only `other` is hosted here: `f`'s todo is neither selected nor counted.
-    assert!(due(ts, std::slice::from_ref(&other.endpoint.id)).await.is_empty());
+    assert!(
+        due(ts, std::slice::from_ref(&other.endpoint.id))
+            .await
+            .is_empty()
+    );
     assert_eq!(
         get(&ts.store, &f.caller, &waiting.id).await.ring_attempts,
         0
@@ -90,7 +94,11 @@ async fn pull_only_and_claimed_todos_never_ring(ts: &TestStore) {
     let claimed = create(&ts.store, rung_todo(&f.endpoint.id, "being worked")).await;
     claim(&ts.store, &f.caller, &claimed.id).await;
     advance_secs(ts, 3_600);
-    assert!(due(ts, std::slice::from_ref(&f.endpoint.id)).await.is_empty());
+    assert!(
+        due(ts, std::slice::from_ref(&f.endpoint.id))
+            .await
+            .is_empty()
+    );
     assert_eq!(
         get(&ts.store, &f.caller, &pull_only.id).await.ring_attempts,
         0
