@@ -6,14 +6,19 @@
 // (the URL and the header value are taken from the vended .mcp.json block.)
 // Prints one JSON object on stdout for the Rust test to assert on; checks
 // the protocol-level expectations itself and exits non-zero with a message
-// on stderr when one fails. Every scenario is bounded by a deadline.
+// on stderr when one fails. Every scenario is bounded by a deadline
+// (SB_DEADLINE_MS overrides the default).
+//
+// The `listen` scenario is interactive instead (driven by tests/mcp_support/
+// listener.rs for mcp_doorbells.rs and mcp_presence.rs): see `listen` below.
 
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { ToolListChangedNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
+import { createInterface } from "node:readline";
 import { z } from "zod";
 
-const DEADLINE_MS = 45_000;
+const DEADLINE_MS = Number(process.env.SB_DEADLINE_MS ?? 45_000);
 const WAIT_MS = 15_000;
 
 const [url, authorization, scenario] = process.argv.slice(2);
@@ -178,7 +183,82 @@ async function rawPost(sessionId, body) {
   return { status: response.status, body: await response.text() };
 }
 
+/** A doorbell (or digest), as Claude Code's channel handler would see it. */
+const ChannelNotification = z.object({
+  method: z.literal("notifications/claude/channel"),
+  params: z.object({ content: z.string(), meta: z.record(z.string(), z.string()) }).passthrough(),
+});
+
+/** One JSON object per stdout line (the Rust side reads them as they come). */
+function emit(line) {
+  process.stdout.write(`${JSON.stringify(line)}\n`);
+}
+
 const scenarios = {
+  /**
+   * Interactive: connects SB_CLIENTS (default 1) SDK clients to the endpoint,
+   * each with a handler for notifications/claude/channel, waits until every
+   * client's GET stream is answered, then prints
+   *
+   *     {"type":"ready","sessions":["<Mcp-Session-Id>", …]}
+   *
+   * and from then on one line per channel event as it arrives:
+   *
+   *     {"type":"channel","client":<index>,"session":"…","params":{content, meta}}
+   *
+   * It reads commands from stdin, one JSON object a line, and answers each
+   * with {"type":"reply","id":<id>, "result"|"error": …}:
+   *
+   *     {"id":1,"op":"call","client":0,"tool":"clock_out","args":{}}  (a CallToolResult)
+   *     {"id":2,"op":"tools","client":0}                             (tools/list's tools)
+   *     {"id":3,"op":"close"}                                        (closes the clients, exits)
+   *
+   * Waiting for events (and bounding the waits) is the Rust side's job; this
+   * process ends on "close", when stdin closes, or at the deadline.
+   */
+  async listen() {
+    const count = Number(process.env.SB_CLIENTS ?? 1);
+    const conns = [];
+    for (let index = 0; index < count; index += 1) {
+      const conn = await connect({
+        before(client) {
+          client.setNotificationHandler(ChannelNotification, (n) => {
+            const session = client.transport?.sessionId;
+            emit({ type: "channel", client: index, session, params: n.params });
+          });
+        },
+      });
+      conns.push(conn);
+      await listTools(conn.client);
+      await conn.streamOpen(1);
+    }
+    emit({ type: "ready", sessions: conns.map((c) => c.transport.sessionId) });
+
+    const lines = createInterface({ input: process.stdin, crlfDelay: Infinity });
+    for await (const line of lines) {
+      if (!line.trim()) continue;
+      const command = JSON.parse(line);
+      const reply = { type: "reply", id: command.id };
+      try {
+        const conn = conns[command.client ?? 0];
+        if (command.op === "call") {
+          reply.result = await call(conn.client, command.tool, command.args ?? {});
+        } else if (command.op === "tools") {
+          reply.result = await listTools(conn.client);
+        } else if (command.op === "close") {
+          break;
+        } else {
+          throw new Failure(`unknown op ${command.op}`);
+        }
+      } catch (e) {
+        reply.error = String(e?.message ?? e);
+      }
+      emit(reply);
+    }
+    for (const conn of conns) await conn.client.close();
+    return { type: "closed" };
+  },
+
   async initialize() {
     const { client, transport } = await connect();
     const out = {

@@ -1,7 +1,10 @@
-//! Shared by the MCP end-to-end tests (`mcp_transport.rs`, `mcp_interop.rs`):
+//! Shared by the MCP end-to-end tests (`mcp_transport.rs`, `mcp_interop.rs`,
+//! `mcp_doorbells.rs`, `mcp_presence.rs`):
 //! the real binary on a temp SQLite file, the human REST API to set things
 //! up, and a small raw MCP client (reqwest, JSON-RPC by hand).
 #![allow(dead_code)]
+
+pub mod listener;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
