@@ -325,8 +325,9 @@ pub struct AgentView {
 
 impl AgentView {
     /// An agent's liveness over its endpoints: seen when any endpoint was
-    /// seen; working when any holds a claim; revoked when it has endpoints
-    /// and none is active; unknown when it has none.
+    /// seen; working when any holds a claim; off when every active endpoint
+    /// is out; revoked when it has endpoints and none is active; unknown
+    /// when it has none. (Deaf is shown per endpoint, where sessions live.)
     pub fn build(a: &Agent, endpoints: &[(&Endpoint, &EndpointActivity)], now: Timestamp) -> Self {
         let active: Vec<&(&Endpoint, &EndpointActivity)> =
             endpoints.iter().filter(|(e, _)| e.is_active()).collect();
@@ -348,7 +349,10 @@ impl AgentView {
             liveness::condition(
                 ConditionInputs {
                     revoked: active.is_empty(),
-                    presence_out: false,
+                    presence_out: !active.is_empty()
+                        && active
+                            .iter()
+                            .all(|(e, _)| crate::delivery::presence::is_out(e, now)),
                     last_seen,
                     expected_interval: expected,
                     all_sessions_deaf: false,
