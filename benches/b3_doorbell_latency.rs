@@ -1,0 +1,1127 @@
+//! B3 (`09-quality.md`): doorbell latency, from the start of a human's API
+//! push to the moment the client reads the matching
+//! `notifications/claude/channel` message on its session's GET stream, with
+//! 1, 100 and 1 000 streaming sessions on one instance, on SQLite and on
+//! PostgreSQL, against the real release binary.
+//!
+//! Every configuration starts from the same state: a fresh database and a
+//! freshly started server (`CARGO_BIN_EXE_switchboard`, i.e.
+//! `target/release/switchboard`, rate limits lifted, default maintenance and
+//! presence periods). The bench vends one endpoint per session through the
+//! API (`POST /api/v1/endpoints`, 100 endpoints per agent), so each push rings
+//! exactly one known session; for every endpoint it opens one MCP session
+//! (`initialize`, `notifications/initialized`) and its GET stream, and reads
+//! every stream in its own task (raw HTTP/1.1 through reqwest, one connection
+//! per stream; SSE parsed by hand: `data:` lines, a blank line ends an
+//! event). Then it pushes `B3_PUSHES` todos one at a time, paced
+//! (`B3_INTERVAL_MS` apart), round-robin over the endpoints (`POST /api/v1/endpoints/{slug}/todos` with the first-start
+//! admin token), and for each one measures push start → the notification
+//! whose `meta.todo_id` is the new todo's id, stamped when its chunk was read.
+//!
+//! Also measured: the push's own HTTP round trip, the CPU time per push of
+//! the server process (from `/proc/<pid>/stat`), of the PostgreSQL backends
+//! serving the database, and of this load generator, over the push phase
+//! (which includes the server's keep-alive comments on every stream and its
+//! background ticks); and the other load on the host.
+//!
+//! Correctness, checked at the end of every configuration: every push
+//! produced exactly one notification, on the session of the endpoint it was
+//! pushed to; none lost (waited for up to `B3_WAIT_MS` each, and again after
+//! the last push), none twice, no notification for anything not pushed, no
+//! other notification (digest), and no stream ended. Exits non-zero when a
+//! check fails.
+//!
+//! Two instances on one PostgreSQL are not measured: cross-instance
+//! doorbells need the cluster bus, which does not exist yet
+//! (`docs/doorbells.md`, "Limits of this version").
+//!
+//! Environment: `B3_SESSIONS` (default `1,100,1000`), `B3_PUSHES` (500 per
+//! configuration), `B3_SECONDS` (the most a push phase may take, default
+//! 60), `B3_INTERVAL_MS` (push i starts i × this after the first, default
+//! 10, or at once when the previous one took longer), `B3_WAIT_MS` (how long to wait for one notification, 2 000),
+//! `B3_BACKENDS` (`sqlite,postgres`), `B3_RESULTS` (also write the Markdown
+//! report there). PostgreSQL: `SWITCHBOARD_BENCH_DATABASE_URL`, else
+//! `SWITCHBOARD_TEST_DATABASE_URL`; a fresh database per configuration,
+//! dropped after it. Without either, only SQLite runs.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, anyhow, bail, ensure};
+use serde_json::{Value, json};
+use sqlx::{AssertSqlSafe, Connection, Row};
+use tokio::sync::mpsc;
+
+const BIN: &str = env!("CARGO_BIN_EXE_switchboard");
+/// Endpoints per agent when vending.
+const PER_AGENT: usize = 100;
+/// Setup requests in flight at once (vending, opening sessions).
+const SETUP_CONCURRENCY: usize = 8;
+
+// ---------------------------------------------------------------------------
+// Configuration.
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+impl Backend {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Sqlite => "SQLite",
+            Self::Postgres => "PostgreSQL",
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Config {
+    sessions: Vec<usize>,
+    pushes: usize,
+    seconds: u64,
+    interval: Duration,
+    wait: Duration,
+    backends: Vec<Backend>,
+    pg_admin_url: Option<(String, &'static str)>,
+    results: Option<String>,
+}
+
+fn env_num<T: std::str::FromStr>(name: &str, default: T) -> Result<T> {
+    match std::env::var(name) {
+        Ok(v) if !v.trim().is_empty() => v
+            .trim()
+            .parse()
+            .map_err(|_| anyhow!("{name}={v:?} is not a number")),
+        _ => Ok(default),
+    }
+}
+
+impl Config {
+    fn from_env() -> Result<Self> {
+        let sessions = std::env::var("B3_SESSIONS")
+            .unwrap_or_else(|_| "1,100,1000".into())
+            .split(',')
+            .map(|s| s.trim().parse::<usize>().context("B3_SESSIONS"))
+            .collect::<Result<Vec<_>>>()?;
+        ensure!(
+            sessions.iter().all(|&c| c > 0),
+            "B3_SESSIONS must be positive"
+        );
+        let pg_admin_url = [
+            "SWITCHBOARD_BENCH_DATABASE_URL",
+            "SWITCHBOARD_TEST_DATABASE_URL",
+        ]
+        .into_iter()
+        .find_map(|var| {
+            std::env::var(var)
+                .ok()
+                .filter(|v| !v.is_empty())
+                .map(|v| (v, var))
+        });
+        let mut backends = Vec::new();
+        for name in std::env::var("B3_BACKENDS")
+            .unwrap_or_else(|_| "sqlite,postgres".into())
+            .split(',')
+        {
+            match name.trim() {
+                "sqlite" => backends.push(Backend::Sqlite),
+                "postgres" if pg_admin_url.is_some() => backends.push(Backend::Postgres),
+                "postgres" => eprintln!(
+                    "B3: PostgreSQL skipped: set SWITCHBOARD_BENCH_DATABASE_URL \
+                     (or SWITCHBOARD_TEST_DATABASE_URL)"
+                ),
+                other => bail!("B3_BACKENDS: unknown backend {other:?}"),
+            }
+        }
+        Ok(Self {
+            sessions,
+            pushes: env_num("B3_PUSHES", 500)?,
+            seconds: env_num("B3_SECONDS", 60)?,
+            interval: Duration::from_millis(env_num("B3_INTERVAL_MS", 10)?),
+            wait: Duration::from_millis(env_num("B3_WAIT_MS", 2_000)?),
+            backends,
+            pg_admin_url,
+            results: std::env::var("B3_RESULTS").ok().filter(|v| !v.is_empty()),
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------
+// CPU accounting from /proc (as in B2).
+
+fn clock_ticks_per_sec() -> f64 {
+    Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .and_then(|s| s.trim().parse::<f64>().ok())
+        .filter(|&t| t > 0.0)
+        .unwrap_or(100.0)
+}
+
+/// utime + stime + cutime + cstime of a process, in clock ticks.
+fn proc_ticks(pid: &str) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let get = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok());
+    Some(get(11)? + get(12)? + get(13)? + get(14)?)
+}
+
+/// Busy jiffies of the whole host, from the first line of /proc/stat.
+fn host_busy_ticks() -> u64 {
+    let Ok(stat) = std::fs::read_to_string("/proc/stat") else {
+        return 0;
+    };
+    let v: Vec<u64> = stat
+        .lines()
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|f| f.parse().ok())
+        .collect();
+    let get = |i: usize| v.get(i).copied().unwrap_or(0);
+    get(0) + get(1) + get(2) + get(5) + get(6) + get(7)
+}
+
+#[derive(Debug, Clone)]
+struct Sample {
+    at: Instant,
+    server: u64,
+    this: u64,
+    host: u64,
+    pg: HashMap<String, u64>,
+}
+
+async fn sample(server_pid: u32, pg: Option<&PgRun>) -> Result<Sample> {
+    let mut pg_ticks = HashMap::new();
+    if let Some(pg) = pg {
+        for pid in pg.backend_pids().await? {
+            if let Some(t) = proc_ticks(&pid) {
+                pg_ticks.insert(pid, t);
+            }
+        }
+    }
+    Ok(Sample {
+        at: Instant::now(),
+        server: proc_ticks(&server_pid.to_string()).unwrap_or(0),
+        this: proc_ticks("self").unwrap_or(0),
+        host: host_busy_ticks(),
+        pg: pg_ticks,
+    })
+}
+
+/// The soft limit on open files of this process, from /proc/self/limits.
+fn open_files_limit() -> Option<u64> {
+    let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
+    let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
+    line.split_whitespace().nth(3)?.parse().ok()
+}
+
+// ---------------------------------------------------------------------------
+// The server under test (as in B2).
+
+struct ServerProcess {
+    child: Child,
+    addr: String,
+    admin_token: String,
+}
+
+impl ServerProcess {
+    fn start(database: &str, dir: &Path) -> Result<Self> {
+        let mut child = Command::new(BIN)
+            .current_dir(dir)
+            .args(["serve", "--listen", "127.0.0.1:0", "--database", database])
+            .args(["--mcp-rate", "1000000", "--api-write-rate", "1000000"])
+            .args(["--api-read-rate", "1000000"])
+            .env_remove("SWITCHBOARD_DATABASE_URL")
+            .env("SWITCHBOARD_LOG", "warn,switchboard::server=info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .with_context(|| format!("starting {BIN}"))?;
+        let stderr = child.stderr.take().context("server stderr")?;
+        let (tx, rx) = std::sync::mpsc::channel();
+        // Reads stderr for the whole life of the server, so it never blocks on a full pipe.
+        std::thread::spawn(move || {
+            let mut token = None;
+            let mut sent = false;
+            let mut early = Vec::new();
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let trimmed = line.trim();
+                if token.is_none() && trimmed.starts_with("sbh_") {
+                    token = Some(trimmed.to_owned());
+                }
+                if !sent {
+                    early.push(line.clone());
+                    if let Some(addr) = serving_address(&line) {
+                        let _ = tx.send(Ok((addr, token.clone())));
+                        sent = true;
+                    }
+                } else if line.contains("ERROR") || line.contains("WARN") {
+                    eprintln!("server: {line}");
+                }
+            }
+            if !sent {
+                let _ = tx.send(Err(early.join("\n")));
+            }
+        });
+        let (addr, token) = match rx.recv_timeout(Duration::from_secs(60)) {
+            Ok(Ok(found)) => found,
+            Ok(Err(log)) => bail!("the server exited before serving:\n{log}"),
+            Err(_) => {
+                let _ = child.kill();
+                bail!("the server did not report its address within 60 s");
+            }
+        };
+        let admin_token = token.context("the first start prints an sbh_ token")?;
+        Ok(Self {
+            child,
+            addr,
+            admin_token,
+        })
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// SIGTERM, then wait (SIGKILL after 15 s).
+    fn stop(mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+fn serving_address(line: &str) -> Option<String> {
+    if !line.contains("switchboard is serving") {
+        return None;
+    }
+    let start = line.find("listen=")? + "listen=".len();
+    let rest = &line[start..];
+    let end = rest.find(' ').unwrap_or(rest.len());
+    Some(rest[..end].to_owned())
+}
+
+/// Request/response calls: keep-alive, a bounded time per call.
+fn http_client() -> Result<reqwest::Client> {
+    Ok(reqwest::Client::builder()
+        .no_proxy()
+        .tcp_nodelay(true)
+        .pool_max_idle_per_host(SETUP_CONCURRENCY)
+        .timeout(Duration::from_secs(30))
+        .build()?)
+}
+
+/// Streams: no overall timeout (a stream lives for the whole run), one
+/// connection each.
+fn stream_client() -> Result<reqwest::Client> {
+    Ok(reqwest::Client::builder()
+        .no_proxy()
+        .tcp_nodelay(true)
+        .pool_max_idle_per_host(0)
+        .connect_timeout(Duration::from_secs(10))
+        .build()?)
+}
+
+#[derive(Debug, Clone)]
+struct Endpoint {
+    slug: String,
+    mcp_url: String,
+    authorization: String,
+}
+
+async fn vend(
+    http: &reqwest::Client,
+    addr: &str,
+    admin_token: &str,
+    agent: &str,
+) -> Result<Endpoint> {
+    let resp = http
+        .post(format!("http://{addr}/api/v1/endpoints"))
+        .bearer_auth(admin_token)
+        .json(&json!({"agent": agent}))
+        .send()
+        .await?;
+    let status = resp.status().as_u16();
+    let v: Value = resp.json().await?;
+    ensure!(status == 201, "vend: HTTP {status}: {v}");
+    let token = v["token"].as_str().context("token")?;
+    Ok(Endpoint {
+        slug: v["endpoint"]["slug"]
+            .as_str()
+            .or_else(|| v["slug"].as_str())
+            .context("slug")?
+            .to_owned(),
+        mcp_url: v["mcp_url"]
+            .as_str()
+            .or_else(|| v["endpoint"]["mcp_url"].as_str())
+            .context("mcp_url")?
+            .to_owned(),
+        authorization: format!("Bearer {token}"),
+    })
+}
+
+/// `n` endpoints, `SETUP_CONCURRENCY` vends at a time; index order kept.
+async fn vend_all(server: &ServerProcess, n: usize) -> Result<Vec<Endpoint>> {
+    let http = http_client()?;
+    let next = Arc::new(AtomicUsize::new(0));
+    let mut set = tokio::task::JoinSet::new();
+    for _ in 0..SETUP_CONCURRENCY.min(n) {
+        let (http, next) = (http.clone(), next.clone());
+        let (addr, token) = (server.addr.clone(), server.admin_token.clone());
+        set.spawn(async move {
+            let mut out = Vec::new();
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= n {
+                    break;
+                }
+                let agent = format!("b3-agent-{}", i / PER_AGENT);
+                out.push((i, vend(&http, &addr, &token, &agent).await?));
+            }
+            Ok::<_, anyhow::Error>(out)
+        });
+    }
+    let mut all: Vec<(usize, Endpoint)> = Vec::with_capacity(n);
+    while let Some(joined) = set.join_next().await {
+        all.extend(joined??);
+    }
+    all.sort_by_key(|(i, _)| *i);
+    Ok(all.into_iter().map(|(_, e)| e).collect())
+}
+
+// ---------------------------------------------------------------------------
+// Sessions and their streams.
+
+/// What a stream reader saw.
+#[derive(Debug)]
+enum Received {
+    /// A todo doorbell: the session's index, the todo id, when it was read.
+    Todo {
+        session: usize,
+        todo_id: String,
+        at: Instant,
+    },
+    /// Any other message (a digest, a list-changed notice).
+    Other { session: usize, what: String },
+    /// The stream ended (or failed).
+    Closed { session: usize, why: String },
+}
+
+/// `initialize` + `notifications/initialized`; the session id.
+async fn open_session(http: &reqwest::Client, ep: &Endpoint) -> Result<String> {
+    let resp = http
+        .post(&ep.mcp_url)
+        .header("Authorization", &ep.authorization)
+        .header("Content-Type", "application/json")
+        .header("Accept", "application/json, text/event-stream")
+        .body(
+            r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"b3","version":"1"}}}"#,
+        )
+        .send()
+        .await?;
+    ensure!(resp.status().is_success(), "initialize: {}", resp.status());
+    let session = resp
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .context("Mcp-Session-Id")?
+        .to_owned();
+    let _ = resp.bytes().await?;
+    let resp = http
+        .post(&ep.mcp_url)
+        .header("Authorization", &ep.authorization)
+        .header("Content-Type", "application/json")
+        .header("Accept", "application/json, text/event-stream")
+        .header("Mcp-Session-Id", &session)
+        .body(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
+        .send()
+        .await?;
+    let status = resp.status().as_u16();
+    let _ = resp.bytes().await?;
+    ensure!(status == 202, "notifications/initialized: {status}");
+    Ok(session)
+}
+
+/// Opens the session's GET stream; returns once the server answered 200
+/// (the stream is registered before the answer is sent).
+async fn open_stream(
+    streams: &reqwest::Client,
+    ep: &Endpoint,
+    session: &str,
+) -> Result<reqwest::Response> {
+    let resp = streams
+        .get(&ep.mcp_url)
+        .header("Authorization", &ep.authorization)
+        .header("Accept", "text/event-stream")
+        .header("Mcp-Session-Id", session)
+        .send()
+        .await?;
+    ensure!(
+        resp.status().as_u16() == 200,
+        "GET stream: {}",
+        resp.status()
+    );
+    Ok(resp)
+}
+
+/// Reads one stream until it ends: SSE by hand (`data:` lines joined, a
+/// blank line dispatches; `event:`, `id:` and comments ignored).
+async fn read_stream(
+    session: usize,
+    mut resp: reqwest::Response,
+    tx: mpsc::UnboundedSender<Received>,
+) {
+    let mut buf: Vec<u8> = Vec::with_capacity(1024);
+    let mut data = String::new();
+    let why = loop {
+        let chunk = match resp.chunk().await {
+            Ok(Some(chunk)) => chunk,
+            Ok(None) => break "end of stream".to_owned(),
+            Err(e) => break format!("read error: {e}"),
+        };
+        let at = Instant::now();
+        buf.extend_from_slice(&chunk);
+        while let Some(pos) = buf.iter().position(|&b| b == b'\n') {
+            let line_bytes: Vec<u8> = buf.drain(..=pos).collect();
+            let line = String::from_utf8_lossy(&line_bytes);
+            let line = line.trim_end_matches(['\n', '\r']);
+            if line.is_empty() {
+                if !data.is_empty() {
+                    let _ = tx.send(classify(session, &data, at));
+                    data.clear();
+                }
+            } else if let Some(d) = line.strip_prefix("data:") {
+                if !data.is_empty() {
+                    data.push('\n');
+                }
+                data.push_str(d.strip_prefix(' ').unwrap_or(d));
+            }
+        }
+    };
+    let _ = tx.send(Received::Closed { session, why });
+}
+
+fn classify(session: usize, data: &str, at: Instant) -> Received {
+    let Ok(v) = serde_json::from_str::<Value>(data) else {
+        return Received::Other {
+            session,
+            what: format!("unparsable: {data}"),
+        };
+    };
+    if v["method"] == "notifications/claude/channel"
+        && let Some(id) = v["params"]["meta"]["todo_id"].as_str()
+    {
+        return Received::Todo {
+            session,
+            todo_id: id.to_owned(),
+            at,
+        };
+    }
+    Received::Other {
+        session,
+        what: format!(
+            "{} {}",
+            v["method"].as_str().unwrap_or("?"),
+            v["params"]["meta"]["kind"].as_str().unwrap_or("")
+        ),
+    }
+}
+
+/// One session and one open stream per endpoint, `SETUP_CONCURRENCY` at a
+/// time; each stream read by its own task.
+async fn open_all(
+    endpoints: &[Endpoint],
+    tx: &mpsc::UnboundedSender<Received>,
+    readers: &mut tokio::task::JoinSet<()>,
+) -> Result<()> {
+    let http = http_client()?;
+    let streams = stream_client()?;
+    let next = Arc::new(AtomicUsize::new(0));
+    let endpoints = Arc::new(endpoints.to_vec());
+    let mut set = tokio::task::JoinSet::new();
+    for _ in 0..SETUP_CONCURRENCY.min(endpoints.len()) {
+        let (http, streams, next, endpoints) = (
+            http.clone(),
+            streams.clone(),
+            next.clone(),
+            endpoints.clone(),
+        );
+        set.spawn(async move {
+            let mut opened = Vec::new();
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= endpoints.len() {
+                    break;
+                }
+                let session = open_session(&http, &endpoints[i]).await?;
+                let resp = open_stream(&streams, &endpoints[i], &session).await?;
+                opened.push((i, resp));
+            }
+            Ok::<_, anyhow::Error>(opened)
+        });
+    }
+    while let Some(joined) = set.join_next().await {
+        for (i, resp) in joined?? {
+            readers.spawn(read_stream(i, resp, tx.clone()));
+        }
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------
+// Databases (as in B2).
+
+fn replace_database(url: &str, database: &str) -> String {
+    let (base, query) = match url.split_once('?') {
+        Some((b, q)) => (b, Some(q)),
+        None => (url, None),
+    };
+    let scheme_end = base.find("://").map_or(0, |i| i + 3);
+    let path_start = base[scheme_end..]
+        .find('/')
+        .map_or(base.len(), |i| scheme_end + i);
+    let mut out = format!("{}/{}", &base[..path_start], database);
+    if let Some(q) = query {
+        out.push('?');
+        out.push_str(q);
+    }
+    out
+}
+
+fn redact(url: &str) -> String {
+    switchboard::store::sql::DatabaseLocation::Postgres(url.to_owned()).redacted()
+}
+
+/// A fresh PostgreSQL database for one configuration.
+struct PgRun {
+    admin_url: String,
+    database: String,
+    url: String,
+    conn: tokio::sync::Mutex<sqlx::PgConnection>,
+}
+
+impl PgRun {
+    async fn create(admin_url: &str) -> Result<Self> {
+        let database = format!(
+            "sb_bench_b3_{}",
+            switchboard::domain::ids::random_token(9)
+                .to_lowercase()
+                .replace(['-', '_'], "x")
+        );
+        let mut admin = sqlx::PgConnection::connect(admin_url)
+            .await
+            .context("connecting to PostgreSQL")?;
+        sqlx::raw_sql(AssertSqlSafe(format!("CREATE DATABASE {database}")))
+            .execute(&mut admin)
+            .await?;
+        admin.close().await?;
+        let url = replace_database(admin_url, &database);
+        let conn = sqlx::PgConnection::connect(&url).await?;
+        Ok(Self {
+            admin_url: admin_url.to_owned(),
+            database,
+            url,
+            conn: tokio::sync::Mutex::new(conn),
+        })
+    }
+
+    /// Backends connected to this database, except our own.
+    async fn backend_pids(&self) -> Result<Vec<String>> {
+        let mut conn = self.conn.lock().await;
+        let rows = sqlx::query(
+            "SELECT pid::text FROM pg_stat_activity \
+             WHERE datname = current_database() AND pid <> pg_backend_pid()",
+        )
+        .fetch_all(&mut *conn)
+        .await?;
+        Ok(rows
+            .iter()
+            .filter_map(|r| r.try_get::<String, _>(0).ok())
+            .collect())
+    }
+
+    async fn drop_database(self) {
+        let _ = self.conn.into_inner().close().await;
+        if let Ok(mut admin) = sqlx::PgConnection::connect(&self.admin_url).await {
+            let _ = sqlx::raw_sql(AssertSqlSafe(format!(
+                "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+                self.database
+            )))
+            .execute(&mut admin)
+            .await;
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// One configuration.
+
+#[derive(Debug, Clone)]
+struct RunResult {
+    sessions: usize,
+    pushes: usize,
+    /// Push start → notification read, µs, sorted.
+    latency_us: Vec<u64>,
+    /// Push HTTP round trip, µs, sorted.
+    http_us: Vec<u64>,
+    /// Notification read − push answer read, µs (negative: the doorbell came first), sorted.
+    gap_us: Vec<i64>,
+    /// Correctness counts (all zero, or the run failed): lost, twice, wrong session.
+    faults: [usize; 3],
+    setup_secs: f64,
+    elapsed: f64,
+    server_cpu: f64,
+    this_cpu: f64,
+    pg_cpu: Option<f64>,
+    other_cores: f64,
+}
+
+fn pct(sorted: &[u64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1] as f64 / 1000.0
+}
+
+fn micros(d: Duration) -> u64 {
+    d.as_micros().min(u64::MAX as u128) as u64
+}
+
+async fn run_once(cfg: &Config, backend: Backend, n: usize, tck: f64) -> Result<RunResult> {
+    let dir = tempfile::Builder::new().prefix("sb-b3-").tempdir()?;
+    let pg = match backend {
+        Backend::Postgres => {
+            let (url, _) = cfg.pg_admin_url.as_ref().context("no PostgreSQL URL")?;
+            Some(PgRun::create(url).await?)
+        }
+        Backend::Sqlite => None,
+    };
+    let database = match &pg {
+        Some(pg) => pg.url.clone(),
+        None => dir.path().join("b3.db").display().to_string(),
+    };
+    let outcome = async {
+        let server = ServerProcess::start(&database, dir.path())?;
+        let result = drive(cfg, n, tck, &server, pg.as_ref()).await;
+        server.stop();
+        result
+    }
+    .await;
+    if let Some(pg) = pg {
+        pg.drop_database().await;
+    }
+    outcome
+}
+
+async fn drive(
+    cfg: &Config,
+    n: usize,
+    tck: f64,
+    server: &ServerProcess,
+    pg: Option<&PgRun>,
+) -> Result<RunResult> {
+    let setup_started = Instant::now();
+    let endpoints = vend_all(server, n).await?;
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let mut readers = tokio::task::JoinSet::new();
+    let opened = open_all(&endpoints, &tx, &mut readers).await;
+    drop(tx);
+    if let Err(e) = opened {
+        readers.abort_all();
+        return Err(e);
+    }
+    let setup_secs = setup_started.elapsed().as_secs_f64();
+    // Whatever arrived while the streams opened (nothing is expected).
+    let mut early = Vec::new();
+    while let Ok(r) = rx.try_recv() {
+        early.push(r);
+    }
+
+    let http = http_client()?;
+    let mut latency_us = Vec::with_capacity(cfg.pushes);
+    let mut http_us = Vec::with_capacity(cfg.pushes);
+    let mut gap_us: Vec<i64> = Vec::with_capacity(cfg.pushes);
+    // todo id → (expected session); and everything read, by todo id.
+    let mut pushed: HashMap<String, usize> = HashMap::with_capacity(cfg.pushes);
+    let mut seen: HashMap<String, Vec<(usize, Instant)>> = HashMap::new();
+    let mut others: Vec<String> = Vec::new();
+    let mut closed: Vec<String> = Vec::new();
+    let mut lost = 0usize;
+    let mut absorb = |r: Received,
+                      seen: &mut HashMap<String, Vec<(usize, Instant)>>,
+                      others: &mut Vec<String>| match r {
+        Received::Todo {
+            session,
+            todo_id,
+            at,
+        } => seen.entry(todo_id).or_default().push((session, at)),
+        Received::Other { session, what } => others.push(format!("session {session}: {what}")),
+        Received::Closed { session, why } => closed.push(format!("session {session}: {why}")),
+    };
+    for r in early {
+        absorb(r, &mut seen, &mut others);
+    }
+
+    let start = sample(server.pid(), pg).await?;
+    let deadline = start.at + Duration::from_secs(cfg.seconds);
+    for i in 0..cfg.pushes {
+        if Instant::now() >= deadline {
+            eprintln!("B3: push phase reached B3_SECONDS after {i} pushes");
+            break;
+        }
+        // Paced: push i starts at i × interval (or at once when behind).
+        tokio::time::sleep_until((start.at + cfg.interval * i as u32).into()).await;
+        let target = i % n;
+        let ep = &endpoints[target];
+        let url = format!("http://{}/api/v1/endpoints/{}/todos", server.addr, ep.slug);
+        let body = format!(r#"{{"title":"b3 push {i}"}}"#);
+        let t0 = Instant::now();
+        let resp = http
+            .post(&url)
+            .bearer_auth(&server.admin_token)
+            .header("Content-Type", "application/json")
+            .body(body)
+            .send()
+            .await?;
+        let status = resp.status().as_u16();
+        let bytes = resp.bytes().await?;
+        let t1 = Instant::now();
+        ensure!(
+            status == 201,
+            "push {i}: HTTP {status}: {}",
+            String::from_utf8_lossy(&bytes)
+        );
+        let v: Value = serde_json::from_slice(&bytes)?;
+        let id = v["todo"]["id"]
+            .as_str()
+            .or_else(|| v["id"].as_str())
+            .with_context(|| format!("push {i}: no todo id in {v}"))?
+            .to_owned();
+        http_us.push(micros(t1 - t0));
+        pushed.insert(id.clone(), target);
+        // The notification may well have been read before the answer.
+        while let Ok(r) = rx.try_recv() {
+            absorb(r, &mut seen, &mut others);
+        }
+        let wait_until = t1 + cfg.wait;
+        while !seen.contains_key(&id) {
+            let left = wait_until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            match tokio::time::timeout(left, rx.recv()).await {
+                Ok(Some(r)) => absorb(r, &mut seen, &mut others),
+                Ok(None) | Err(_) => break,
+            }
+        }
+        match seen.get(&id).and_then(|v| v.first()) {
+            Some((_, at)) => {
+                latency_us.push(micros(at.saturating_duration_since(t0)));
+                gap_us.push(if *at >= t1 {
+                    micros(*at - t1) as i64
+                } else {
+                    -(micros(t1 - *at) as i64)
+                });
+            }
+            None => lost += 1,
+        }
+    }
+    let end = sample(server.pid(), pg).await?;
+    // Late or duplicate notifications: give them a moment, then look.
+    let settle_until = Instant::now() + Duration::from_millis(500);
+    loop {
+        let left = settle_until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        match tokio::time::timeout(left, rx.recv()).await {
+            Ok(Some(r)) => absorb(r, &mut seen, &mut others),
+            Ok(None) | Err(_) => break,
+        }
+    }
+    readers.abort_all();
+    while readers.join_next().await.is_some() {}
+
+    // Correctness: exactly one notification per push, on the right session.
+    let done = pushed.len();
+    let mut problems = Vec::new();
+    let (mut lost_at_end, mut twice, mut wrong) = (0usize, 0usize, 0usize);
+    for (id, &target) in &pushed {
+        match seen.get(id).map(Vec::as_slice) {
+            None | Some([]) => {
+                lost_at_end += 1;
+                problems.push(format!("{id}: no notification (lost)"));
+            }
+            Some([(session, _)]) if *session == target => {}
+            Some([(session, _)]) => {
+                wrong += 1;
+                problems.push(format!(
+                    "{id}: rang session {session}, pushed to session {target}"
+                ));
+            }
+            Some(many) => {
+                twice += 1;
+                problems.push(format!("{id}: {} notifications", many.len()));
+            }
+        }
+    }
+    for id in seen.keys() {
+        if !pushed.contains_key(id) {
+            problems.push(format!("{id}: a notification for a todo never pushed"));
+        }
+    }
+    problems.extend(others.iter().map(|o| format!("unexpected message: {o}")));
+    problems.extend(closed.iter().map(|c| format!("a stream ended: {c}")));
+    ensure!(
+        problems.is_empty() && lost == 0,
+        "{} problem(s) ({lost} not in time, {lost_at_end} lost, {twice} rang more than once, \
+         {wrong} on the wrong session), first: {}",
+        problems.len(),
+        problems.first().map(String::as_str).unwrap_or("")
+    );
+
+    latency_us.sort_unstable();
+    http_us.sort_unstable();
+    gap_us.sort_unstable();
+    let elapsed = (end.at - start.at).as_secs_f64();
+    let secs = |ticks: u64| ticks as f64 / tck;
+    let server_cpu = secs(end.server.saturating_sub(start.server));
+    let this_cpu = secs(end.this.saturating_sub(start.this));
+    let pg_cpu = pg.map(|_| {
+        secs(
+            end.pg
+                .iter()
+                .map(|(pid, t)| t.saturating_sub(start.pg.get(pid).copied().unwrap_or(0)))
+                .sum(),
+        )
+    });
+    let host = secs(end.host.saturating_sub(start.host));
+    let other_cores =
+        ((host - server_cpu - this_cpu - pg_cpu.unwrap_or(0.0)) / elapsed.max(1e-9)).max(0.0);
+    Ok(RunResult {
+        sessions: n,
+        pushes: done,
+        latency_us,
+        http_us,
+        gap_us,
+        faults: [lost_at_end, twice, wrong],
+        setup_secs,
+        elapsed,
+        server_cpu,
+        this_cpu,
+        pg_cpu,
+        other_cores,
+    })
+}
+
+// ---------------------------------------------------------------------------
+// Report.
+
+fn report(results: &[(Backend, RunResult)], header: &str) -> String {
+    let mut md = String::new();
+    md.push_str(header);
+    md.push_str(
+        "\n| backend | streaming sessions (endpoints) | pushes | doorbell latency median / p99 / max \
+         (ms) | push HTTP median / p99 (ms) | doorbell − HTTP answer median (ms) | server CPU µs/push | PostgreSQL CPU µs/push \
+         | load generator CPU µs/push | push phase (s) | setup (s) | other load (cores) | \
+         lost / twice / wrong session |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
+    );
+    for (backend, r) in results {
+        let per = |cpu: f64| cpu * 1e6 / r.pushes.max(1) as f64;
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} | {:.2} / {:.2} / {:.2} | {:.2} / {:.2} | {:+.2} | {:.0} | {} | {:.0} \
+             | {:.1} | {:.1} | {:.2} | {} / {} / {} |",
+            backend.name(),
+            r.sessions,
+            r.pushes,
+            pct(&r.latency_us, 50.0),
+            pct(&r.latency_us, 99.0),
+            pct(&r.latency_us, 100.0),
+            pct(&r.http_us, 50.0),
+            pct(&r.http_us, 99.0),
+            r.gap_us
+                .get(r.gap_us.len() / 2)
+                .map_or(f64::NAN, |g| *g as f64 / 1000.0),
+            per(r.server_cpu),
+            r.pg_cpu
+                .map(|c| format!("{:.0}", per(c)))
+                .unwrap_or_else(|| "—".into()),
+            per(r.this_cpu),
+            r.elapsed,
+            r.setup_secs,
+            r.other_cores,
+            r.faults[0],
+            r.faults[1],
+            r.faults[2],
+        );
+    }
+    md.push_str(
+        "\n### Targets (09-quality.md, B3)\n\n| target | backend | sessions | measured | required \
+         | result |\n|---|---|---:|---:|---:|---|\n",
+    );
+    for (backend, r) in results {
+        let p99 = pct(&r.latency_us, 99.0);
+        let _ = writeln!(
+            md,
+            "| doorbell p99 ≤ 10 ms, one instance | {} | {} | {p99:.2} ms | ≤ 10 ms | {} |",
+            backend.name(),
+            r.sessions,
+            if p99 <= 10.0 { "PASS" } else { "FAIL" }
+        );
+    }
+    md.push_str(
+        "| doorbell p99 ≤ 50 ms, across two instances | PostgreSQL | — | not measured | ≤ 50 ms \
+         | not implemented: cross-instance doorbells need the cluster bus |\n",
+    );
+    md
+}
+
+// ---------------------------------------------------------------------------
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    // `cargo bench` passes `--bench`; everything else comes from the environment.
+    if let Err(e) = run().await {
+        eprintln!("B3 FAILED: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+async fn pg_settings(url: &str) -> Result<String> {
+    let mut conn = sqlx::PgConnection::connect(url).await?;
+    let mut out = Vec::new();
+    for name in [
+        "server_version",
+        "shared_buffers",
+        "synchronous_commit",
+        "fsync",
+        "max_connections",
+    ] {
+        let v: String = sqlx::query(AssertSqlSafe(format!("SHOW {name}")))
+            .fetch_one(&mut conn)
+            .await?
+            .try_get(0)?;
+        out.push(format!("{name}={v}"));
+    }
+    conn.close().await?;
+    Ok(out.join(", "))
+}
+
+async fn run() -> Result<()> {
+    let cfg = Config::from_env()?;
+    ensure!(!cfg.backends.is_empty(), "B3: no backend to run");
+    let most = cfg.sessions.iter().copied().max().unwrap_or(0) as u64;
+    if let Some(limit) = open_files_limit() {
+        ensure!(
+            limit >= most + 64,
+            "B3: {most} streams need more open files than this process may have ({limit}); \
+             raise `ulimit -n`"
+        );
+    }
+    let tck = clock_ticks_per_sec();
+
+    let mut header = String::new();
+    let _ = writeln!(header, "### Parameters\n");
+    let _ = writeln!(
+        header,
+        "- streaming sessions: {:?}, one per endpoint ({PER_AGENT} endpoints per agent); \
+         {} pushes per configuration, one at a time, one every {} ms at most, round-robin \
+         over the endpoints (at most {} s)",
+        cfg.sessions,
+        cfg.pushes,
+        cfg.interval.as_millis(),
+        cfg.seconds
+    );
+    let _ = writeln!(
+        header,
+        "- server: `{BIN}` (release build), a fresh process and database per configuration, \
+         rate limits lifted, default maintenance/presence periods (30 s) and SSE keep-alive \
+         (15 s), logging at warn"
+    );
+    let _ = writeln!(
+        header,
+        "- client: this process (tokio, 2 worker threads); pushes over one keep-alive \
+         connection with the admin token; each stream on its own HTTP/1.1 connection, read \
+         by its own task, SSE parsed by hand; latency = push start → the chunk holding the \
+         notification with that `meta.todo_id` was read"
+    );
+    let _ = writeln!(
+        header,
+        "- CPU per push over the push phase, from /proc/<pid>/stat: the server (including \
+         keep-alives and background ticks), the PostgreSQL backends of the database, this \
+         load generator; other load = host busy time minus those, in cores"
+    );
+    if let (true, Some((url, var))) = (cfg.backends.contains(&Backend::Postgres), &cfg.pg_admin_url)
+    {
+        let settings = pg_settings(url)
+            .await
+            .unwrap_or_else(|e| format!("unavailable ({e})"));
+        let _ = writeln!(
+            header,
+            "- PostgreSQL ({var}={}): a fresh database per configuration; {settings}",
+            redact(url)
+        );
+    }
+
+    let mut results = Vec::new();
+    for &backend in &cfg.backends {
+        for &n in &cfg.sessions {
+            let r = run_once(&cfg, backend, n, tck)
+                .await
+                .with_context(|| format!("{} with {n} sessions", backend.name()))?;
+            eprintln!(
+                "B3 {} {n} sessions: {} pushes, latency p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms; \
+                 server {:.0} µs/push; setup {:.1} s",
+                backend.name(),
+                r.pushes,
+                pct(&r.latency_us, 50.0),
+                pct(&r.latency_us, 99.0),
+                pct(&r.latency_us, 100.0),
+                r.server_cpu * 1e6 / r.pushes.max(1) as f64,
+                r.setup_secs
+            );
+            results.push((backend, r));
+        }
+    }
+    let md = report(&results, &header);
+    println!("{md}");
+    if let Some(file) = &cfg.results {
+        std::fs::write(file, &md).with_context(|| format!("cannot write {file}"))?;
+    }
+    Ok(())
+}
