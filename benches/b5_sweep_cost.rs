@@ -822,7 +822,7 @@ async fn scenarios(cfg: &Config, backend: Backend, sides: &mut [Side; 2]) -> Res
             let t0 = Instant::now();
             let c = side
                 .store
-                .unscoped_presence_candidates(EVALUATOR_LIMIT)
+                .unscoped_presence_candidates(None, EVALUATOR_LIMIT)
                 .await?;
             read[k].push(t0.elapsed());
             ensure!(c.len() as i64 == candidates, "{}: candidates", side.tag);

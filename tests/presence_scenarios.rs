@@ -509,6 +509,31 @@ async fn a_window_opening_digests_with_reason_shift_start(ts: &TestStore) {
     assert_eq!(endpoint_row(ts, &f.endpoint).await.presence_seen, "in");
 }
 
+async fn the_evaluator_pages_through_every_candidate(ts: &TestStore) {
+    let first = fixture(&ts.store, "ada").await;
+    let mut endpoints = vec![first.endpoint.clone()];
+    for name in ["bee", "cat"] {
+        let more = support::endpoint_for(&ts.store, first.human.clone(), name, &["inbox"]).await;
+        endpoints.push(more.endpoint);
+    }
+    let hub = hub();
+    for endpoint in &endpoints {
+        set_shift(ts, &hub, endpoint, Some("09:01-17:00")).await;
+    }
+    ts.clock.advance(std::time::Duration::from_secs(60));
+    // A page of one: every endpoint must still be reached in one tick.
+    let seen = evaluator_tick(&*ts.store, &hub.doorbells, 1).await;
+    assert_eq!(seen, 3);
+    for endpoint in &endpoints {
+        assert_eq!(
+            endpoint_row(ts, endpoint).await.presence_seen,
+            "in",
+            "{}",
+            endpoint.slug
+        );
+    }
+}
+
 async fn an_until_passing_digests_with_reason_override_end(ts: &TestStore) {
     let f = fixture(&ts.store, "ada").await;
     let hub = hub();
@@ -1075,6 +1100,7 @@ async fn the_reconnect_gate_is_per_instance(ts: &TestStore) {
 }
 
 on_both_backends!(
+    the_evaluator_pages_through_every_candidate,
     an_endpoint_with_no_shift_and_no_override_is_in,
     presence_returns_the_documented_shape,
     the_spec_example_clock_out_mid_shift_lasts_until_the_next_start,

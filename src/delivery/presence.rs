@@ -221,18 +221,31 @@ pub async fn send_digest(
 
 /// The evaluator: shift starts and override expiries happen with nobody
 /// calling anything, so every period each candidate endpoint is settled.
-pub async fn evaluator_tick(store: &dyn Store, doorbells: &Doorbells, limit: i64) -> usize {
-    let candidates = match store.unscoped_presence_candidates(limit).await {
-        Ok(c) => c,
-        Err(e) => {
-            tracing::error!(error = %e, "presence evaluator failed");
-            return 0;
+pub async fn evaluator_tick(store: &dyn Store, doorbells: &Doorbells, page: i64) -> usize {
+    let mut seen = 0;
+    let mut after: Option<String> = None;
+    // Every candidate, page by page: an endpoint past the first page must
+    // get its shift start as surely as the first one.
+    loop {
+        let candidates = match store
+            .unscoped_presence_candidates(after.as_deref(), page.max(1))
+            .await
+        {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::error!(error = %e, "presence evaluator failed");
+                return seen;
+            }
+        };
+        for endpoint in &candidates {
+            settle(store, doorbells, endpoint, Cause::Clock).await;
         }
-    };
-    for endpoint in &candidates {
-        settle(store, doorbells, endpoint, Cause::Clock).await;
+        seen += candidates.len();
+        match candidates.last() {
+            Some(last) if (candidates.len() as i64) >= page.max(1) => after = Some(last.id.clone()),
+            _ => return seen,
+        }
     }
-    candidates.len()
 }
 
 /// An endpoint got its first streaming session on this instance: if it is

@@ -91,7 +91,7 @@ pub fn spawn_loops(bg: Background, stop: watch::Receiver<bool>) -> Vec<JoinHandl
         let period = config.presence_interval;
         tokio::spawn(async move {
             every(period, stop, || async {
-                crate::delivery::presence::evaluator_tick(&*store, &doorbells, 10_000).await;
+                crate::delivery::presence::evaluator_tick(&*store, &doorbells, 1_000).await;
             })
             .await;
         })

@@ -245,8 +245,12 @@ pub trait Store: Send + Sync + 'static {
         by: &str,
     ) -> StoreResult<bool>;
     /// Active endpoints whose presence may change by itself (a shift, an
-    /// override, or last seen out).
-    async fn unscoped_presence_candidates(&self, limit: i64) -> StoreResult<Vec<Endpoint>>;
+    /// override, or last seen out), by id, after `after_id` (keyset pages).
+    async fn unscoped_presence_candidates(
+        &self,
+        after_id: Option<&str>,
+        limit: i64,
+    ) -> StoreResult<Vec<Endpoint>>;
     async fn unscoped_endpoints_by_ids(&self, ids: &[String]) -> StoreResult<Vec<Endpoint>>;
     /// The endpoint's push-eligible pending todos, oldest first.
     async fn unscoped_digest_todos(&self, endpoint_id: &str) -> StoreResult<Vec<DigestTodo>>;

@@ -584,8 +584,12 @@ impl Store for SqlStore {
         self.claim_transition(endpoint_id, new, by).await
     }
 
-    async fn unscoped_presence_candidates(&self, limit: i64) -> StoreResult<Vec<Endpoint>> {
-        self.select_presence_candidates(limit).await
+    async fn unscoped_presence_candidates(
+        &self,
+        after_id: Option<&str>,
+        limit: i64,
+    ) -> StoreResult<Vec<Endpoint>> {
+        self.select_presence_candidates(after_id, limit).await
     }
 
     async fn unscoped_endpoints_by_ids(&self, ids: &[String]) -> StoreResult<Vec<Endpoint>> {

@@ -117,6 +117,7 @@ impl SqlStore {
 
     pub(super) async fn select_presence_candidates(
         &self,
+        after_id: Option<&str>,
         limit: i64,
     ) -> StoreResult<Vec<Endpoint>> {
         let rows = sqlx::query(concat!(
@@ -124,8 +125,10 @@ impl SqlStore {
             endpoint_columns!(),
             " WHERE e.state = 'active' AND (e.shift IS NOT NULL \
                OR e.presence_override IS NOT NULL OR e.presence_seen = 'out') \
-             ORDER BY e.id LIMIT $1"
+               AND e.id > $1 \
+             ORDER BY e.id LIMIT $2"
         ))
+        .bind(after_id.unwrap_or(""))
         .bind(limit)
         .fetch_all(&self.reader)
         .await?;
