@@ -40,7 +40,22 @@ pub async fn sweep_tick(store: &dyn Store, doorbells: &Doorbells, config: &Sweep
     if hosted.is_empty() {
         return 0;
     }
-    let hosted = present_endpoints(store, hosted).await;
+    // Work in proportion to what is due: which hosted endpoints have a ring
+    // due, then presence for only those.
+    let due = match store
+        .unscoped_endpoints_with_due_rings(&hosted, &config.steps)
+        .await
+    {
+        Ok(due) => due,
+        Err(e) => {
+            tracing::error!(error = %e, "re-ring sweep failed");
+            return 0;
+        }
+    };
+    if due.is_empty() {
+        return 0;
+    }
+    let hosted = present_endpoints(store, due).await;
     if hosted.is_empty() {
         return 0;
     }

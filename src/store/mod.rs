@@ -265,6 +265,13 @@ pub trait Store: Send + Sync + 'static {
     /// The todo, if it may ring now: pending, created by authenticated
     /// intake (the sender gate), on an active endpoint.
     async fn unscoped_ringable_todo(&self, id: &str) -> StoreResult<Option<RingCandidate>>;
+    /// Which of these endpoints have at least one ring due (a read; the
+    /// sweep then checks presence for only those).
+    async fn unscoped_endpoints_with_due_rings(
+        &self,
+        endpoint_ids: &[String],
+        steps: &[std::time::Duration],
+    ) -> StoreResult<Vec<String>>;
     /// The re-ring sweep's one statement: among the given (hosted, present)
     /// endpoints' pending push-eligible todos, those whose next ring is due
     /// by `steps` are counted (`ring_attempts += 1`, `last_ringed_at = now`)

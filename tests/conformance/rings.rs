@@ -150,7 +150,42 @@ async fn two_sweeps_at_once_count_each_ring_once(ts: &TestStore) {
     assert_eq!(ids.len(), 20);
 }
 
+async fn only_endpoints_with_a_due_ring_are_named(ts: &TestStore) {
+    let a = fixture(&ts.store, "ada").await;
+    let b = endpoint_for(&ts.store, a.human.clone(), "bee", &["inbox"]).await;
+    let c = endpoint_for(&ts.store, a.human.clone(), "cee", &["inbox"]).await;
+    create(&ts.store, rung_todo(&a.endpoint.id, "due soon")).await;
+    add_todo(&ts.store, &b, "pull-only never rings").await;
+    let hosted = vec![
+        a.endpoint.id.clone(),
+        b.endpoint.id.clone(),
+        c.endpoint.id.clone(),
+    ];
+    let named = |ts: &TestStore| {
+        let hosted = hosted.clone();
+        let store = ts.store.clone();
+        async move {
+            store
+                .unscoped_endpoints_with_due_rings(&hosted, &steps())
+                .await
+                .unwrap()
+        }
+    };
+    assert!(
+        named(ts).await.is_empty(),
+        "nothing is due before the first step"
+    );
+    advance_secs(ts, 301);
+    assert_eq!(named(ts).await, vec![a.endpoint.id.clone()]);
+    due(ts, &hosted).await;
+    assert!(
+        named(ts).await.is_empty(),
+        "counted: the next ring is 20 min away"
+    );
+}
+
 on_both_backends!(
+    only_endpoints_with_a_due_ring_are_named,
     a_never_claimed_todo_is_rerung_on_schedule_then_never,
     an_unhosted_endpoint_keeps_its_whole_budget,
     pull_only_and_claimed_todos_never_ring,

@@ -608,6 +608,15 @@ impl Store for SqlStore {
         self.select_ringable(id).await
     }
 
+    async fn unscoped_endpoints_with_due_rings(
+        &self,
+        endpoint_ids: &[String],
+        steps: &[Duration],
+    ) -> StoreResult<Vec<String>> {
+        self.select_endpoints_with_due_rings(endpoint_ids, steps)
+            .await
+    }
+
     async fn unscoped_claim_due_rings(
         &self,
         endpoint_ids: &[String],

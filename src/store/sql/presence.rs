@@ -5,7 +5,7 @@ use sqlx::{AssertSqlSafe, Row};
 use super::SqlStore;
 use crate::domain::Timestamp;
 use crate::domain::presence::{Override, Presence};
-use crate::store::dialect::placeholders;
+use crate::store::dialect::json_list;
 use crate::store::model::*;
 use crate::store::rows::{self, endpoint_columns};
 use crate::store::{StoreError, StoreResult};
@@ -144,13 +144,12 @@ impl SqlStore {
         }
         let sql = format!(
             concat!("SELECT ", endpoint_columns!(), " WHERE e.id IN ({})"),
-            placeholders(1, ids.len())
+            self.dialect.json_text_list(1)
         );
-        let mut q = sqlx::query(AssertSqlSafe(sql));
-        for id in ids {
-            q = q.bind(id.clone());
-        }
-        let rows = q.fetch_all(&self.reader).await?;
+        let rows = sqlx::query(AssertSqlSafe(sql))
+            .bind(json_list(ids))
+            .fetch_all(&self.reader)
+            .await?;
         rows.iter().map(rows::endpoint).collect()
     }
 
@@ -185,12 +184,13 @@ impl SqlStore {
         // never a predicate re-read, never ring_attempts.
         let sql = format!(
             "UPDATE todos SET last_ringed_at = $1 WHERE state = 'pending' AND id IN ({})",
-            placeholders(2, ids.len())
+            self.dialect.json_text_list(2)
         );
-        let mut q = sqlx::query(AssertSqlSafe(sql)).bind(at.as_millis());
-        for id in ids {
-            q = q.bind(id.clone());
-        }
-        Ok(q.execute(&self.writer).await?.rows_affected())
+        let done = sqlx::query(AssertSqlSafe(sql))
+            .bind(at.as_millis())
+            .bind(json_list(ids))
+            .execute(&self.writer)
+            .await?;
+        Ok(done.rows_affected())
     }
 }

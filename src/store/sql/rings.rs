@@ -9,11 +9,53 @@ use sqlx::Row;
 use super::SqlStore;
 use crate::store::StoreError;
 use crate::store::StoreResult;
-use crate::store::dialect::placeholders;
+use crate::store::dialect::json_list;
 use crate::store::model::RingCandidate;
 use crate::store::rows::todo_columns;
 
+/// Ring k (k = ring_attempts + 1) of a pending, push-eligible todo is due at
+/// `COALESCE(last_ringed_at, created_at) + step(k)`. `$1` is now, `$2` the
+/// budget, and the steps are bound from `$steps_at`.
+fn due_condition(steps_at: usize, steps: usize) -> String {
+    let arms: String = (0..steps)
+        .map(|i| format!(" WHEN {i} THEN ${}", steps_at + i))
+        .collect();
+    format!(
+        "state = 'pending' AND event_id IS NOT NULL AND ring_attempts < $2 \
+         AND COALESCE(last_ringed_at, created_at) + CASE ring_attempts{arms} END <= $1"
+    )
+}
+
 impl SqlStore {
+    /// Which of these endpoints have a ring due: one cheap read, so a sweep
+    /// with nothing due does no more.
+    pub(super) async fn select_endpoints_with_due_rings(
+        &self,
+        endpoint_ids: &[String],
+        steps: &[Duration],
+    ) -> StoreResult<Vec<String>> {
+        if endpoint_ids.is_empty() || steps.is_empty() {
+            return Ok(Vec::new());
+        }
+        // Params: $1 now, $2 budget, then one per step, then the ids.
+        let sql = format!(
+            "SELECT DISTINCT endpoint_id FROM todos WHERE endpoint_id IN ({ids}) AND {due}",
+            ids = self.dialect.json_text_list(3 + steps.len()),
+            due = due_condition(3, steps.len()),
+        );
+        let mut q = sqlx::query(AssertSqlSafe(sql))
+            .bind(self.now().as_millis())
+            .bind(steps.len() as i64);
+        for step in steps {
+            q = q.bind(step.as_millis() as i64);
+        }
+        let rows = q
+            .bind(json_list(endpoint_ids))
+            .fetch_all(&self.reader)
+            .await?;
+        Ok(rows.iter().map(|r| r.get::<String, _>(0)).collect())
+    }
+
     pub(super) async fn claim_due_rings(
         &self,
         endpoint_ids: &[String],
@@ -24,20 +66,10 @@ impl SqlStore {
             return Ok(Vec::new());
         }
         let now = self.now().as_millis();
-        // Ring k (k = ring_attempts + 1) is due at COALESCE(last_ringed_at,
-        // created_at) + step(k). Params: $1 now, $2 budget, $3 limit, then
-        // one per step, then the endpoint ids.
-        let step_case = {
-            let arms: String = (0..steps.len())
-                .map(|i| format!(" WHEN {i} THEN ${}", 4 + i))
-                .collect();
-            format!("CASE ring_attempts{arms} END")
-        };
-        let due = format!(
-            "state = 'pending' AND event_id IS NOT NULL AND ring_attempts < $2 \
-             AND COALESCE(last_ringed_at, created_at) + {step_case} <= $1"
-        );
+        // Params: $1 now, $2 budget, $3 limit, then one per step, then the ids.
+        let due = due_condition(4, steps.len());
         let ids_at = 4 + steps.len();
+        let ids_list = self.dialect.json_text_list(ids_at);
         let sql = format!(
             "UPDATE todos SET ring_attempts = ring_attempts + 1, last_ringed_at = $1 \
              WHERE id IN ( \
@@ -47,7 +79,7 @@ impl SqlStore {
                ) ranked ORDER BY turn, id LIMIT $3 \
              ) AND {due} \
              RETURNING {cols}",
-            ids = placeholders(ids_at, endpoint_ids.len()),
+            ids = ids_list,
             cols = todo_columns!(),
         );
         let mut q = sqlx::query(AssertSqlSafe(sql))
@@ -57,10 +89,10 @@ impl SqlStore {
         for step in steps {
             q = q.bind(step.as_millis() as i64);
         }
-        for id in endpoint_ids {
-            q = q.bind(id.clone());
-        }
-        let rows = q.fetch_all(&self.writer).await?;
+        let rows = q
+            .bind(json_list(endpoint_ids))
+            .fetch_all(&self.writer)
+            .await?;
         let mut out: Vec<RingCandidate> = rows
             .iter()
             .map(|row| {
