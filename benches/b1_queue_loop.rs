@@ -1,1 +1,1589 @@
-fn main() {}
+//! B1 (`09-quality.md`): the claim_next → complete loop through the storage
+//! layer, on SQLite and PostgreSQL, at concurrency 1, 4 and 16, against the
+//! raw SQL floor driven directly on the same database in the same run.
+//!
+//! Paths measured (every one starts from the same preloaded state):
+//!
+//! - `store`: `SqlStore::claim_next` (default queue set) + `SqlStore::complete`.
+//! - `floor (same SQL)`: the statements the store issues for the pending path
+//!   of `claim_next` and for `complete`, with their attempt-record INSERT and
+//!   UPDATE and their BEGIN/COMMIT, driven with a plain `PgPool` (one
+//!   dedicated connection per task, like pgbench) or a plain one-connection
+//!   `SqlitePool` (`BEGIN IMMEDIATE`).
+//! - `floor (bare UPDATEs)`, PostgreSQL only: just the claim and complete
+//!   UPDATEs, autocommit, no attempt history.
+//!
+//! The SQL text below mirrors `src/store/sql/todos.rs` (`claim_target`,
+//! pending path with no queue named; `finish_done`; `close_open_attempt`);
+//! keep them in step when the store's statements change.
+//!
+//! Configuration (environment): `B1_SECONDS` (default 20), `B1_REPEATS`
+//! (default 3), `B1_CONCURRENCY` (default `1,4,16`), `B1_PG_PRELOAD` and
+//! `B1_SQLITE_PRELOAD` (pending todos loaded before every run, default
+//! 200 000 and 400 000), `B1_BACKENDS` (default `sqlite,postgres`),
+//! `B1_PATHS` (default `store,same,bare`; the diagnostic paths `pooled` and
+//! `pooled-noping` drive the same SQL through a `PgPool` acquired per
+//! transaction, with and without sqlx's ping on acquire; `cte` does the
+//! store's work, attempt history included, as one statement per call),
+//! `B1_VACUUM_EVERY=SECONDS` (diagnostic: `VACUUM todos` that often during
+//! PostgreSQL runs, standing in for autovacuum), `B1_EXPLAIN=1`
+//! (print EXPLAIN ANALYZE of the claim statement after each PostgreSQL store
+//! run, to stderr), `B1_RESULTS` (also write the Markdown report there).
+//! PostgreSQL: `SWITCHBOARD_BENCH_DATABASE_URL`, else
+//! `SWITCHBOARD_TEST_DATABASE_URL`; a fresh database is created on that
+//! server and dropped at the end. Without either, only SQLite runs.
+//!
+//! Exits non-zero when a run's correctness check fails (a todo claimed twice
+//! or lost) or the preload ran dry.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, Result, anyhow, bail, ensure};
+use sqlx::any::AnyPoolOptions;
+use sqlx::pool::PoolConnection;
+use sqlx::postgres::{PgConnection, PgPool, PgPoolOptions, Postgres};
+use sqlx::sqlite::{SqliteConnectOptions, SqlitePool, SqlitePoolOptions};
+use sqlx::{AnyPool, AssertSqlSafe, Connection, Row};
+use switchboard::clock::SystemClock;
+use switchboard::domain::ids::{random_token, sha256_hex};
+use switchboard::store::sql::DatabaseLocation;
+use switchboard::store::{
+    AgentKind, Caller, ClaimOptions, Finish, NewEndpoint, SqlStore, Store, StoreOptions,
+};
+
+// ---------------------------------------------------------------------------
+// The statements, copied from src/store/sql/todos.rs.
+
+macro_rules! todo_columns {
+    () => {
+        "id, endpoint_id, queue, title, kind, source, payload, \
+    idempotency_key, event_id, state, owner, lease_expires_at, lease_token_hash, attempt, \
+    max_attempts, attempts_total, attempts_pruned, next_retry_at, result, last_note, \
+    ring_attempts, last_ringed_at, created_at, updated_at, claimed_at, completed_at"
+    };
+}
+
+/// `$1` now, `$2` owner, `$3` lease expiry, `$4` fence hash (NULL), `$5` endpoint.
+macro_rules! claim_pending {
+    ($skip:literal) => {
+        concat!(
+            "UPDATE todos SET state = 'claimed', owner = $2, lease_expires_at = $3, \
+    lease_token_hash = $4, attempt = attempt + 1, attempts_total = attempts_total + 1, \
+    claimed_at = $1, updated_at = $1, next_retry_at = NULL, last_note = NULL",
+            " WHERE id = (SELECT id FROM todos ",
+            "WHERE endpoint_id = $5 AND state = 'pending' ",
+            "ORDER BY created_at, id LIMIT 1",
+            $skip,
+            ") RETURNING ",
+            todo_columns!()
+        )
+    };
+}
+
+const PG_CLAIM: &str = claim_pending!(" FOR UPDATE SKIP LOCKED");
+const SQLITE_CLAIM: &str = claim_pending!("");
+
+/// Diagnostic (`B1_PATHS=cte`): the claim and its attempt record as ONE
+/// statement (a data-modifying CTE), so no BEGIN/COMMIT round trips.
+const PG_CLAIM_CTE: &str = concat!(
+    "WITH c AS (",
+    claim_pending!(" FOR UPDATE SKIP LOCKED"),
+    "), a AS (INSERT INTO todo_attempts (todo_id, seq, attempt, claimant, claimed_at) \
+     SELECT id, attempts_total, attempt, NULL, $1 FROM c) SELECT ",
+    todo_columns!(),
+    " FROM c"
+);
+
+/// Diagnostic: `complete` and closing its attempt as ONE statement.
+const PG_COMPLETE_CTE: &str = concat!(
+    "WITH d AS (UPDATE todos SET state = 'done', result = $1, completed_at = $2, ",
+    "updated_at = $2, lease_expires_at = NULL, lease_token_hash = NULL ",
+    "WHERE id = $3 AND endpoint_id = $4 AND state = 'claimed' AND owner = $5 \
+         AND (lease_token_hash IS NULL OR lease_token_hash = $6) RETURNING ",
+    todo_columns!(),
+    "), a AS (UPDATE todo_attempts SET ended_at = $2, outcome = 'completed', \
+     disposition = 'done', summary = NULL, summary_truncated = 0 \
+     WHERE todo_id = (SELECT id FROM d) AND ended_at IS NULL) SELECT ",
+    todo_columns!(),
+    " FROM d"
+);
+
+const INSERT_ATTEMPT: &str = "INSERT INTO todo_attempts (todo_id, seq, attempt, claimant, claimed_at) \
+     VALUES ($1, $2, $3, $4, $5)";
+
+/// `$1` result, `$2` now, `$3` id, `$4` endpoint, `$5` owner, `$6` fence hash.
+const COMPLETE: &str = concat!(
+    "UPDATE todos SET state = 'done', result = $1, completed_at = $2, ",
+    "updated_at = $2, lease_expires_at = NULL, lease_token_hash = NULL ",
+    "WHERE id = $3 AND endpoint_id = $4 AND state = 'claimed' AND owner = $5 \
+         AND (lease_token_hash IS NULL OR lease_token_hash = $6) RETURNING ",
+    todo_columns!()
+);
+
+const CLOSE_ATTEMPT: &str = "UPDATE todo_attempts SET ended_at = $1, outcome = $2, disposition = $3, \
+       summary = $4, summary_truncated = $5 \
+     WHERE todo_id = $6 AND ended_at IS NULL";
+
+/// Pending todos, oldest first by `(created_at, id)`; ids shaped like the
+/// store's (`td_` + 32 hex digits). `$1` endpoint, `$2` base time, `$3` count.
+const PG_PRELOAD: &str = "INSERT INTO todos (id, endpoint_id, queue, title, state, max_attempts, \
+       created_at, updated_at) \
+     SELECT 'td_' || lpad(to_hex(i), 32, '0'), $1, 'inbox', 'bench todo ' || i, 'pending', 5, \
+       $2 + i, $2 + i \
+     FROM generate_series(1::bigint, $3::bigint) AS s(i)";
+
+const SQLITE_PRELOAD: &str = "WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < $3) \
+     INSERT INTO todos (id, endpoint_id, queue, title, state, max_attempts, created_at, updated_at) \
+     SELECT printf('td_%032x', i), $1, 'inbox', 'bench todo ' || i, 'pending', 5, $2 + i, $2 + i \
+     FROM s";
+
+// ---------------------------------------------------------------------------
+// Configuration.
+
+#[derive(Debug, Clone)]
+struct Config {
+    seconds: u64,
+    repeats: usize,
+    concurrency: Vec<usize>,
+    pg_preload: i64,
+    sqlite_preload: i64,
+    run_sqlite: bool,
+    paths: Vec<Path>,
+    pg_admin_url: Option<(String, &'static str)>,
+    explain: bool,
+    vacuum_every: Option<Duration>,
+    results: Option<String>,
+}
+
+fn env_num<T: std::str::FromStr>(name: &str, default: T) -> Result<T> {
+    match std::env::var(name) {
+        Ok(v) if !v.trim().is_empty() => v
+            .trim()
+            .replace('_', "")
+            .parse()
+            .map_err(|_| anyhow!("{name}={v:?} is not a number")),
+        _ => Ok(default),
+    }
+}
+
+impl Config {
+    fn from_env() -> Result<Self> {
+        let backends = std::env::var("B1_BACKENDS").unwrap_or_else(|_| "sqlite,postgres".into());
+        let backends: Vec<String> = backends
+            .split(',')
+            .map(|s| s.trim().to_lowercase())
+            .collect();
+        let pg_url = [
+            "SWITCHBOARD_BENCH_DATABASE_URL",
+            "SWITCHBOARD_TEST_DATABASE_URL",
+        ]
+        .into_iter()
+        .find_map(|name| {
+            std::env::var(name)
+                .ok()
+                .filter(|v| !v.trim().is_empty())
+                .map(|v| (v, name))
+        });
+        let concurrency = std::env::var("B1_CONCURRENCY")
+            .unwrap_or_else(|_| "1,4,16".into())
+            .split(',')
+            .map(|s| s.trim().parse::<usize>())
+            .collect::<Result<Vec<_>, _>>()
+            .context("B1_CONCURRENCY must be a comma-separated list of numbers")?;
+        ensure!(
+            !concurrency.is_empty() && concurrency.iter().all(|&c| (1..=64).contains(&c)),
+            "B1_CONCURRENCY: each level must be 1..=64"
+        );
+        let paths = std::env::var("B1_PATHS")
+            .unwrap_or_else(|_| "store,same,bare".into())
+            .split(',')
+            .map(|name| {
+                let name = name.trim();
+                Path::ALL
+                    .into_iter()
+                    .find(|p| p.key() == name)
+                    .ok_or_else(|| {
+                        anyhow!(
+                            "B1_PATHS: unknown path {name:?}; expected some of {}",
+                            Path::ALL.map(Path::key).join(", ")
+                        )
+                    })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let cfg = Self {
+            seconds: env_num("B1_SECONDS", 20)?,
+            repeats: env_num("B1_REPEATS", 3)?,
+            concurrency,
+            pg_preload: env_num("B1_PG_PRELOAD", 200_000)?,
+            sqlite_preload: env_num("B1_SQLITE_PRELOAD", 400_000)?,
+            run_sqlite: backends.iter().any(|b| b == "sqlite"),
+            paths,
+            pg_admin_url: pg_url.filter(|_| backends.iter().any(|b| b == "postgres")),
+            explain: std::env::var("B1_EXPLAIN").is_ok_and(|v| v == "1"),
+            vacuum_every: match env_num("B1_VACUUM_EVERY", 0.0_f64)? {
+                s if s > 0.0 => Some(Duration::from_secs_f64(s)),
+                _ => None,
+            },
+            results: std::env::var("B1_RESULTS").ok().filter(|v| !v.is_empty()),
+        };
+        ensure!(
+            (1..=3600).contains(&cfg.seconds),
+            "B1_SECONDS must be 1..=3600"
+        );
+        ensure!((1..=20).contains(&cfg.repeats), "B1_REPEATS must be 1..=20");
+        ensure!(
+            cfg.pg_preload > 0 && cfg.sqlite_preload > 0,
+            "preloads must be positive"
+        );
+        Ok(cfg)
+    }
+}
+
+// ---------------------------------------------------------------------------
+// CPU and I/O accounting from /proc.
+
+fn clock_ticks_per_sec() -> f64 {
+    std::process::Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .and_then(|s| s.trim().parse::<f64>().ok())
+        .filter(|&t| t > 0.0)
+        .unwrap_or(100.0)
+}
+
+/// utime + stime + cutime + cstime of a process, in clock ticks.
+fn proc_ticks(pid: &str) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name, which is in parentheses and may hold spaces.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // fields[0] is field 3 (state); utime is field 14.
+    let get = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok());
+    Some(get(11)? + get(12)? + get(13)? + get(14)?)
+}
+
+/// (busy, total) jiffies of the whole host, from the first line of /proc/stat.
+fn host_ticks() -> (u64, u64) {
+    let Ok(stat) = std::fs::read_to_string("/proc/stat") else {
+        return (0, 0);
+    };
+    let Some(line) = stat.lines().next() else {
+        return (0, 0);
+    };
+    let v: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|f| f.parse().ok())
+        .collect();
+    // user nice system idle iowait irq softirq steal (guest is inside user).
+    let get = |i: usize| v.get(i).copied().unwrap_or(0);
+    let idle = get(3) + get(4);
+    let busy = get(0) + get(1) + get(2) + get(5) + get(6) + get(7);
+    (busy, busy + idle)
+}
+
+struct Sample {
+    at: Instant,
+    self_ticks: u64,
+    host: (u64, u64),
+    /// pid → (ticks, is a background process rather than a backend of ours).
+    pg: HashMap<String, (u64, bool)>,
+}
+
+/// The server processes that do this benchmark's work: every backend
+/// connected to the bench database, plus the shared background processes
+/// (WAL writer, checkpointer, background writer), which have no database.
+async fn pg_pids(admin: &PgPool) -> Result<Vec<(String, bool)>> {
+    let rows = sqlx::query(
+        "SELECT pid, datname IS NULL FROM pg_stat_activity \
+         WHERE (datname = current_database() OR datname IS NULL) AND pid <> pg_backend_pid()",
+    )
+    .fetch_all(admin)
+    .await?;
+    Ok(rows
+        .iter()
+        .map(|r| (r.get::<i32, _>(0).to_string(), r.get::<bool, _>(1)))
+        .collect())
+}
+
+async fn sample(pg: Option<&PgPool>) -> Result<Sample> {
+    let mut pg_ticks = HashMap::new();
+    if let Some(admin) = pg {
+        for (pid, background) in pg_pids(admin).await? {
+            if let Some(t) = proc_ticks(&pid) {
+                pg_ticks.insert(pid, (t, background));
+            }
+        }
+    }
+    Ok(Sample {
+        at: Instant::now(),
+        self_ticks: proc_ticks("self").unwrap_or(0),
+        host: host_ticks(),
+        pg: pg_ticks,
+    })
+}
+
+// ---------------------------------------------------------------------------
+// What one run measured.
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+impl Backend {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Sqlite => "SQLite",
+            Self::Postgres => "PostgreSQL",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+enum Path {
+    Store,
+    FloorSame,
+    FloorBare,
+    /// Diagnostic: same SQL through a default `PgPool`, acquire per transaction
+    /// (sqlx pings the connection on every acquire).
+    FloorPooled,
+    /// Diagnostic: as `FloorPooled` with `test_before_acquire(false)`.
+    FloorPooledNoPing,
+    /// Diagnostic: the store's work with one statement per call (CTEs), autocommit.
+    FloorCte,
+}
+
+impl Path {
+    const ALL: [Path; 6] = [
+        Self::Store,
+        Self::FloorSame,
+        Self::FloorBare,
+        Self::FloorPooled,
+        Self::FloorPooledNoPing,
+        Self::FloorCte,
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            Self::Store => "store (SqlStore)",
+            Self::FloorSame => "floor: same SQL",
+            Self::FloorBare => "floor: bare UPDATEs",
+            Self::FloorPooled => "diag: same SQL, pool acquire per tx",
+            Self::FloorPooledNoPing => "diag: same SQL, pool acquire per tx, no ping",
+            Self::FloorCte => "diag: same work, one statement per call (CTE)",
+        }
+    }
+
+    /// The name `B1_PATHS` uses.
+    fn key(self) -> &'static str {
+        match self {
+            Self::Store => "store",
+            Self::FloorSame => "same",
+            Self::FloorBare => "bare",
+            Self::FloorPooled => "pooled",
+            Self::FloorPooledNoPing => "pooled-noping",
+            Self::FloorCte => "cte",
+        }
+    }
+
+    fn on_sqlite(self) -> bool {
+        matches!(self, Self::Store | Self::FloorSame)
+    }
+}
+
+#[derive(Debug, Clone)]
+struct RunResult {
+    loops: u64,
+    secs: f64,
+    /// This process's CPU (the bench, sqlx, and on SQLite the database engine).
+    client_cpu: f64,
+    /// CPU of the PostgreSQL processes (see [`pg_pids`]).
+    pg_cpu: Option<f64>,
+    /// The part of `pg_cpu` spent by background processes (WAL writer, checkpointer, …).
+    pg_background_cpu: Option<f64>,
+    /// Host CPU in cores that neither this process nor those PostgreSQL
+    /// processes used: other people's work on a shared machine.
+    other_cores: f64,
+    /// Loops/s in the first and the last fifth of the run.
+    first_rate: f64,
+    last_rate: f64,
+    /// Diagnostic VACUUMs run during the run (`B1_VACUUM_EVERY`).
+    vacuums: u32,
+}
+
+impl RunResult {
+    fn rate(&self) -> f64 {
+        self.loops as f64 / self.secs
+    }
+}
+
+fn finish_sample(start: &Sample, end: &Sample, loops: u64, tck: f64) -> RunResult {
+    let secs = end.at.duration_since(start.at).as_secs_f64();
+    let client_cpu = end.self_ticks.saturating_sub(start.self_ticks) as f64 / tck;
+    let pg_sum = |background_only: bool| {
+        (!end.pg.is_empty()).then(|| {
+            end.pg
+                .iter()
+                .filter(|(_, (_, bg))| *bg || !background_only)
+                .map(|(pid, (t, _))| t.saturating_sub(start.pg.get(pid).map_or(0, |s| s.0)))
+                .sum::<u64>() as f64
+                / tck
+        })
+    };
+    let pg_cpu = pg_sum(false);
+    let pg_background_cpu = pg_sum(true);
+    let host_busy = end.host.0.saturating_sub(start.host.0) as f64 / tck;
+    let other = (host_busy - client_cpu - pg_cpu.unwrap_or(0.0)).max(0.0) / secs;
+    RunResult {
+        loops,
+        secs,
+        client_cpu,
+        pg_cpu,
+        pg_background_cpu,
+        other_cores: other,
+        first_rate: f64::NAN,
+        last_rate: f64::NAN,
+        vacuums: 0,
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The loops.
+
+#[derive(Clone)]
+struct Ctx {
+    endpoint_id: String,
+    owner: String,
+    deadline: Instant,
+    dry: Arc<AtomicBool>,
+    /// Loops completed so far by all tasks, sampled once a second.
+    progress: Arc<AtomicU64>,
+}
+
+impl Ctx {
+    fn new(caller: &Caller, start: &Sample, seconds: u64, dry: &Arc<AtomicBool>) -> Self {
+        Self {
+            endpoint_id: caller.endpoint_id.clone(),
+            owner: caller.owner(),
+            deadline: start.at + Duration::from_secs(seconds),
+            dry: dry.clone(),
+            progress: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
+    fn go_on(&self) -> bool {
+        Instant::now() < self.deadline && !self.dry.load(Ordering::Relaxed)
+    }
+
+    fn tick(&self) {
+        self.progress.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Samples the loop counter every second until the deadline.
+    fn watch(&self) -> tokio::task::JoinHandle<Vec<u64>> {
+        let progress = self.progress.clone();
+        let deadline = self.deadline;
+        tokio::spawn(async move {
+            let mut seen = vec![0];
+            let mut next = Instant::now() + Duration::from_secs(1);
+            while next <= deadline {
+                tokio::time::sleep_until(next.into()).await;
+                seen.push(progress.load(Ordering::Relaxed));
+                next += Duration::from_secs(1);
+            }
+            seen
+        })
+    }
+}
+
+/// Loops/s over the first and the last fifth of a run: how much the queue
+/// table's dead rows slowed it down as it went.
+fn drift(seen: &[u64]) -> (f64, f64) {
+    let n = seen.len().saturating_sub(1);
+    if n == 0 {
+        return (f64::NAN, f64::NAN);
+    }
+    let w = (n / 5).max(1);
+    (
+        (seen[w] - seen[0]) as f64 / w as f64,
+        (seen[n] - seen[n - w]) as f64 / w as f64,
+    )
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+const LEASE_MS: i64 = 300_000;
+
+async fn store_worker(store: Arc<SqlStore>, caller: Caller, ctx: Ctx) -> Result<u64> {
+    let mut loops = 0;
+    while ctx.go_on() {
+        let Some(claimed) = store
+            .claim_next(&caller, None, ClaimOptions::default())
+            .await?
+        else {
+            ctx.dry.store(true, Ordering::Relaxed);
+            break;
+        };
+        store
+            .complete(&caller, &claimed.todo.id, Finish::default())
+            .await?;
+        loops += 1;
+        ctx.tick();
+    }
+    Ok(loops)
+}
+
+/// The store's pending-path claim transaction, statement for statement:
+/// BEGIN, the claim UPDATE, the attempt INSERT, COMMIT. `None` when nothing is pending.
+async fn pg_claim_tx(conn: &mut PgConnection, ctx: &Ctx) -> Result<Option<String>> {
+    let now = now_ms();
+    let mut tx = conn.begin().await?;
+    let Some(row) = sqlx::query(PG_CLAIM)
+        .bind(now)
+        .bind(&ctx.owner)
+        .bind(now + LEASE_MS)
+        .bind(None::<String>)
+        .bind(&ctx.endpoint_id)
+        .fetch_optional(&mut *tx)
+        .await?
+    else {
+        tx.rollback().await?;
+        return Ok(None);
+    };
+    let id: String = row.try_get("id")?;
+    sqlx::query(INSERT_ATTEMPT)
+        .bind(&id)
+        .bind(row.try_get::<i64, _>("attempts_total")?)
+        .bind(row.try_get::<i64, _>("attempt")?)
+        .bind(None::<String>)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(Some(id))
+}
+
+/// The store's `complete` transaction: BEGIN, the guarded UPDATE, closing the
+/// attempt, COMMIT.
+async fn pg_complete_tx(conn: &mut PgConnection, ctx: &Ctx, id: &str) -> Result<()> {
+    let now = now_ms();
+    let mut tx = conn.begin().await?;
+    let done = sqlx::query(COMPLETE)
+        .bind(None::<String>)
+        .bind(now)
+        .bind(id)
+        .bind(&ctx.endpoint_id)
+        .bind(&ctx.owner)
+        .bind(None::<String>)
+        .fetch_optional(&mut *tx)
+        .await?;
+    ensure!(done.is_some(), "floor: complete of {id} matched nothing");
+    sqlx::query(CLOSE_ATTEMPT)
+        .bind(now)
+        .bind("completed")
+        .bind("done")
+        .bind(None::<String>)
+        .bind(0_i64)
+        .bind(id)
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+/// The same statements on one dedicated connection per task (like pgbench).
+async fn pg_same_worker(mut conn: PoolConnection<Postgres>, ctx: Ctx) -> Result<u64> {
+    let mut loops = 0;
+    while ctx.go_on() {
+        let Some(id) = pg_claim_tx(&mut conn, &ctx).await? else {
+            ctx.dry.store(true, Ordering::Relaxed);
+            break;
+        };
+        pg_complete_tx(&mut conn, &ctx, &id).await?;
+        loops += 1;
+        ctx.tick();
+    }
+    Ok(loops)
+}
+
+/// Diagnostic: the same statements, but each transaction takes a connection
+/// from the pool the way the store does (`acquire`, then BEGIN).
+async fn pg_pooled_worker(pool: PgPool, ctx: Ctx) -> Result<u64> {
+    let mut loops = 0;
+    while ctx.go_on() {
+        let Some(id) = pg_claim_tx(&mut *pool.acquire().await?, &ctx).await? else {
+            ctx.dry.store(true, Ordering::Relaxed);
+            break;
+        };
+        pg_complete_tx(&mut *pool.acquire().await?, &ctx, &id).await?;
+        loops += 1;
+        ctx.tick();
+    }
+    Ok(loops)
+}
+
+/// Diagnostic: the same work as the store, one statement per call, autocommit.
+async fn pg_cte_worker(mut conn: PoolConnection<Postgres>, ctx: Ctx) -> Result<u64> {
+    let conn: &mut PgConnection = &mut conn;
+    let mut loops = 0;
+    while ctx.go_on() {
+        let now = now_ms();
+        let Some(row) = sqlx::query(PG_CLAIM_CTE)
+            .bind(now)
+            .bind(&ctx.owner)
+            .bind(now + LEASE_MS)
+            .bind(None::<String>)
+            .bind(&ctx.endpoint_id)
+            .fetch_optional(&mut *conn)
+            .await?
+        else {
+            ctx.dry.store(true, Ordering::Relaxed);
+            break;
+        };
+        let id: String = row.try_get("id")?;
+        let now = now_ms();
+        let done = sqlx::query(PG_COMPLETE_CTE)
+            .bind(None::<String>)
+            .bind(now)
+            .bind(&id)
+            .bind(&ctx.endpoint_id)
+            .bind(&ctx.owner)
+            .bind(None::<String>)
+            .fetch_optional(&mut *conn)
+            .await?;
+        ensure!(
+            done.is_some(),
+            "cte floor: complete of {id} matched nothing"
+        );
+        loops += 1;
+        ctx.tick();
+    }
+    Ok(loops)
+}
+
+/// Just the two UPDATEs, autocommit, no attempt history.
+async fn pg_bare_worker(mut conn: PoolConnection<Postgres>, ctx: Ctx) -> Result<u64> {
+    let conn: &mut PgConnection = &mut conn;
+    let mut loops = 0;
+    while ctx.go_on() {
+        let now = now_ms();
+        let Some(row) = sqlx::query(PG_CLAIM)
+            .bind(now)
+            .bind(&ctx.owner)
+            .bind(now + LEASE_MS)
+            .bind(None::<String>)
+            .bind(&ctx.endpoint_id)
+            .fetch_optional(&mut *conn)
+            .await?
+        else {
+            ctx.dry.store(true, Ordering::Relaxed);
+            break;
+        };
+        let id: String = row.try_get("id")?;
+        let now = now_ms();
+        let done = sqlx::query(COMPLETE)
+            .bind(None::<String>)
+            .bind(now)
+            .bind(&id)
+            .bind(&ctx.endpoint_id)
+            .bind(&ctx.owner)
+            .bind(None::<String>)
+            .fetch_optional(&mut *conn)
+            .await?;
+        ensure!(
+            done.is_some(),
+            "bare floor: complete of {id} matched nothing"
+        );
+        loops += 1;
+        ctx.tick();
+    }
+    Ok(loops)
+}
+
+/// The store's SQLite statements on one shared connection, `BEGIN IMMEDIATE`.
+async fn sqlite_same_worker(pool: SqlitePool, ctx: Ctx) -> Result<u64> {
+    let mut loops = 0;
+    while ctx.go_on() {
+        let now = now_ms();
+        let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
+        let Some(row) = sqlx::query(SQLITE_CLAIM)
+            .bind(now)
+            .bind(&ctx.owner)
+            .bind(now + LEASE_MS)
+            .bind(None::<String>)
+            .bind(&ctx.endpoint_id)
+            .fetch_optional(&mut *tx)
+            .await?
+        else {
+            tx.rollback().await?;
+            ctx.dry.store(true, Ordering::Relaxed);
+            break;
+        };
+        let id: String = row.try_get("id")?;
+        sqlx::query(INSERT_ATTEMPT)
+            .bind(&id)
+            .bind(row.try_get::<i64, _>("attempts_total")?)
+            .bind(row.try_get::<i64, _>("attempt")?)
+            .bind(None::<String>)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+
+        let now = now_ms();
+        let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
+        let done = sqlx::query(COMPLETE)
+            .bind(None::<String>)
+            .bind(now)
+            .bind(&id)
+            .bind(&ctx.endpoint_id)
+            .bind(&ctx.owner)
+            .bind(None::<String>)
+            .fetch_optional(&mut *tx)
+            .await?;
+        ensure!(done.is_some(), "floor: complete of {id} matched nothing");
+        sqlx::query(CLOSE_ATTEMPT)
+            .bind(now)
+            .bind("completed")
+            .bind("done")
+            .bind(None::<String>)
+            .bind(0_i64)
+            .bind(&id)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        loops += 1;
+        ctx.tick();
+    }
+    Ok(loops)
+}
+
+// ---------------------------------------------------------------------------
+// Setup and checks.
+
+struct Registered {
+    caller: Caller,
+}
+
+async fn register(store: &SqlStore) -> Result<Registered> {
+    let human = store.create_human("bench").await?;
+    let agent = store
+        .create_agent(&human.id, "worker", AgentKind::Task)
+        .await?;
+    let credential = format!("sbk_{}", random_token(32));
+    let endpoint = store
+        .create_endpoint(NewEndpoint {
+            agent_id: agent.id.clone(),
+            slug: format!("worker-{}", random_token(3).to_lowercase()),
+            credential_hash: sha256_hex(&credential),
+            credential_prefix: credential[..12].to_owned(),
+            queues: vec!["inbox".into(), "reviews".into()],
+            verbs: vec![],
+            expires_at: None,
+            default_lease_ttl_seconds: None,
+        })
+        .await?;
+    Ok(Registered {
+        caller: endpoint.caller(),
+    })
+}
+
+async fn count(pool: &AnyPool, sql: &'static str) -> Result<i64> {
+    Ok(sqlx::query(sql)
+        .fetch_one(pool)
+        .await?
+        .try_get::<i64, _>(0)?)
+}
+
+/// No todo claimed twice, none lost, and the history the path writes.
+async fn check(pool: &AnyPool, path: Path, preload: i64, loops: u64) -> Result<()> {
+    let done = count(pool, "SELECT COUNT(*) FROM todos WHERE state = 'done'").await?;
+    let pending = count(pool, "SELECT COUNT(*) FROM todos WHERE state = 'pending'").await?;
+    let other = count(
+        pool,
+        "SELECT COUNT(*) FROM todos WHERE state NOT IN ('done', 'pending')",
+    )
+    .await?;
+    let twice = count(
+        pool,
+        "SELECT COUNT(*) FROM todos WHERE state = 'done' AND (attempts_total <> 1 OR attempt <> 1)",
+    )
+    .await?;
+    let untouched_pending = count(
+        pool,
+        "SELECT COUNT(*) FROM todos WHERE state = 'pending' AND attempts_total <> 0",
+    )
+    .await?;
+    let attempts = count(pool, "SELECT COUNT(*) FROM todo_attempts").await?;
+    let good_attempts = count(
+        pool,
+        "SELECT COUNT(*) FROM todo_attempts a JOIN todos t ON t.id = a.todo_id \
+         WHERE t.state = 'done' AND a.seq = 1 AND a.attempt = 1 AND a.ended_at IS NOT NULL \
+           AND a.outcome = 'completed' AND a.disposition = 'done'",
+    )
+    .await?;
+    let mut problems = Vec::new();
+    if done != loops as i64 {
+        problems.push(format!(
+            "{done} todos are done but the workers completed {loops}"
+        ));
+    }
+    if done + pending != preload || other != 0 {
+        problems.push(format!(
+            "lost todos: {done} done + {pending} pending + {other} other != {preload} preloaded"
+        ));
+    }
+    if twice != 0 {
+        problems.push(format!("{twice} done todos were claimed more than once"));
+    }
+    if untouched_pending != 0 {
+        problems.push(format!("{untouched_pending} pending todos show a claim"));
+    }
+    let expected_attempts = if path == Path::FloorBare { 0 } else { done };
+    if attempts != expected_attempts || good_attempts != expected_attempts {
+        problems.push(format!(
+            "attempt history: {attempts} records, {good_attempts} well-formed, \
+             expected exactly one closed 'completed' record per done todo ({expected_attempts})"
+        ));
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        bail!("correctness check failed: {}", problems.join("; "))
+    }
+}
+
+async fn join_workers(set: tokio::task::JoinSet<Result<u64>>, limit: Duration) -> Result<u64> {
+    let all = async move {
+        let mut set = set;
+        let mut total = 0;
+        while let Some(res) = set.join_next().await {
+            total += res.context("a worker panicked")??;
+        }
+        Ok::<u64, anyhow::Error>(total)
+    };
+    tokio::time::timeout(limit, all)
+        .await
+        .map_err(|_| anyhow!("the run did not stop within {limit:?}"))?
+}
+
+// ---------------------------------------------------------------------------
+// SQLite: a fresh file per run.
+
+async fn sqlite_run(cfg: &Config, path: Path, conc: usize, tck: f64) -> Result<RunResult> {
+    let dir = tempfile::Builder::new().prefix("sb-b1-").tempdir()?;
+    let file = dir.path().join("bench.db");
+    let store = Arc::new(
+        SqlStore::connect(
+            &DatabaseLocation::Sqlite(file.clone()),
+            Arc::new(SystemClock),
+            &StoreOptions::default(),
+        )
+        .await?,
+    );
+    store.migrate(None).await?;
+    let reg = register(&store).await?;
+    sqlx::query(SQLITE_PRELOAD)
+        .bind(&reg.caller.endpoint_id)
+        .bind(now_ms() - cfg.sqlite_preload - 1000)
+        .bind(cfg.sqlite_preload)
+        .execute(store.pool())
+        .await?;
+    sqlx::raw_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+        .execute(store.pool())
+        .await?;
+
+    let dry = Arc::new(AtomicBool::new(false));
+    let limit = Duration::from_secs(cfg.seconds + 120);
+    let mut set = tokio::task::JoinSet::new();
+    let watch;
+    let (start, loops) = match path {
+        Path::Store => {
+            let start = sample(None).await?;
+            let ctx = Ctx::new(&reg.caller, &start, cfg.seconds, &dry);
+            watch = Some(ctx.watch());
+            for _ in 0..conc {
+                set.spawn(store_worker(store.clone(), reg.caller.clone(), ctx.clone()));
+            }
+            (start, join_workers(set, limit).await?)
+        }
+        Path::FloorSame => {
+            let url = format!("sqlite://{}?mode=rwc", file.display());
+            let options: SqliteConnectOptions = url.parse()?;
+            let pool = SqlitePoolOptions::new()
+                .max_connections(1)
+                .test_before_acquire(false)
+                .after_connect(|conn, _meta| {
+                    Box::pin(async move {
+                        sqlx::raw_sql("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;")
+                            .execute(conn)
+                            .await?;
+                        Ok(())
+                    })
+                })
+                .connect_with(options)
+                .await?;
+            let start = sample(None).await?;
+            let ctx = Ctx::new(&reg.caller, &start, cfg.seconds, &dry);
+            watch = Some(ctx.watch());
+            for _ in 0..conc {
+                set.spawn(sqlite_same_worker(pool.clone(), ctx.clone()));
+            }
+            let loops = join_workers(set, limit).await;
+            pool.close().await;
+            (start, loops?)
+        }
+        other => bail!("{} is PostgreSQL only", other.name()),
+    };
+    let end = sample(None).await?;
+    let mut result = finish_sample(&start, &end, loops, tck);
+    if let Some(watch) = watch {
+        (result.first_rate, result.last_rate) = drift(&watch.await?);
+    }
+    ensure!(
+        !dry.load(Ordering::Relaxed),
+        "SQLite {} c={conc}: the {} preloaded todos ran out; raise B1_SQLITE_PRELOAD",
+        path.name(),
+        cfg.sqlite_preload
+    );
+    check(store.pool(), path, cfg.sqlite_preload, loops).await?;
+    store.close().await;
+    drop(dir);
+    Ok(result)
+}
+
+// ---------------------------------------------------------------------------
+// PostgreSQL: one fresh database per bench, reset before every run.
+
+struct Pg {
+    admin_url: String,
+    database: String,
+    store: Arc<SqlStore>,
+    reg: Registered,
+    /// The floor's own pool: a plain `PgPool`, one dedicated connection per task.
+    floor: PgPool,
+    /// Diagnostic pools sized like the store's: sqlx defaults, and without the ping.
+    pooled: Option<PgPool>,
+    pooled_noping: Option<PgPool>,
+    /// For resets, checks and CPU accounting.
+    admin: PgPool,
+    any: AnyPool,
+}
+
+/// `postgres://u@h:5432/old?x` → `postgres://u@h:5432/new?x`.
+fn replace_database(url: &str, database: &str) -> String {
+    let (base, query) = match url.split_once('?') {
+        Some((b, q)) => (b, Some(q)),
+        None => (url, None),
+    };
+    let scheme_end = base.find("://").map_or(0, |i| i + 3);
+    let path_start = base[scheme_end..]
+        .find('/')
+        .map_or(base.len(), |i| scheme_end + i);
+    let mut out = format!("{}/{}", &base[..path_start], database);
+    if let Some(q) = query {
+        out.push('?');
+        out.push_str(q);
+    }
+    out
+}
+
+fn redact(url: &str) -> String {
+    DatabaseLocation::Postgres(url.to_owned()).redacted()
+}
+
+/// Diagnostic (`B1_VACUUM_EVERY`): what autovacuum would do for the queue
+/// table if it were on, as a plain `VACUUM todos` every `every`.
+async fn vacuum_loop(admin: PgPool, every: Duration, deadline: Instant) -> Result<u32> {
+    let mut n = 0;
+    loop {
+        tokio::time::sleep(every).await;
+        if Instant::now() + Duration::from_millis(500) >= deadline {
+            return Ok(n);
+        }
+        sqlx::raw_sql("VACUUM todos").execute(&admin).await?;
+        n += 1;
+    }
+}
+
+impl Pg {
+    async fn open(admin_url: &str, max_conc: usize, paths: &[Path]) -> Result<Self> {
+        let database = format!(
+            "sb_bench_{}",
+            random_token(6).to_lowercase().replace(['-', '_'], "x")
+        );
+        let mut admin = PgConnection::connect(admin_url)
+            .await
+            .with_context(|| format!("cannot reach PostgreSQL at {}", redact(admin_url)))?;
+        sqlx::raw_sql(AssertSqlSafe(format!("CREATE DATABASE {database}")))
+            .execute(&mut admin)
+            .await?;
+        admin.close().await?;
+        let url = replace_database(admin_url, &database);
+        let store = SqlStore::connect(
+            &DatabaseLocation::Postgres(url.clone()),
+            Arc::new(SystemClock),
+            &StoreOptions::default(),
+        )
+        .await?;
+        store.migrate(None).await?;
+        let reg = register(&store).await?;
+        let floor = PgPoolOptions::new()
+            .max_connections(max_conc as u32 + 1)
+            .connect(&url)
+            .await?;
+        let store_size = StoreOptions::default().max_connections;
+        let pooled = match paths.contains(&Path::FloorPooled) {
+            true => Some(
+                PgPoolOptions::new()
+                    .max_connections(store_size)
+                    .connect(&url)
+                    .await?,
+            ),
+            false => None,
+        };
+        let pooled_noping = match paths.contains(&Path::FloorPooledNoPing) {
+            true => Some(
+                PgPoolOptions::new()
+                    .max_connections(store_size)
+                    .test_before_acquire(false)
+                    .connect(&url)
+                    .await?,
+            ),
+            false => None,
+        };
+        let admin = PgPoolOptions::new()
+            .max_connections(2)
+            .connect(&url)
+            .await?;
+        let any = AnyPoolOptions::new()
+            .max_connections(2)
+            .connect(&url)
+            .await?;
+        Ok(Self {
+            admin_url: admin_url.to_owned(),
+            database,
+            store: Arc::new(store),
+            reg,
+            floor,
+            pooled,
+            pooled_noping,
+            admin,
+            any,
+        })
+    }
+
+    /// Same starting state for every run: truncate, reload, vacuum, checkpoint.
+    async fn reset(&self, preload: i64) -> Result<()> {
+        sqlx::raw_sql("TRUNCATE todo_attempts, todos")
+            .execute(&self.admin)
+            .await?;
+        sqlx::query(PG_PRELOAD)
+            .bind(&self.reg.caller.endpoint_id)
+            .bind(now_ms() - preload - 1000)
+            .bind(preload)
+            .execute(&self.admin)
+            .await?;
+        // One statement each: VACUUM refuses to run in a multi-statement batch.
+        for sql in [
+            "VACUUM ANALYZE todos",
+            "VACUUM ANALYZE todo_attempts",
+            "CHECKPOINT",
+        ] {
+            sqlx::raw_sql(sql).execute(&self.admin).await?;
+        }
+        Ok(())
+    }
+
+    async fn explain_claim(&self) -> Result<String> {
+        let mut conn = self.admin.acquire().await?;
+        let mut tx = conn.begin().await?;
+        let now = now_ms();
+        let rows = sqlx::query(AssertSqlSafe(format!(
+            "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) {PG_CLAIM}"
+        )))
+        .bind(now)
+        .bind(self.reg.caller.owner())
+        .bind(now + LEASE_MS)
+        .bind(None::<String>)
+        .bind(&self.reg.caller.endpoint_id)
+        .fetch_all(&mut *tx)
+        .await?;
+        tx.rollback().await?;
+        let mut out = String::new();
+        for r in rows {
+            out.push_str(&r.try_get::<String, _>(0)?);
+            out.push('\n');
+        }
+        Ok(out)
+    }
+
+    async fn run(&self, cfg: &Config, path: Path, conc: usize, tck: f64) -> Result<RunResult> {
+        self.reset(cfg.pg_preload).await?;
+        let dry = Arc::new(AtomicBool::new(false));
+        let limit = Duration::from_secs(cfg.seconds + 120);
+        let mut set = tokio::task::JoinSet::new();
+        let caller = &self.reg.caller;
+        let mut watch = None;
+        let mut vacuum = None;
+        let mut make_ctx = |start: &Sample| {
+            let ctx = Ctx::new(caller, start, cfg.seconds, &dry);
+            watch = Some(ctx.watch());
+            if let Some(every) = cfg.vacuum_every {
+                vacuum = Some(tokio::spawn(vacuum_loop(
+                    self.admin.clone(),
+                    every,
+                    ctx.deadline,
+                )));
+            }
+            ctx
+        };
+        let (start, loops) = match path {
+            Path::Store => {
+                // Open the connections the run will use before the clock starts.
+                let mut warm = Vec::new();
+                for _ in 0..conc {
+                    warm.push(self.store.pool().acquire().await?);
+                }
+                drop(warm);
+                let start = sample(Some(&self.admin)).await?;
+                let ctx = make_ctx(&start);
+                for _ in 0..conc {
+                    set.spawn(store_worker(
+                        self.store.clone(),
+                        caller.clone(),
+                        ctx.clone(),
+                    ));
+                }
+                (start, join_workers(set, limit).await?)
+            }
+            Path::FloorPooled | Path::FloorPooledNoPing => {
+                let pool = match path {
+                    Path::FloorPooled => self.pooled.clone(),
+                    _ => self.pooled_noping.clone(),
+                }
+                .context("diagnostic pool not opened")?;
+                let mut warm = Vec::new();
+                for _ in 0..conc {
+                    warm.push(pool.acquire().await?);
+                }
+                drop(warm);
+                let start = sample(Some(&self.admin)).await?;
+                let ctx = make_ctx(&start);
+                for _ in 0..conc {
+                    set.spawn(pg_pooled_worker(pool.clone(), ctx.clone()));
+                }
+                (start, join_workers(set, limit).await?)
+            }
+            Path::FloorSame | Path::FloorBare | Path::FloorCte => {
+                let mut conns = Vec::new();
+                for _ in 0..conc {
+                    conns.push(self.floor.acquire().await?);
+                }
+                let start = sample(Some(&self.admin)).await?;
+                let ctx = make_ctx(&start);
+                for conn in conns {
+                    match path {
+                        Path::FloorSame => set.spawn(pg_same_worker(conn, ctx.clone())),
+                        Path::FloorCte => set.spawn(pg_cte_worker(conn, ctx.clone())),
+                        _ => set.spawn(pg_bare_worker(conn, ctx.clone())),
+                    };
+                }
+                (start, join_workers(set, limit).await?)
+            }
+        };
+        let end = sample(Some(&self.admin)).await?;
+        let mut result = finish_sample(&start, &end, loops, tck);
+        if let Some(watch) = watch {
+            (result.first_rate, result.last_rate) = drift(&watch.await?);
+        }
+        if let Some(vacuum) = vacuum {
+            result.vacuums = vacuum.await??;
+        }
+        ensure!(
+            !dry.load(Ordering::Relaxed),
+            "PostgreSQL {} c={conc}: the {} preloaded todos ran out; raise B1_PG_PRELOAD",
+            path.name(),
+            cfg.pg_preload
+        );
+        check(&self.any, path, cfg.pg_preload, loops).await?;
+        if cfg.explain && path == Path::Store {
+            eprintln!(
+                "EXPLAIN of the claim after {} loops (c={conc}):\n{}",
+                loops,
+                self.explain_claim().await?
+            );
+        }
+        Ok(result)
+    }
+
+    async fn settings(&self) -> Result<String> {
+        let mut out = Vec::new();
+        let version: String = sqlx::query("SHOW server_version")
+            .fetch_one(&self.admin)
+            .await?
+            .try_get(0)?;
+        out.push(format!("server_version={version}"));
+        for name in [
+            "shared_buffers",
+            "synchronous_commit",
+            "fsync",
+            "max_connections",
+            "autovacuum",
+        ] {
+            let v: String = sqlx::query(AssertSqlSafe(format!("SHOW {name}")))
+                .fetch_one(&self.admin)
+                .await?
+                .try_get(0)?;
+            out.push(format!("{name}={v}"));
+        }
+        Ok(out.join(", "))
+    }
+
+    async fn drop_database(self) {
+        self.store.close().await;
+        self.floor.close().await;
+        for pool in [&self.pooled, &self.pooled_noping].into_iter().flatten() {
+            pool.close().await;
+        }
+        self.admin.close().await;
+        self.any.close().await;
+        if let Ok(mut admin) = PgConnection::connect(&self.admin_url).await {
+            let _ = sqlx::raw_sql(AssertSqlSafe(format!(
+                "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+                self.database
+            )))
+            .execute(&mut admin)
+            .await;
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Reporting.
+
+fn median(v: &[f64]) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(|a, b| a.total_cmp(b));
+    let n = s.len();
+    if n == 0 {
+        f64::NAN
+    } else if n % 2 == 1 {
+        s[n / 2]
+    } else {
+        (s[n / 2 - 1] + s[n / 2]) / 2.0
+    }
+}
+
+type Key = (Backend, usize, Path);
+
+fn rate_median(results: &HashMap<Key, Vec<RunResult>>, key: Key) -> Option<f64> {
+    results
+        .get(&key)
+        .map(|runs| median(&runs.iter().map(RunResult::rate).collect::<Vec<_>>()))
+}
+
+fn report(cfg: &Config, results: &HashMap<Key, Vec<RunResult>>, header: &str) -> (String, bool) {
+    let mut md = String::new();
+    md.push_str(header);
+    md.push_str(
+        "\n| backend | path | concurrency | loops/s median | min – max | runs (loops/s) \
+         | first → last fifth of a run (loops/s) | bench process CPU µs/loop \
+         | PostgreSQL CPU µs/loop (of which background) | other load (cores) |\n\
+         |---|---|---:|---:|---:|---|---:|---:|---:|---:|\n",
+    );
+    let mut keys: Vec<Key> = results.keys().copied().collect();
+    keys.sort();
+    for key in &keys {
+        let runs = &results[key];
+        let rates: Vec<f64> = runs.iter().map(RunResult::rate).collect();
+        let min = rates.iter().copied().fold(f64::INFINITY, f64::min);
+        let max = rates.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let per_loop = |f: &dyn Fn(&RunResult) -> f64| {
+            median(
+                &runs
+                    .iter()
+                    .map(|r| f(r) / r.loops.max(1) as f64)
+                    .collect::<Vec<_>>(),
+            )
+        };
+        let client = per_loop(&|r| r.client_cpu * 1e6);
+        let pg = if runs.iter().all(|r| r.pg_cpu.is_some()) {
+            format!(
+                "{:.0} ({:.0})",
+                per_loop(&|r| r.pg_cpu.unwrap_or(0.0) * 1e6),
+                per_loop(&|r| r.pg_background_cpu.unwrap_or(0.0) * 1e6)
+            )
+        } else {
+            "—".into()
+        };
+        let other = median(&runs.iter().map(|r| r.other_cores).collect::<Vec<_>>());
+        let first = median(&runs.iter().map(|r| r.first_rate).collect::<Vec<_>>());
+        let last = median(&runs.iter().map(|r| r.last_rate).collect::<Vec<_>>());
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} | {:.0} | {:.0} – {:.0} | {} | {:.0} → {:.0} | {:.0} | {} | {:.2} |",
+            key.0.name(),
+            key.2.name(),
+            key.1,
+            median(&rates),
+            min,
+            max,
+            rates
+                .iter()
+                .map(|r| format!("{r:.0}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            first,
+            last,
+            client,
+            pg,
+            other
+        );
+    }
+
+    md.push_str(
+        "\n### Targets (09-quality.md, B1)\n\n| target | concurrency | store median | \
+         compared with | ratio | required | result |\n|---|---:|---:|---:|---:|---:|---|\n",
+    );
+    let mut all_pass = true;
+    for &conc in &cfg.concurrency {
+        let store = rate_median(results, (Backend::Postgres, conc, Path::Store));
+        let floor = rate_median(results, (Backend::Postgres, conc, Path::FloorSame));
+        if let (Some(s), Some(f)) = (store, floor) {
+            let ratio = s / f;
+            let pass = ratio >= 0.8;
+            all_pass &= pass;
+            let _ = writeln!(
+                md,
+                "| PostgreSQL store ≥ 80 % of the raw SQL floor (same statements) | {conc} | \
+                 {s:.0} | {f:.0} | {:.0} % | ≥ 80 % | {} |",
+                ratio * 100.0,
+                if pass { "PASS" } else { "FAIL" }
+            );
+        }
+        let bare = rate_median(results, (Backend::Postgres, conc, Path::FloorBare));
+        if let (Some(s), Some(b)) = (store, bare) {
+            let _ = writeln!(
+                md,
+                "| (for information) PostgreSQL store vs bare UPDATEs floor | {conc} | {s:.0} | \
+                 {b:.0} | {:.0} % | — | — |",
+                s / b * 100.0
+            );
+        }
+    }
+    for &conc in &cfg.concurrency {
+        let store = rate_median(results, (Backend::Sqlite, conc, Path::Store));
+        if let Some(s) = store {
+            let pass = s >= 2000.0;
+            all_pass &= pass;
+            let floor = rate_median(results, (Backend::Sqlite, conc, Path::FloorSame));
+            let (f, ratio) = match floor {
+                Some(f) => (format!("{f:.0} (floor)"), format!("{:.0} %", s / f * 100.0)),
+                None => ("—".into(), "—".into()),
+            };
+            let _ = writeln!(
+                md,
+                "| SQLite store ≥ 2 000 loops/s | {conc} | {s:.0} | {f} | {ratio} | \
+                 ≥ 2 000 loops/s | {} |",
+                if pass { "PASS" } else { "FAIL" }
+            );
+        }
+    }
+    (md, all_pass)
+}
+
+// ---------------------------------------------------------------------------
+
+#[tokio::main]
+async fn main() {
+    // `cargo bench` passes `--bench`; everything else comes from the environment.
+    match run().await {
+        Ok(()) => {}
+        Err(e) => {
+            eprintln!("B1 FAILED: {e:#}");
+            std::process::exit(1);
+        }
+    }
+}
+
+async fn run() -> Result<()> {
+    let cfg = Config::from_env()?;
+    let tck = clock_ticks_per_sec();
+    let max_conc = cfg.concurrency.iter().copied().max().unwrap_or(1);
+
+    let pg = match &cfg.pg_admin_url {
+        Some((url, _)) => Some(Pg::open(url, max_conc, &cfg.paths).await?),
+        None => None,
+    };
+    let outcome = measure(&cfg, pg.as_ref(), tck).await;
+    if let Some(pg) = pg {
+        pg.drop_database().await;
+    }
+    let (md, all_pass) = outcome?;
+    println!("{md}");
+    if let Some(file) = &cfg.results {
+        std::fs::write(file, &md).with_context(|| format!("cannot write {file}"))?;
+    }
+    if !all_pass {
+        eprintln!("B1: some targets were missed (see the table); correctness checks passed.");
+    }
+    Ok(())
+}
+
+async fn measure(cfg: &Config, pg: Option<&Pg>, tck: f64) -> Result<(String, bool)> {
+    let mut header = String::new();
+    let _ = writeln!(header, "### Parameters\n");
+    let _ = writeln!(
+        header,
+        "- duration per run: {} s; repeats: {}; concurrency: {:?}",
+        cfg.seconds, cfg.repeats, cfg.concurrency
+    );
+    if cfg.run_sqlite {
+        let sqlite_version = sqlite_version().await?;
+        let _ = writeln!(
+            header,
+            "- SQLite {sqlite_version}: a fresh temp file per run, {} pending todos preloaded; \
+             journal_mode=WAL, synchronous=NORMAL, one writer connection (the store's writer \
+             pool; the floor's own one-connection SqlitePool), BEGIN IMMEDIATE",
+            cfg.sqlite_preload
+        );
+    }
+    match (pg, &cfg.pg_admin_url) {
+        (Some(pg), Some((url, var))) => {
+            let _ = writeln!(
+                header,
+                "- PostgreSQL ({var}={}): fresh database `{}`, migrated by the store; before \
+                 every run TRUNCATE + reload of {} pending todos + VACUUM ANALYZE + CHECKPOINT; \
+                 {}",
+                redact(url),
+                pg.database,
+                cfg.pg_preload,
+                pg.settings().await?
+            );
+            let _ = writeln!(
+                header,
+                "- store pool: {} connections (StoreOptions default); floor: plain PgPool, one \
+                 dedicated connection per task",
+                StoreOptions::default().max_connections
+            );
+        }
+        _ => {
+            let _ = writeln!(
+                header,
+                "- PostgreSQL: NOT RUN (set SWITCHBOARD_BENCH_DATABASE_URL or \
+                 SWITCHBOARD_TEST_DATABASE_URL)"
+            );
+            eprintln!(
+                "B1: no PostgreSQL URL (SWITCHBOARD_BENCH_DATABASE_URL / \
+                 SWITCHBOARD_TEST_DATABASE_URL): running SQLite only"
+            );
+        }
+    }
+    if let Some(every) = cfg.vacuum_every {
+        let _ = writeln!(
+            header,
+            "- DIAGNOSTIC: a `VACUUM todos` every {every:?} during each PostgreSQL run \
+             (B1_VACUUM_EVERY), standing in for autovacuum"
+        );
+    }
+    let _ = writeln!(
+        header,
+        "- first → last fifth: loops/s over the first and the last fifth of each run (median \
+         over repeats); a drop is the queue table's dead rows piling up between vacuums"
+    );
+    let _ = writeln!(
+        header,
+        "- CPU: bench process = /proc/self/stat utime+stime (includes SQLite itself); \
+         PostgreSQL = utime+stime of the backends connected to the bench database plus the \
+         background processes (WAL writer, checkpointer, …); other load = host busy CPU minus \
+         both, in cores (someone else's work on this machine)"
+    );
+
+    let mut plan: Vec<(Backend, Path)> = Vec::new();
+    if cfg.run_sqlite {
+        for &path in cfg.paths.iter().filter(|p| p.on_sqlite()) {
+            plan.push((Backend::Sqlite, path));
+        }
+    }
+    if pg.is_some() {
+        for &path in &cfg.paths {
+            plan.push((Backend::Postgres, path));
+        }
+    }
+    let total = plan.len() * cfg.concurrency.len() * cfg.repeats;
+    let mut results: HashMap<Key, Vec<RunResult>> = HashMap::new();
+    let mut n = 0;
+    // Interleaved, so that drift on a shared machine hits every path alike.
+    for repeat in 1..=cfg.repeats {
+        for &conc in &cfg.concurrency {
+            for &(backend, path) in &plan {
+                n += 1;
+                let res = match backend {
+                    Backend::Sqlite => sqlite_run(cfg, path, conc, tck).await,
+                    Backend::Postgres => match pg {
+                        Some(pg) => pg.run(cfg, path, conc, tck).await,
+                        None => unreachable!(),
+                    },
+                }
+                .with_context(|| {
+                    format!(
+                        "{} {} c={conc} repeat {repeat}",
+                        backend.name(),
+                        path.name()
+                    )
+                })?;
+                eprintln!(
+                    "[{n}/{total}] {} {} c={conc} repeat {repeat}: {:.0} loops/s \
+                     ({} loops in {:.1} s; first fifth {:.0}/s, last fifth {:.0}/s{}), \
+                     bench CPU {:.0} µs/loop, PG CPU {}, other load {:.2} cores — check OK",
+                    backend.name(),
+                    path.name(),
+                    res.rate(),
+                    res.loops,
+                    res.secs,
+                    res.first_rate,
+                    res.last_rate,
+                    if res.vacuums > 0 {
+                        format!("; {} VACUUMs", res.vacuums)
+                    } else {
+                        String::new()
+                    },
+                    res.client_cpu * 1e6 / res.loops.max(1) as f64,
+                    res.pg_cpu
+                        .map(|c| format!("{:.0} µs/loop", c * 1e6 / res.loops.max(1) as f64))
+                        .unwrap_or_else(|| "—".into()),
+                    res.other_cores
+                );
+                results.entry((backend, conc, path)).or_default().push(res);
+            }
+        }
+    }
+    Ok(report(cfg, &results, &header))
+}
+
+async fn sqlite_version() -> Result<String> {
+    let pool = SqlitePoolOptions::new()
+        .max_connections(1)
+        .connect("sqlite::memory:")
+        .await?;
+    let v: String = sqlx::query("SELECT sqlite_version()")
+        .fetch_one(&pool)
+        .await?
+        .try_get(0)?;
+    pool.close().await;
+    Ok(v)
+}
