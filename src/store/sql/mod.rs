@@ -81,6 +81,20 @@ impl DatabaseLocation {
     }
 }
 
+/// The todo table's per-table vacuum settings only act when autovacuum runs;
+/// without it a queue table slows ~3× within a minute (B1).
+async fn warn_if_autovacuum_is_off(pool: &AnyPool) {
+    use sqlx::Row;
+    if let Ok(row) = sqlx::query("SHOW autovacuum").fetch_one(pool).await
+        && row.try_get::<String, _>(0).is_ok_and(|v| v == "off")
+    {
+        tracing::warn!(
+            "PostgreSQL autovacuum is off: the todo table will bloat and claims will slow down; \
+             turn it on (the table carries its own tuned settings)"
+        );
+    }
+}
+
 fn redact_url_password(url: &str) -> String {
     // postgres://user:secret@host/db -> postgres://user:***@host/db
     let Some((scheme, rest)) = url.split_once("://") else {
@@ -136,6 +150,10 @@ impl SqlStore {
                 let pool = AnyPoolOptions::new()
                     .max_connections(options.max_connections)
                     .acquire_timeout(options.acquire_timeout)
+                    // No ping on every checkout: it is a round trip per call
+                    // (B1). A broken connection fails its call as
+                    // `unavailable` and is replaced by the pool.
+                    .test_before_acquire(false)
                     .connect(url)
                     .await
                     .map_err(|e| {
@@ -144,6 +162,7 @@ impl SqlStore {
                             redact_url_password(url)
                         ))
                     })?;
+                warn_if_autovacuum_is_off(&pool).await;
                 Ok(Self {
                     dialect: Dialect::Postgres,
                     writer: pool.clone(),
@@ -167,6 +186,7 @@ impl SqlStore {
             AnyPoolOptions::new()
                 .max_connections(max)
                 .acquire_timeout(options.acquire_timeout)
+                .test_before_acquire(false)
                 .after_connect(|conn, _meta| {
                     Box::pin(async move {
                         // WAL lets readers run beside the writer; NORMAL is
