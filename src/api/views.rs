@@ -6,7 +6,7 @@ use serde_json::Value;
 use utoipa::ToSchema;
 
 use crate::domain::Timestamp;
-use crate::domain::lease::{DEFAULT_LEASE_SECONDS, resolve_lease_seconds};
+use crate::domain::lease::DEFAULT_LEASE_SECONDS;
 use crate::domain::liveness::{self, Condition, ConditionInputs};
 use crate::store::{
     Agent, ApiToken, Attempt, Endpoint, EndpointActivity, Human, IntakeEvent, Todo,
@@ -185,7 +185,7 @@ fn endpoint_liveness(
     presence_out: bool,
     now: Timestamp,
 ) -> LivenessView {
-    let effective_lease = effective_lease(e);
+    let effective_lease = e.effective_lease_seconds();
     let expected = liveness::expected_interval(
         e.agent_kind.as_str(),
         e.agent_expected_interval_seconds,
@@ -214,10 +214,6 @@ fn endpoint_liveness(
         condition: condition.as_str().to_owned(),
         note: e.last_note.clone(),
     }
-}
-
-fn effective_lease(e: &Endpoint) -> i64 {
-    resolve_lease_seconds(None, e.default_lease_ttl_seconds).unwrap_or(DEFAULT_LEASE_SECONDS)
 }
 
 pub fn mcp_url(public_url: &str, slug: &str) -> String {
@@ -250,7 +246,7 @@ impl EndpointView {
             revoked_at: opt_ts(e.revoked_at),
             expires_at: opt_ts(e.expires_at),
             default_lease_ttl_seconds: e.default_lease_ttl_seconds,
-            effective_lease_ttl_seconds: effective_lease(e),
+            effective_lease_ttl_seconds: e.effective_lease_seconds(),
             presence: PresenceSummary {
                 presence: presence.presence.as_str().to_owned(),
                 source: presence.source.as_str().to_owned(),
@@ -338,7 +334,7 @@ impl AgentView {
             .max();
         let lease = active
             .iter()
-            .map(|(e, _)| effective_lease(e))
+            .map(|(e, _)| e.effective_lease_seconds())
             .max()
             .unwrap_or(DEFAULT_LEASE_SECONDS);
         let expected =

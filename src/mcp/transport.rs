@@ -367,7 +367,7 @@ async fn initialize(state: &AppState, endpoint: &Endpoint, message: &Incoming) -
             "experimental": {"claude/channel": {}}
         },
         "serverInfo": {"name": "switchboard", "version": env!("CARGO_PKG_VERSION")},
-        "instructions": instructions::text(tools::effective_lease(endpoint), waiting),
+        "instructions": instructions::text(endpoint.effective_lease_seconds(), waiting),
     });
     let mut response = rpc_response(StatusCode::OK, jsonrpc::success(&id, result));
     if let Ok(value) = HeaderValue::from_str(&session.id) {

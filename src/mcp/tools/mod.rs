@@ -12,7 +12,6 @@ use crate::delivery::presence;
 use crate::domain::duration::parse_positive_duration;
 use crate::domain::lease::{
     DEFAULT_LEASE_SECONDS, MAX_LEASE_SECONDS, MIN_ENDPOINT_DEFAULT_LEASE_SECONDS,
-    resolve_lease_seconds,
 };
 use crate::domain::todo::{KEPT_ATTEMPTS, TodoState};
 use crate::store::{
@@ -102,12 +101,8 @@ pub fn visible_tools(endpoint: &Endpoint) -> Vec<&'static str> {
         .collect()
 }
 
-pub fn effective_lease(endpoint: &Endpoint) -> i64 {
-    resolve_lease_seconds(None, endpoint.default_lease_ttl_seconds).unwrap_or(DEFAULT_LEASE_SECONDS)
-}
-
 pub fn list(endpoint: &Endpoint) -> Value {
-    let lease = effective_lease(endpoint);
+    let lease = endpoint.effective_lease_seconds();
     let tools: Vec<Value> = visible_tools(endpoint)
         .into_iter()
         .filter_map(|name| schema::definition(name, lease))
