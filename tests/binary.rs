@@ -213,10 +213,10 @@ fn migrate_creates_the_schema_and_is_idempotent() {
     let first = run(dir.path(), &["migrate", "--database", "m.db"]);
     assert!(first.status.success(), "{first:?}");
     let stdout = String::from_utf8_lossy(&first.stdout);
-    assert!(stdout.contains("applied migration(s) 1, 2"), "{stdout}");
+    assert!(stdout.contains("applied migration(s) 1, 2, 3"), "{stdout}");
     let second = run(dir.path(), &["migrate", "--database", "m.db"]);
     assert!(second.status.success());
-    assert!(String::from_utf8_lossy(&second.stdout).contains("already at version 2"));
+    assert!(String::from_utf8_lossy(&second.stdout).contains("already at version 3"));
 }
 
 #[test]

@@ -1058,15 +1058,39 @@ async fn two_instances_decide_a_shift_start_once(ts: &TestStore) {
         ),
         ("in", Some("shift"))
     );
-    // Neither decides it again.
+    // Neither decides it again: nothing is due before the window ends at 17:00.
     let (x, y) = tokio::join!(
         evaluator_tick(&*ts.store, &one.doorbells, 100),
         evaluator_tick(&other_store, &two.doorbells, 100),
     );
-    assert_eq!((x, y), (1, 1));
+    assert_eq!(
+        (x, y),
+        (0, 0),
+        "the evaluator reads only endpoints that are due"
+    );
     on_one.assert_silent("decided once");
     on_two.assert_silent("decided once");
     other_store.close().await;
+}
+
+async fn the_evaluator_reads_only_endpoints_that_are_due(ts: &TestStore) {
+    let f = fixture(&ts.store, "ada").await;
+    let hub = hub();
+    set_shift(ts, &hub, &f.endpoint, Some("09:01-17:00")).await;
+    // Settled at the write: nothing to do until the window opens at 09:01.
+    assert_eq!(evaluator_tick(&*ts.store, &hub.doorbells, 100).await, 0);
+    ts.clock.advance(minutes(1));
+    assert_eq!(evaluator_tick(&*ts.store, &hub.doorbells, 100).await, 1);
+    assert_eq!(endpoint_row(ts, &f.endpoint).await.presence_seen, "in");
+    assert_eq!(evaluator_tick(&*ts.store, &hub.doorbells, 100).await, 0);
+    // A write of inputs makes it due at once.
+    tool_ok(ts, &hub, &f.endpoint, "clock_out", json!({})).await;
+    ts.clock.set(at("2026-01-05T17:00:00Z"));
+    assert_eq!(
+        evaluator_tick(&*ts.store, &hub.doorbells, 100).await,
+        1,
+        "the clock-out's end at the 17:00 boundary is due"
+    );
 }
 
 async fn the_reconnect_gate_is_per_instance(ts: &TestStore) {
@@ -1100,6 +1124,7 @@ async fn the_reconnect_gate_is_per_instance(ts: &TestStore) {
 }
 
 on_both_backends!(
+    the_evaluator_reads_only_endpoints_that_are_due,
     the_evaluator_pages_through_every_candidate,
     an_endpoint_with_no_shift_and_no_override_is_in,
     presence_returns_the_documented_shape,

@@ -81,6 +81,46 @@ pub async fn settle(
     cause: Cause<'_>,
 ) -> Effective {
     let now = store.clock().now();
+    let outcome = settle_now(store, doorbells, endpoint, cause, now).await;
+    // Tell the evaluator when to look again: when the value can next change,
+    // or at once if this settle could not finish. Guarded on the inputs this
+    // settle read, so a concurrent change of inputs is never hidden.
+    let recheck = if outcome.settled {
+        // The value's next change, or an override's end if sooner (a dead
+        // override is cleared then, even when the value stays the same).
+        [outcome.effective.until, outcome.override_ends]
+            .into_iter()
+            .flatten()
+            .min()
+            .unwrap_or(Timestamp::from_millis(i64::MAX))
+    } else {
+        now
+    };
+    if let Err(e) = store.set_presence_recheck(&outcome.inputs, recheck).await {
+        tracing::warn!(endpoint = %endpoint.slug, error = %e, "could not record the next presence check");
+    }
+    outcome.effective
+}
+
+/// What one settle decided, and from which inputs.
+struct Settled {
+    effective: Effective,
+    /// `presence_seen` now matches `effective` (or the endpoint is gone).
+    settled: bool,
+    /// The presence inputs as this settle left them.
+    inputs: Endpoint,
+    /// When the live override (if any) stops deciding.
+    override_ends: Option<Timestamp>,
+}
+
+async fn settle_now(
+    store: &dyn Store,
+    doorbells: &Doorbells,
+    endpoint: &Endpoint,
+    cause: Cause<'_>,
+    now: Timestamp,
+) -> Settled {
+    let mut inputs = endpoint.clone();
     let shift = shift_of(endpoint);
     let schedule = shift.as_ref().map(|s| s as &dyn Schedule);
     let stored_override = override_of(endpoint);
@@ -93,7 +133,13 @@ pub async fn settle(
             .clear_presence_override(&endpoint.id, Some(o.set_at))
             .await
         {
-            Ok(_) => ended_override = Some(o.clone()),
+            Ok(_) => {
+                ended_override = Some(o.clone());
+                inputs.presence_override = None;
+                inputs.override_until = None;
+                inputs.override_set_at = None;
+                inputs.override_by = None;
+            }
             Err(e) => {
                 tracing::warn!(endpoint = %endpoint.slug, error = %e, "could not clear a dead override")
             }
@@ -101,8 +147,18 @@ pub async fn settle(
     }
     let now_effective = effective(schedule, stored_override.as_ref(), now);
     let seen = Presence::parse(&endpoint.presence_seen).unwrap_or(Presence::In);
+    let override_ends = stored_override
+        .as_ref()
+        .filter(|o| o.is_live(schedule, now))
+        .and_then(|o| o.ends_at(schedule));
+    let done = |settled| Settled {
+        effective: now_effective,
+        settled,
+        inputs: inputs.clone(),
+        override_ends,
+    };
     if now_effective.presence == seen || !endpoint.is_active() {
-        return now_effective;
+        return done(true);
     }
     // Who changed it: the agent's own verb is the agent's doing even when
     // the shift or the default decides afterwards (clock_in clearing an out).
@@ -123,11 +179,12 @@ pub async fn settle(
         Ok(claimed) => claimed,
         Err(e) => {
             tracing::warn!(endpoint = %endpoint.slug, error = %e, "could not claim a presence transition");
-            return now_effective;
+            return done(false);
         }
     };
     if !claimed {
-        return now_effective;
+        // Another instance claimed it: the row now says what we computed.
+        return done(true);
     }
     tracing::info!(
         endpoint = %endpoint.slug,
@@ -146,7 +203,7 @@ pub async fn settle(
         );
         send_digest(store, doorbells, endpoint, reason).await;
     }
-    now_effective
+    done(true)
 }
 
 /// Why an out→in happened, as the digest tells it.

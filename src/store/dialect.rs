@@ -55,6 +55,14 @@ impl Dialect {
         }
     }
 
+    /// Null-safe equality (`NULL = NULL` is true).
+    pub fn null_safe_eq(self) -> &'static str {
+        match self {
+            Self::Sqlite => "IS",
+            Self::Postgres => "IS NOT DISTINCT FROM",
+        }
+    }
+
     pub fn migrations(self) -> &'static [Migration] {
         match self {
             Self::Sqlite => SQLITE_MIGRATIONS,

@@ -29,6 +29,11 @@ pub static SQLITE_MIGRATIONS: &[Migration] = &[
         name: "queue",
         sql: include_str!("migrations/sqlite/0002_queue.sql"),
     },
+    Migration {
+        version: 3,
+        name: "presence_recheck",
+        sql: include_str!("migrations/sqlite/0003_presence_recheck.sql"),
+    },
 ];
 
 pub static POSTGRES_MIGRATIONS: &[Migration] = &[
@@ -41,6 +46,11 @@ pub static POSTGRES_MIGRATIONS: &[Migration] = &[
         version: 2,
         name: "queue",
         sql: include_str!("migrations/postgres/0002_queue.sql"),
+    },
+    Migration {
+        version: 3,
+        name: "presence_recheck",
+        sql: include_str!("migrations/postgres/0003_presence_recheck.sql"),
     },
 ];
 

@@ -251,6 +251,13 @@ pub trait Store: Send + Sync + 'static {
         after_id: Option<&str>,
         limit: i64,
     ) -> StoreResult<Vec<Endpoint>>;
+    /// When the evaluator must next settle this endpoint; written only if
+    /// its presence inputs are still the ones in `endpoint`.
+    async fn set_presence_recheck(
+        &self,
+        endpoint: &Endpoint,
+        at: crate::domain::Timestamp,
+    ) -> StoreResult<()>;
     async fn unscoped_endpoints_by_ids(&self, ids: &[String]) -> StoreResult<Vec<Endpoint>>;
     /// The endpoint's push-eligible pending todos, oldest first.
     async fn unscoped_digest_todos(&self, endpoint_id: &str) -> StoreResult<Vec<DigestTodo>>;

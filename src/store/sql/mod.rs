@@ -612,6 +612,10 @@ impl Store for SqlStore {
         self.select_presence_candidates(after_id, limit).await
     }
 
+    async fn set_presence_recheck(&self, endpoint: &Endpoint, at: Timestamp) -> StoreResult<()> {
+        self.write_presence_recheck(endpoint, at).await
+    }
+
     async fn unscoped_endpoints_by_ids(&self, ids: &[String]) -> StoreResult<Vec<Endpoint>> {
         self.select_endpoints_by_ids(ids).await
     }

@@ -18,7 +18,8 @@ impl SqlStore {
     ) -> StoreResult<Endpoint> {
         let updated = sqlx::query(
             "UPDATE endpoints SET presence_override = $1, override_until = $2, \
-               override_set_at = $3, override_by = $4 WHERE id = $5 AND state = 'active'",
+               override_set_at = $3, override_by = $4, presence_recheck_at = NULL \
+             WHERE id = $5 AND state = 'active'",
         )
         .bind(o.value.as_str())
         .bind(o.until.map(Timestamp::as_millis))
@@ -41,7 +42,7 @@ impl SqlStore {
     ) -> StoreResult<bool> {
         let cleared = sqlx::query(
             "UPDATE endpoints SET presence_override = NULL, override_until = NULL, \
-               override_set_at = NULL, override_by = NULL \
+               override_set_at = NULL, override_by = NULL, presence_recheck_at = NULL \
              WHERE id = $1 AND presence_override IS NOT NULL \
                AND ($2 IS NULL OR override_set_at = $2)",
         )
@@ -87,7 +88,7 @@ impl SqlStore {
             .execute(&mut *tx)
             .await?;
         }
-        sqlx::query("UPDATE endpoints SET shift = $1 WHERE id = $2")
+        sqlx::query("UPDATE endpoints SET shift = $1, presence_recheck_at = NULL WHERE id = $2")
             .bind(shift)
             .bind(endpoint_id)
             .execute(&mut *tx)
@@ -125,14 +126,42 @@ impl SqlStore {
             endpoint_columns!(),
             " WHERE e.state = 'active' AND (e.shift IS NOT NULL \
                OR e.presence_override IS NOT NULL OR e.presence_seen = 'out') \
+               AND (e.presence_recheck_at IS NULL OR e.presence_recheck_at <= $3) \
                AND e.id > $1 \
              ORDER BY e.id LIMIT $2"
         ))
         .bind(after_id.unwrap_or(""))
         .bind(limit)
+        .bind(self.now().as_millis())
         .fetch_all(&self.reader)
         .await?;
         rows.iter().map(rows::endpoint).collect()
+    }
+
+    /// Records when the evaluator must next look at the endpoint, unless its
+    /// presence inputs changed since they were read (then another settle,
+    /// or the next tick, decides).
+    pub(super) async fn write_presence_recheck(
+        &self,
+        endpoint: &Endpoint,
+        at: Timestamp,
+    ) -> StoreResult<()> {
+        let eq = self.dialect.null_safe_eq();
+        let sql = format!(
+            "UPDATE endpoints SET presence_recheck_at = $1 WHERE id = $2 \
+               AND shift {eq} $3 AND presence_override {eq} $4 AND override_set_at {eq} $5 \
+               AND override_until {eq} $6"
+        );
+        sqlx::query(AssertSqlSafe(sql))
+            .bind(at.as_millis())
+            .bind(&endpoint.id)
+            .bind(&endpoint.shift)
+            .bind(&endpoint.presence_override)
+            .bind(endpoint.override_set_at.map(Timestamp::as_millis))
+            .bind(endpoint.override_until.map(Timestamp::as_millis))
+            .execute(&self.writer)
+            .await?;
+        Ok(())
     }
 
     pub(super) async fn select_endpoints_by_ids(
