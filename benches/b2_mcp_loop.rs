@@ -31,11 +31,12 @@
 //!
 //! Exits non-zero when a correctness check fails or the preload ran dry.
 
+#[path = "common/server.rs"]
+mod server;
+
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
-use std::io::{BufRead, BufReader};
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -218,110 +219,7 @@ async fn sample(server_pid: u32, pg: Option<&PgRun>) -> Result<Sample> {
     })
 }
 
-// ---------------------------------------------------------------------------
-// The server under test.
-
-struct ServerProcess {
-    child: Child,
-    addr: String,
-    admin_token: String,
-}
-
-impl ServerProcess {
-    fn start(database: &str, dir: &Path) -> Result<Self> {
-        let mut child = Command::new(BIN)
-            .current_dir(dir)
-            .args(["serve", "--listen", "127.0.0.1:0", "--database", database])
-            .args(["--mcp-rate", "1000000", "--api-write-rate", "1000000"])
-            .args(["--api-read-rate", "1000000"])
-            .env_remove("SWITCHBOARD_DATABASE_URL")
-            .env("SWITCHBOARD_LOG", "warn,switchboard::server=info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .with_context(|| format!("starting {BIN}"))?;
-        let stderr = child.stderr.take().context("server stderr")?;
-        let (tx, rx) = std::sync::mpsc::channel();
-        // Reads stderr for the whole life of the server, so it never blocks on a full pipe.
-        std::thread::spawn(move || {
-            let mut token = None;
-            let mut sent = false;
-            let mut early = Vec::new();
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                let trimmed = line.trim();
-                if token.is_none() && trimmed.starts_with("sbh_") {
-                    token = Some(trimmed.to_owned());
-                }
-                if !sent {
-                    early.push(line.clone());
-                    if let Some(addr) = serving_address(&line) {
-                        let _ = tx.send(Ok((addr, token.clone())));
-                        sent = true;
-                    }
-                } else if line.contains("ERROR") || line.contains("WARN") {
-                    eprintln!("server: {line}");
-                }
-            }
-            if !sent {
-                let _ = tx.send(Err(early.join("\n")));
-            }
-        });
-        let (addr, token) = match rx.recv_timeout(Duration::from_secs(60)) {
-            Ok(Ok(found)) => found,
-            Ok(Err(log)) => bail!("the server exited before serving:\n{log}"),
-            Err(_) => {
-                let _ = child.kill();
-                bail!("the server did not report its address within 60 s");
-            }
-        };
-        let admin_token = token.context("the first start prints an sbh_ token")?;
-        Ok(Self {
-            child,
-            addr,
-            admin_token,
-        })
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    /// SIGTERM, then wait (SIGKILL after 15 s).
-    fn stop(mut self) {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(15);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for ServerProcess {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
-
-fn serving_address(line: &str) -> Option<String> {
-    if !line.contains("switchboard is serving") {
-        return None;
-    }
-    let start = line.find("listen=")? + "listen=".len();
-    let rest = &line[start..];
-    let end = rest.find(' ').unwrap_or(rest.len());
-    Some(rest[..end].to_owned())
-}
+use server::ServerProcess;
 
 fn http_client() -> Result<reqwest::Client> {
     Ok(reqwest::Client::builder()
@@ -943,24 +841,18 @@ async fn main() {
 }
 
 async fn pg_settings(url: &str) -> Result<String> {
-    let mut conn = sqlx::PgConnection::connect(url).await?;
-    let mut out = Vec::new();
-    for name in [
-        "server_version",
-        "shared_buffers",
-        "synchronous_commit",
-        "fsync",
-        "max_connections",
-        "autovacuum",
-    ] {
-        let v: String = sqlx::query(AssertSqlSafe(format!("SHOW {name}")))
-            .fetch_one(&mut conn)
-            .await?
-            .try_get(0)?;
-        out.push(format!("{name}={v}"));
-    }
-    conn.close().await?;
-    Ok(out.join(", "))
+    server::pg_settings(
+        url,
+        &[
+            "server_version",
+            "shared_buffers",
+            "synchronous_commit",
+            "fsync",
+            "max_connections",
+            "autovacuum",
+        ],
+    )
+    .await
 }
 
 async fn run() -> Result<()> {

@@ -67,6 +67,9 @@
 //! `SWITCHBOARD_TEST_DATABASE_URL`; a fresh database is created there and
 //! dropped at the end. Without either, only SQLite runs.
 
+#[path = "common/server.rs"]
+mod server;
+
 use std::collections::{BTreeMap, HashSet};
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -1346,23 +1349,17 @@ async fn main() {
 }
 
 async fn pg_settings(url: &str) -> Result<String> {
-    let mut conn = sqlx::PgConnection::connect(url).await?;
-    let mut out = Vec::new();
-    for name in [
-        "server_version",
-        "shared_buffers",
-        "work_mem",
-        "synchronous_commit",
-        "autovacuum",
-    ] {
-        let v: String = sqlx::query(AssertSqlSafe(format!("SHOW {name}")))
-            .fetch_one(&mut conn)
-            .await?
-            .try_get(0)?;
-        out.push(format!("{name}={v}"));
-    }
-    conn.close().await?;
-    Ok(out.join(", "))
+    server::pg_settings(
+        url,
+        &[
+            "server_version",
+            "shared_buffers",
+            "work_mem",
+            "synchronous_commit",
+            "autovacuum",
+        ],
+    )
+    .await
 }
 
 async fn run() -> Result<()> {
