@@ -49,7 +49,8 @@ use sqlx::postgres::{PgConnection, PgPool, PgPoolOptions, Postgres};
 use sqlx::sqlite::{SqliteConnectOptions, SqlitePool, SqlitePoolOptions};
 use sqlx::{AnyPool, AssertSqlSafe, Connection, Row};
 use switchboard::clock::SystemClock;
-use switchboard::domain::ids::{random_token, sha256_hex};
+use switchboard::domain::ids::sha256_hex;
+use switchboard::mint::random_token;
 use switchboard::store::sql::DatabaseLocation;
 use switchboard::store::{
     AgentKind, Caller, ClaimOptions, Finish, NewEndpoint, SqlStore, Store, StoreOptions,

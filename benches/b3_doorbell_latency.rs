@@ -533,7 +533,7 @@ impl PgRun {
     async fn create(admin_url: &str) -> Result<Self> {
         let database = format!(
             "sb_bench_b3_{}",
-            switchboard::domain::ids::random_token(9)
+            switchboard::mint::random_token(9)
                 .to_lowercase()
                 .replace(['-', '_'], "x")
         );

@@ -80,10 +80,10 @@ use serde_json::Value;
 use sqlx::{AnyPool, AssertSqlSafe, Connection, Row};
 use switchboard::clock::ManualClock;
 use switchboard::delivery::presence::evaluator_tick;
+use switchboard::delivery::sessions::{SessionRegistry, StreamGuard};
 use switchboard::delivery::sweep::{SweepConfig, sweep_tick};
 use switchboard::delivery::{Doorbells, Trigger};
 use switchboard::domain::Timestamp;
-use switchboard::mcp::sessions::{SessionRegistry, StreamGuard};
 use switchboard::store::sql::DatabaseLocation;
 use switchboard::store::{
     AgentKind, ClaimOptions, Finish, NewEndpoint, RingCandidate, SqlStore, Store, StoreOptions,
@@ -361,7 +361,7 @@ impl PgDatabase {
     async fn create(admin_url: &str) -> Result<Self> {
         let name = format!(
             "sb_bench_b5_{}",
-            switchboard::domain::ids::random_token(9)
+            switchboard::mint::random_token(9)
                 .to_lowercase()
                 .replace(['-', '_'], "x")
         );

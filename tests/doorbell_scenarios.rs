@@ -174,7 +174,7 @@ async fn a_full_buffer_moves_on_and_when_all_are_full_the_doorbell_is_dropped(ts
     let on_b: Vec<String> = b.drain().iter().map(todo_id_of).collect();
     assert_eq!(on_b, [first.id.clone(), second.id.clone()]);
     let on_a = a.drain();
-    assert_eq!(on_a.len(), switchboard::mcp::sessions::STREAM_BUFFER);
+    assert_eq!(on_a.len(), switchboard::delivery::sessions::STREAM_BUFFER);
     assert!(on_a.iter().all(|m| m.get("filler").is_some()), "{on_a:?}");
     assert_eq!(hub.doorbells.counters.drops(DropReason::BufferFull), 0);
 

@@ -7,8 +7,8 @@ use axum::http::request::Parts;
 use axum::http::{Method, header};
 use serde::de::DeserializeOwned;
 
-use super::error::ApiError;
 use crate::domain::ids::sha256_hex;
+use crate::http::error::ApiError;
 use crate::server::AppState;
 use crate::store::{ApiToken, Human};
 

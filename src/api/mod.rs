@@ -5,23 +5,17 @@
 //! ([`error::ApiError`]); the OpenAPI document ([`openapi`]) is generated
 //! from the same handler annotations and types.
 
-pub mod error;
 pub mod extract;
 mod handlers;
 
-/// Helpers of the handlers that other parts of the server reuse.
-pub mod handlers_support {
-    pub use super::handlers::tokens::issue_token;
-}
 pub mod openapi;
-pub mod ratelimit;
 pub mod views;
 
 use axum::Router;
 use axum::routing::{delete, get, post, put};
 
+use crate::http::ratelimit::{Rate, RateLimiter};
 use crate::server::AppState;
-use ratelimit::{Rate, RateLimiter};
 
 /// Per-human request rates (`07`: reads 20/s burst 40, writes 5/s burst 20).
 #[derive(Debug, Clone, Copy)]

@@ -8,9 +8,9 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{ContentBuilder, ObjectBuilder, RefOr, ResponseBuilder, Type};
 use utoipa::{Modify, OpenApi};
 
-use super::error::{ErrorBody, ErrorDetail};
 use super::handlers::{agents, endpoints, me, presence, todos, tokens, webhooks};
 use super::views::*;
+use crate::http::error::{ErrorBody, ErrorDetail};
 
 #[derive(OpenApi)]
 #[openapi(

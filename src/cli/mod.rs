@@ -18,10 +18,10 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use commands::{admin, agent, auth, endpoint, shift, todo, token, webhook};
 
 use crate::api::ApiRates;
-use crate::api::ratelimit::Rate;
 use crate::clock::{Clock, SystemClock};
 use crate::delivery::sweep::SweepConfig;
 use crate::domain::duration::parse_positive_duration;
+use crate::http::ratelimit::Rate;
 use crate::mcp::McpConfig;
 use crate::server::{self, MaintenanceConfig, ServerConfig};
 use crate::store::migrate::latest_version;

@@ -6,13 +6,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 
+use crate::delivery::sessions::{SendError, Session, SessionRegistry};
 use crate::domain::Timestamp;
 use crate::domain::doorbell::{DigestReason, TodoBell, todo_doorbell};
-use crate::mcp::sessions::{SendError, Session, SessionRegistry};
-use crate::metrics::{DropLabels, RingLabels};
 use crate::store::RingCandidate;
 
 /// What made a todo ring.
@@ -73,6 +73,20 @@ pub const DEAF_AFTER: u32 = 3;
 /// How long one todo is shielded from ringing twice for one trigger (the
 /// creating request and a bus echo may both see it).
 const DUPLICATE_GATE: Duration = Duration::from_secs(5);
+
+/// The labels of `switchboard_doorbells_rung_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RingLabels {
+    /// `todo` or `digest`.
+    pub kind: &'static str,
+    /// `created`, `retry`, `sweep`, …
+    pub trigger: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DropLabels {
+    pub reason: &'static str,
+}
 
 /// Rings and drops, kept as the `/metrics` counters themselves
 /// (`switchboard_doorbells_rung_total`, `switchboard_doorbells_dropped_total`):

@@ -6,9 +6,10 @@
 
 pub mod hub;
 pub mod presence;
+pub mod sessions;
 pub mod sweep;
 
-pub use hub::{Doorbells, DropReason, RingOutcome, Trigger};
+pub use hub::{Doorbells, DropLabels, DropReason, RingLabels, RingOutcome, Trigger};
 
 use crate::store::{Store, Todo};
 

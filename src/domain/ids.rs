@@ -1,62 +1,9 @@
-//! Prefixed, time-ordered identifiers (`td_…`, `ep_…`) and random tokens.
+//! The pure half of identifiers and secrets: how a secret is stored
+//! (SHA-256) and how much of it may be shown. Minting them needs the clock
+//! and the OS random source, so it lives outside the domain, in
+//! [`crate::mint`].
 
-use base64::Engine;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use sha2::{Digest, Sha256};
-
-/// `prefix` + `_` + a UUIDv7, so ids sort by creation time.
-pub fn new_id(prefix: &str) -> String {
-    format!("{prefix}_{}", uuid::Uuid::now_v7().simple())
-}
-
-pub fn new_todo_id() -> String {
-    new_id("td")
-}
-
-/// `n` random bytes, base64url without padding.
-pub fn random_token(n: usize) -> String {
-    let mut buf = vec![0u8; n];
-    getrandom::fill(&mut buf).expect("the operating system's random source failed");
-    URL_SAFE_NO_PAD.encode(buf)
-}
-
-/// A human API token: `sbh_` + base64url of 32 random bytes.
-pub fn new_human_token() -> String {
-    format!("sbh_{}", random_token(32))
-}
-
-/// An endpoint credential: `sbk_` + base64url of 32 random bytes.
-pub fn new_endpoint_credential() -> String {
-    format!("sbk_{}", random_token(32))
-}
-
-/// The secret part of a webhook ingest URL: 32 lowercase hex characters.
-pub fn new_webhook_url_token() -> String {
-    random_hex(16)
-}
-
-/// A webhook signing secret: 64 lowercase hex characters.
-pub fn new_signing_secret() -> String {
-    random_hex(32)
-}
-
-/// An endpoint slug: the agent's name, `-`, and 4 random `[a-z0-9]`.
-pub fn new_slug(agent_name: &str) -> String {
-    const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
-    let mut buf = [0u8; 4];
-    getrandom::fill(&mut buf).expect("the operating system's random source failed");
-    let suffix: String = buf
-        .iter()
-        .map(|b| ALPHABET[(*b as usize) % ALPHABET.len()] as char)
-        .collect();
-    format!("{agent_name}-{suffix}")
-}
-
-fn random_hex(n: usize) -> String {
-    let mut buf = vec![0u8; n];
-    getrandom::fill(&mut buf).expect("the operating system's random source failed");
-    buf.iter().map(|b| format!("{b:02x}")).collect()
-}
 
 /// How many leading characters of a secret may be shown for recognition.
 pub const SHOWN_PREFIX_CHARS: usize = 12;
@@ -76,27 +23,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn ids_are_prefixed_and_ordered() {
-        let a = new_todo_id();
-        let b = new_todo_id();
-        assert!(a.starts_with("td_") && a.len() == 35, "{a}");
-        assert!(a < b);
-    }
-
-    #[test]
-    fn credentials_have_their_shapes() {
-        assert!(new_human_token().starts_with("sbh_") && new_human_token().len() == 47);
-        assert!(new_endpoint_credential().starts_with("sbk_"));
-        let url = new_webhook_url_token();
-        assert!(url.len() == 32 && url.bytes().all(|b| b.is_ascii_hexdigit()));
-        let slug = new_slug("reviewer");
-        assert!(slug.starts_with("reviewer-") && slug.len() == 13, "{slug}");
-    }
-
-    #[test]
-    fn tokens_and_hashes() {
-        assert_eq!(random_token(16).len(), 22);
-        assert_ne!(random_token(16), random_token(16));
+    fn hashes() {
         assert_eq!(
             sha256_hex("abc"),
             "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"

@@ -15,9 +15,9 @@ use axum::http::{HeaderMap, StatusCode, header};
 use serde::Serialize;
 
 use super::{MAX_BODY_BYTES, derive, headers, key, payload, signature};
-use crate::api::error::{ApiError, ApiResult};
 use crate::domain::ids::sha256_hex;
 use crate::domain::text::cut_to_bytes;
+use crate::http::error::{ApiError, ApiResult};
 use crate::server::AppState;
 use crate::store::{NewIntakeEvent, NewTodo, StoreError, TrustMode, WebhookTarget};
 

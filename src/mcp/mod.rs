@@ -6,7 +6,6 @@
 
 pub mod instructions;
 pub mod jsonrpc;
-pub mod sessions;
 pub mod tools;
 mod transport;
 
@@ -17,9 +16,9 @@ use std::time::Duration;
 use axum::Router;
 use axum::routing::post;
 
-use crate::api::ratelimit::{Rate, RateLimiter};
+use crate::delivery::sessions::SessionRegistry;
+use crate::http::ratelimit::{Rate, RateLimiter};
 use crate::server::AppState;
-use sessions::SessionRegistry;
 
 /// Protocol versions we speak, newest first.
 pub const PROTOCOL_VERSIONS: [&str; 3] = ["2025-11-25", "2025-06-18", "2025-03-26"];

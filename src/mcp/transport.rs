@@ -12,8 +12,8 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
 use super::jsonrpc::{self, Incoming};
-use super::sessions::Session;
 use super::{MAX_BODY_BYTES, McpContext, PROTOCOL_VERSIONS, instructions, tools};
+use crate::delivery::sessions::Session;
 use crate::domain::Timestamp;
 use crate::domain::ids::sha256_hex;
 use crate::server::AppState;

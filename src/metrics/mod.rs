@@ -25,11 +25,12 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use crate::delivery::Doorbells;
+use crate::delivery::sessions::Session;
+use crate::delivery::{DropLabels, RingLabels};
 use crate::domain::Timestamp;
 use crate::domain::lease::{DEFAULT_LEASE_SECONDS, resolve_lease_seconds};
 use crate::domain::liveness::{self, Condition, ConditionInputs};
 use crate::domain::todo::TodoState;
-use crate::mcp::sessions::Session;
 use crate::store::{LivenessInputs, Store, StoreResult};
 
 /// `Content-Type` of a scrape answer.
@@ -47,19 +48,6 @@ const SESSION_STATES: [&str; 3] = ["attached", "streaming", "deaf"];
 
 /// The route label of a request that matched no route.
 pub const UNMATCHED: &str = "unmatched";
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct RingLabels {
-    /// `todo` or `digest`.
-    pub kind: &'static str,
-    /// `created`, `retry`, `sweep`, …
-    pub trigger: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct DropLabels {
-    pub reason: &'static str,
-}
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct StateLabels {
@@ -437,7 +425,7 @@ pub const SCRAPE_TIMEOUT: Duration = Duration::from_secs(10);
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mcp::sessions::SessionRegistry;
+    use crate::delivery::sessions::SessionRegistry;
     use crate::store::AgentKind;
 
     #[test]

@@ -4,7 +4,7 @@
 
 use anyhow::Context;
 
-use crate::api::handlers_support::issue_token;
+use crate::store::issue_api_token;
 use crate::store::{Store, StoreError};
 
 pub const FIRST_HUMAN: &str = "admin";
@@ -19,7 +19,7 @@ pub async fn first_human(store: &dyn Store, public_url: &str) -> anyhow::Result<
         Err(StoreError::Conflict(_)) => return Ok(()),
         Err(e) => return Err(e).context("creating the first human"),
     };
-    let (token, _) = issue_token(store, &human.id, Some("first start".into()), None)
+    let (token, _) = issue_api_token(store, &human.id, Some("first start".into()), None)
         .await
         .context("creating the first API token")?;
     eprintln!(

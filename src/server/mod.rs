@@ -71,12 +71,27 @@ pub fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
-/// Runs the server until `shutdown` resolves.
+/// Binds `config.listen` and runs the server until `shutdown` resolves.
 pub async fn serve(
     config: ServerConfig,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
+    let listener = match TcpListener::bind(config.listen).await {
+        Ok(listener) => listener,
+        Err(e) => bail!("cannot listen on {}: {e}", config.listen),
+    };
+    serve_on(listener, config, shutdown).await
+}
+
+/// Runs the server on an already bound listener (tests bind port 0 and read
+/// the address back) until `shutdown` resolves. `config.listen` is ignored.
+pub async fn serve_on(
+    listener: TcpListener,
+    config: ServerConfig,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
     let clock: SharedClock = Arc::new(SystemClock);
+    let local = listener.local_addr()?;
 
     // One server per SQLite file: take the lock before touching the database.
     let _lock = match &config.database {
@@ -84,7 +99,7 @@ pub async fn serve(
             let holder = format!(
                 "pid {} listening on {} since {}",
                 std::process::id(),
-                config.listen,
+                local,
                 clock.now()
             );
             Some(ServerLock::acquire(path, &holder)?)
@@ -104,12 +119,6 @@ pub async fn serve(
     }
     let sql_store = Arc::new(store);
     let store: Arc<dyn Store> = sql_store.clone();
-
-    let listener = match TcpListener::bind(config.listen).await {
-        Ok(listener) => listener,
-        Err(e) => bail!("cannot listen on {}: {e}", config.listen),
-    };
-    let local = listener.local_addr()?;
 
     let mut mcp_config = config.mcp.clone();
     mcp_config.loopback_guard = local.ip().is_loopback();

@@ -1,7 +1,6 @@
 //! The few places where SQLite and PostgreSQL need different SQL.
 
 use super::Backend;
-use super::migrate::{Migration, POSTGRES_MIGRATIONS, SQLITE_MIGRATIONS};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Dialect {
@@ -60,13 +59,6 @@ impl Dialect {
         match self {
             Self::Sqlite => "IS",
             Self::Postgres => "IS NOT DISTINCT FROM",
-        }
-    }
-
-    pub fn migrations(self) -> &'static [Migration] {
-        match self {
-            Self::Sqlite => SQLITE_MIGRATIONS,
-            Self::Postgres => POSTGRES_MIGRATIONS,
         }
     }
 }

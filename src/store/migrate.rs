@@ -54,9 +54,17 @@ pub static POSTGRES_MIGRATIONS: &[Migration] = &[
     },
 ];
 
+/// The migrations of one dialect, oldest first.
+pub fn migrations(dialect: Dialect) -> &'static [Migration] {
+    match dialect {
+        Dialect::Sqlite => SQLITE_MIGRATIONS,
+        Dialect::Postgres => POSTGRES_MIGRATIONS,
+    }
+}
+
 /// The schema version this binary expects.
 pub fn latest_version(dialect: Dialect) -> i64 {
-    dialect.migrations().last().map_or(0, |m| m.version)
+    migrations(dialect).last().map_or(0, |m| m.version)
 }
 
 const LEDGER: &str = "CREATE TABLE IF NOT EXISTS schema_migrations (
@@ -101,7 +109,7 @@ pub async fn migrate(
     }
     sqlx::query(LEDGER).execute(pool).await?;
     let mut applied = Vec::new();
-    for migration in dialect.migrations() {
+    for migration in migrations(dialect) {
         if migration.version > target {
             break;
         }

@@ -12,6 +12,7 @@
 
 pub mod dialect;
 pub mod error;
+mod issue;
 pub mod lock;
 pub mod migrate;
 pub mod model;
@@ -23,6 +24,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 pub use error::{StoreError, StoreResult};
+pub use issue::issue_api_token;
 pub use model::*;
 pub use sql::{DatabaseLocation, SqlStore, StoreOptions};
 

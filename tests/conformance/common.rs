@@ -6,8 +6,8 @@ use std::fmt::Debug;
 use std::time::Duration;
 
 use sqlx::Row;
-use switchboard::domain::ids::new_todo_id;
 use switchboard::domain::todo::{Disposition, Outcome};
+use switchboard::mint::new_todo_id;
 use switchboard::store::*;
 
 use crate::support::{Fixture, TestStore};

@@ -2,8 +2,9 @@
 //! missing, wrong or stale token is a `conflict` that changes nothing.
 
 use sqlx::Row;
-use switchboard::domain::ids::{random_token, sha256_hex};
+use switchboard::domain::ids::sha256_hex;
 use switchboard::domain::todo::TodoState;
+use switchboard::mint::random_token;
 use switchboard::store::*;
 
 use crate::common::*;

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 use switchboard::delivery::Doorbells;
+use switchboard::delivery::sessions::{Session, SessionRegistry, StreamGuard};
 use switchboard::domain::doorbell::METHOD;
-use switchboard::mcp::sessions::{Session, SessionRegistry, StreamGuard};
 use switchboard::mcp::tools::{self, SideEffects};
 use switchboard::store::*;
 use tokio::sync::mpsc::Receiver;

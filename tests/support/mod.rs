@@ -11,7 +11,8 @@ use std::sync::Arc;
 use sqlx::Connection;
 use sqlx::postgres::PgConnection;
 use switchboard::clock::ManualClock;
-use switchboard::domain::ids::{random_token, sha256_hex};
+use switchboard::domain::ids::sha256_hex;
+use switchboard::mint::random_token;
 use switchboard::store::sql::DatabaseLocation;
 use switchboard::store::*;
 

@@ -8,9 +8,9 @@ use utoipa::ToSchema;
 
 use super::page_request;
 use super::tokens::ListQuery;
-use crate::api::error::{ApiError, ApiResult, ErrorBody};
 use crate::api::extract::{ApiJson, ApiPath, ApiQuery, HumanAuth};
 use crate::api::views::{AgentList, AgentView};
+use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::server::AppState;
 use crate::store::{
     Agent, AgentKind, AgentPatch, Endpoint, EndpointActivity, NewAgent, Store, StoreError,

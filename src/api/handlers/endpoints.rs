@@ -8,12 +8,13 @@ use super::agents::{parse_kind, present};
 use super::page_request;
 use super::tokens::ListQuery;
 use super::webhooks::issue_webhook;
-use crate::api::error::{ApiError, ApiResult, ErrorBody};
 use crate::api::extract::{ApiJson, ApiPath, ApiQuery, HumanAuth};
 use crate::api::views::{EndpointList, EndpointView, SessionsView, VendView, mcp_json, mcp_url};
 use crate::domain::duration::parse_positive_duration;
-use crate::domain::ids::{SHOWN_PREFIX_CHARS, new_endpoint_credential, new_slug, sha256_hex};
+use crate::domain::ids::{SHOWN_PREFIX_CHARS, sha256_hex};
 use crate::domain::todo::validate_queue_name;
+use crate::http::error::{ApiError, ApiResult, ErrorBody};
+use crate::mint::{new_endpoint_credential, new_slug};
 use crate::server::AppState;
 use crate::store::{AgentKind, Endpoint, EndpointActivity, NewEndpoint, StoreError};
 

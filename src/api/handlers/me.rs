@@ -1,8 +1,8 @@
 use axum::Json;
 
-use crate::api::error::ErrorBody;
 use crate::api::extract::HumanAuth;
 use crate::api::views::HumanView;
+use crate::http::error::ErrorBody;
 
 /// The caller.
 #[utoipa::path(get, path = "/api/v1/me", operation_id = "get_me", tag = "humans",

@@ -8,8 +8,8 @@ pub mod todos;
 pub mod tokens;
 pub mod webhooks;
 
-use super::error::ApiError;
 use super::extract::parse_param;
+use crate::http::error::ApiError;
 use crate::store::PageRequest;
 
 pub async fn not_found() -> ApiError {

@@ -3,11 +3,11 @@ use axum::extract::State;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use crate::api::error::{ApiError, ApiResult, ErrorBody};
 use crate::api::extract::{ApiJson, ApiPath, HumanAuth};
 use crate::delivery::presence::{self as service, PresenceView};
 use crate::domain::Timestamp;
 use crate::domain::presence::Presence;
+use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::server::AppState;
 use crate::store::{Endpoint, StoreError};
 

@@ -6,12 +6,12 @@ use serde_json::Value;
 use utoipa::{IntoParams, ToSchema};
 
 use super::page_request;
-use crate::api::error::{ApiError, ApiResult, ErrorBody};
 use crate::api::extract::{ApiJson, ApiPath, ApiQuery, HumanAuth, parse_param};
 use crate::api::views::{
     AttemptView, CreatedTodoView, IntakeEventView, TodoDetail, TodoList, TodoView,
 };
 use crate::domain::todo::{KEPT_ATTEMPTS, TodoState};
+use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::server::AppState;
 use crate::store::{NewIntakeEvent, NewTodo, StoreError, TodoFilter, TrustMode};
 

@@ -5,13 +5,12 @@ use serde::Deserialize;
 use utoipa::{IntoParams, ToSchema};
 
 use super::page_request;
-use crate::api::error::{ApiResult, ErrorBody};
 use crate::api::extract::{ApiJson, ApiPath, ApiQuery, HumanAuth};
 use crate::api::views::{NewTokenView, TokenList, TokenView};
 use crate::domain::duration::parse_positive_duration;
-use crate::domain::ids::{SHOWN_PREFIX_CHARS, new_human_token, sha256_hex};
+use crate::http::error::{ApiResult, ErrorBody};
 use crate::server::AppState;
-use crate::store::NewApiToken;
+use crate::store::issue_api_token;
 
 /// `?limit=&cursor=` of a list route. The values arrive as text and are
 /// parsed by [`super::page_request`], so that errors name the parameter.
@@ -88,7 +87,7 @@ pub async fn create(
                 .saturating_add(parse_positive_duration(text, "expires_in")?),
         ),
     };
-    let (token, record) = issue_token(
+    let (token, record) = issue_api_token(
         &*state.store,
         &auth.human.id,
         body.label.clone(),
@@ -102,26 +101,6 @@ pub async fn create(
             record: TokenView::from(&record),
         }),
     ))
-}
-
-/// Creates a token for `human_id`: the plain token (shown once) and its record.
-pub async fn issue_token(
-    store: &dyn crate::store::Store,
-    human_id: &str,
-    label: Option<String>,
-    expires_at: Option<crate::domain::Timestamp>,
-) -> Result<(String, crate::store::ApiToken), crate::store::StoreError> {
-    let token = new_human_token();
-    let record = store
-        .create_api_token(NewApiToken {
-            human_id: human_id.to_owned(),
-            token_hash: sha256_hex(&token),
-            prefix: token[..SHOWN_PREFIX_CHARS].to_owned(),
-            label,
-            expires_at,
-        })
-        .await?;
-    Ok((token, record))
 }
 
 /// Revokes one of the caller's tokens (409 when already revoked).

@@ -4,10 +4,11 @@ use axum::http::StatusCode;
 use serde::Deserialize;
 use utoipa::ToSchema;
 
-use crate::api::error::{ApiError, ApiResult, ErrorBody};
 use crate::api::extract::{ApiJson, ApiPath, HumanAuth};
 use crate::api::views::{NewWebhookView, WebhookList, WebhookView};
-use crate::domain::ids::{new_signing_secret, new_webhook_url_token, sha256_hex};
+use crate::domain::ids::sha256_hex;
+use crate::http::error::{ApiError, ApiResult, ErrorBody};
+use crate::mint::{new_signing_secret, new_webhook_url_token};
 use crate::server::AppState;
 use crate::store::Webhook;
 

@@ -9,12 +9,12 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Args, Subcommand};
 
-use crate::api::handlers_support::issue_token;
 use crate::api::views::{HumanView, NewTokenView, TokenView};
 use crate::cli::DatabaseArgs;
 use crate::cli::args::lifetime;
 use crate::cli::output::{human_span, print_pairs};
 use crate::clock::SystemClock;
+use crate::store::issue_api_token;
 use crate::store::{Human, SqlStore, Store, StoreError, StoreOptions};
 
 #[derive(Debug, Args)]
@@ -120,7 +120,7 @@ async fn create_token(args: TokenCreateArgs) -> anyhow::Result<()> {
         let expires_at = args
             .expires_in
             .map(|d| store.clock().now().saturating_add(d));
-        let (token, record) = issue_token(&store, &human.id, args.label.clone(), expires_at)
+        let (token, record) = issue_api_token(&store, &human.id, args.label.clone(), expires_at)
             .await
             .context("creating the token")?;
         anyhow::Ok((human, token, record))

@@ -5,7 +5,7 @@ use sqlx::Row;
 use super::SqlStore;
 use super::paging::{self, Cursor};
 use crate::domain::Invalid;
-use crate::domain::ids::new_id;
+use crate::mint::new_id;
 use crate::store::error::is_unique_violation;
 use crate::store::model::*;
 use crate::store::rows;

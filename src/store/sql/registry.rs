@@ -5,9 +5,9 @@ use sqlx::{Any, Row, Transaction};
 
 use super::SqlStore;
 use crate::domain::Timestamp;
-use crate::domain::ids::new_id;
 use crate::domain::scope::normalize_scope;
 use crate::domain::{Invalid, lease};
+use crate::mint::new_id;
 use crate::store::error::is_unique_violation;
 use crate::store::model::*;
 use crate::store::rows::{self, agent_columns, endpoint_columns};

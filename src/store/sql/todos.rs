@@ -9,10 +9,11 @@ use sqlx::{Any, AssertSqlSafe, Row, Transaction};
 
 use super::SqlStore;
 use crate::domain::backoff::retry_backoff;
-use crate::domain::ids::{new_id, new_todo_id, random_token, sha256_hex};
+use crate::domain::ids::sha256_hex;
 use crate::domain::lease::resolve_lease_seconds;
 use crate::domain::todo::{self as rules, Disposition, Outcome};
 use crate::domain::{Invalid, Timestamp};
+use crate::mint::{new_id, new_todo_id, random_token};
 use crate::store::dialect::placeholders;
 use crate::store::error::is_unique_violation;
 use crate::store::model::*;

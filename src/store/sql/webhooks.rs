@@ -7,7 +7,7 @@ use sqlx::any::AnyRow;
 use super::SqlStore;
 use crate::domain::Invalid;
 use crate::domain::Timestamp;
-use crate::domain::ids::new_id;
+use crate::mint::new_id;
 use crate::store::model::*;
 use crate::store::{StoreError, StoreResult};
 

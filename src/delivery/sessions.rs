@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-use crate::domain::ids::random_token;
+use crate::mint::random_token;
 
 /// Outbound messages a session's stream can hold before it counts as full.
 pub const STREAM_BUFFER: usize = 16;

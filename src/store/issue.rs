@@ -1,0 +1,29 @@
+//! Issuing a human API token: mint the secret, store only its hash.
+//!
+//! The API, the CLI's `admin token create` and the first-start bootstrap all
+//! issue tokens; this is the one place that does it.
+
+use super::{ApiToken, NewApiToken, Store, StoreResult};
+use crate::domain::Timestamp;
+use crate::domain::ids::{SHOWN_PREFIX_CHARS, sha256_hex};
+use crate::mint::new_human_token;
+
+/// Creates a token for `human_id`: the plain token (shown once) and its record.
+pub async fn issue_api_token(
+    store: &dyn Store,
+    human_id: &str,
+    label: Option<String>,
+    expires_at: Option<Timestamp>,
+) -> StoreResult<(String, ApiToken)> {
+    let token = new_human_token();
+    let record = store
+        .create_api_token(NewApiToken {
+            human_id: human_id.to_owned(),
+            token_hash: sha256_hex(&token),
+            prefix: token[..SHOWN_PREFIX_CHARS].to_owned(),
+            label,
+            expires_at,
+        })
+        .await?;
+    Ok((token, record))
+}
