@@ -78,7 +78,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, anyhow, bail, ensure};
 use serde_json::Value;
 use sqlx::{AnyPool, AssertSqlSafe, Connection, Row};
+use switchboard::bus::{InProcessBus, InstanceId};
 use switchboard::clock::ManualClock;
+use switchboard::delivery::Delivery;
 use switchboard::delivery::presence::evaluator_tick;
 use switchboard::delivery::sessions::{SessionRegistry, StreamGuard};
 use switchboard::delivery::sweep::{SweepConfig, sweep_tick};
@@ -523,11 +525,17 @@ async fn load_history(cfg: &Config, backend: Backend, pool: &AnyPool) -> Result<
 // Sessions.
 
 struct Hosted {
-    doorbells: Doorbells,
+    doorbells: Arc<Doorbells>,
     streams: Vec<(StreamGuard, Receiver<Value>)>,
 }
 
 impl Hosted {
+    /// The event path the server's loops run with, over `store`.
+    fn delivery(&self, store: &Arc<SqlStore>) -> Delivery {
+        let bus = Arc::new(InProcessBus::new(InstanceId("b5".into())));
+        Delivery::new(store.clone(), self.doorbells.clone(), bus)
+    }
+
     fn new(endpoints: i64) -> Self {
         let registry = Arc::new(SessionRegistry::new());
         let mut streams = Vec::with_capacity(endpoints as usize);
@@ -536,7 +544,7 @@ impl Hosted {
             streams.push(registry.open_stream(&session));
         }
         Self {
-            doorbells: Doorbells::new(registry),
+            doorbells: Arc::new(Doorbells::new(registry)),
             streams,
         }
     }
@@ -601,7 +609,7 @@ async fn scenarios(cfg: &Config, backend: Backend, sides: &mut [Side; 2]) -> Res
         for k in order(t) {
             let side = &mut sides[k];
             let t0 = Instant::now();
-            let n = sweep_tick(&*side.store, &side.hosted.doorbells, &sweep).await;
+            let n = sweep_tick(&side.hosted.delivery(&side.store), &sweep).await;
             series[k].push(t0.elapsed());
             ensure!(
                 n as i64 == sweep.per_tick,
@@ -645,7 +653,7 @@ async fn scenarios(cfg: &Config, backend: Backend, sides: &mut [Side; 2]) -> Res
         for k in order(t) {
             let side = &sides[k];
             let t0 = Instant::now();
-            let n = sweep_tick(&*side.store, &side.hosted.doorbells, &sweep).await;
+            let n = sweep_tick(&side.hosted.delivery(&side.store), &sweep).await;
             series[k].push(t0.elapsed());
             ensure!(
                 n == 0,
@@ -785,7 +793,7 @@ async fn scenarios(cfg: &Config, backend: Backend, sides: &mut [Side; 2]) -> Res
     let mut series: [Series; 2] = Default::default();
     let candidates = cfg.endpoints;
     for side in sides.iter() {
-        let n = evaluator_tick(&*side.store, &side.hosted.doorbells, EVALUATOR_LIMIT).await;
+        let n = evaluator_tick(&side.hosted.delivery(&side.store), EVALUATOR_LIMIT).await;
         ensure!(
             n as i64 == candidates,
             "{}: the first tick settled {n} endpoints",
@@ -796,7 +804,7 @@ async fn scenarios(cfg: &Config, backend: Backend, sides: &mut [Side; 2]) -> Res
         for k in order(t) {
             let side = &sides[k];
             let t0 = Instant::now();
-            let n = evaluator_tick(&*side.store, &side.hosted.doorbells, EVALUATOR_LIMIT).await;
+            let n = evaluator_tick(&side.hosted.delivery(&side.store), EVALUATOR_LIMIT).await;
             series[k].push(t0.elapsed());
             ensure!(n == 0, "{}: the evaluator saw {n} candidates", side.tag);
         }
@@ -865,7 +873,7 @@ async fn scenarios(cfg: &Config, backend: Backend, sides: &mut [Side; 2]) -> Res
                 .execute(side.store.pool())
                 .await?;
             let t0 = Instant::now();
-            evaluator_tick(&*side.store, &side.hosted.doorbells, EVALUATOR_LIMIT).await;
+            evaluator_tick(&side.hosted.delivery(&side.store), EVALUATOR_LIMIT).await;
             series[k].push(t0.elapsed());
             let mut bells = Vec::new();
             digests[k] += side.hosted.drain(&mut bells);

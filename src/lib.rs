@@ -6,6 +6,7 @@
 //! deliveries, [`cli`] the command line.
 
 pub mod api;
+pub mod bus;
 pub mod cli;
 pub mod clock;
 pub mod delivery;

@@ -15,6 +15,11 @@ pub fn new_todo_id() -> String {
     new_id("td")
 }
 
+/// A running instance's id: a UUIDv7 in hex (time-ordered, so logs sort).
+pub fn new_instance_id() -> String {
+    uuid::Uuid::now_v7().simple().to_string()
+}
+
 /// `n` random bytes, base64url without padding.
 pub fn random_token(n: usize) -> String {
     let mut buf = vec![0u8; n];

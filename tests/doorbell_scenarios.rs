@@ -118,7 +118,7 @@ async fn a_pull_only_todo_rings_nobody_and_is_never_swept(ts: &TestStore) {
     s.assert_silent("a todo without an intake event is pull-only");
     ts.clock.advance(hours(48));
     assert_eq!(
-        sweep_tick(&*ts.store, &hub.doorbells, &SweepConfig::default()).await,
+        sweep_tick(&hub.on(&ts.store), &SweepConfig::default()).await,
         0
     );
     s.assert_silent("the sweep never rings a pull-only todo");
@@ -242,11 +242,11 @@ async fn the_sweep_rerings_on_the_default_schedule_then_never(ts: &TestStore) {
     for (k, due) in [5u64, 25, 85, 445, 805].into_iter().enumerate() {
         let k = k as i64 + 1;
         ts.clock.set(created.saturating_add(minutes(due - 1)));
-        assert_eq!(sweep_tick(&*ts.store, &hub.doorbells, &config).await, 0);
+        assert_eq!(sweep_tick(&hub.on(&ts.store), &config).await, 0);
         s.assert_silent(&format!("ring {k} is not due a minute early"));
         ts.clock.set(created.saturating_add(minutes(due)));
         assert_eq!(
-            sweep_tick(&*ts.store, &hub.doorbells, &config).await,
+            sweep_tick(&hub.on(&ts.store), &config).await,
             1,
             "ring {k} is due at +{due} min"
         );
@@ -256,11 +256,11 @@ async fn the_sweep_rerings_on_the_default_schedule_then_never(ts: &TestStore) {
         assert_eq!(row.ring_attempts, k);
         assert_eq!(row.last_ringed_at, Some(ts.clock_now()));
         // The same tick again finds nothing more.
-        assert_eq!(sweep_tick(&*ts.store, &hub.doorbells, &config).await, 0);
+        assert_eq!(sweep_tick(&hub.on(&ts.store), &config).await, 0);
     }
     for _ in 0..3 {
         ts.clock.advance(hours(24 * 10));
-        assert_eq!(sweep_tick(&*ts.store, &hub.doorbells, &config).await, 0);
+        assert_eq!(sweep_tick(&hub.on(&ts.store), &config).await, 0);
     }
     s.assert_silent("after 5 counted rings, silence");
     assert_eq!(hub.doorbells.counters.rings("todo", Trigger::Sweep), 5);
@@ -278,7 +278,7 @@ async fn an_endpoint_without_a_session_keeps_its_whole_budget(ts: &TestStore) {
     for _ in 0..20 {
         ts.clock.advance(hours(1));
         assert_eq!(
-            sweep_tick(&*ts.store, &hub.doorbells, &SweepConfig::default()).await,
+            sweep_tick(&hub.on(&ts.store), &SweepConfig::default()).await,
             0
         );
     }
@@ -287,7 +287,7 @@ async fn an_endpoint_without_a_session_keeps_its_whole_budget(ts: &TestStore) {
     let mut s = hub.stream(&other.endpoint);
     ts.clock.advance(hours(24));
     assert_eq!(
-        sweep_tick(&*ts.store, &hub.doorbells, &SweepConfig::default()).await,
+        sweep_tick(&hub.on(&ts.store), &SweepConfig::default()).await,
         0
     );
     s.assert_silent("the other endpoint has nothing due");
@@ -305,7 +305,7 @@ async fn a_momentarily_streamless_session_still_counts_as_hosting(ts: &TestStore
     assert!(!session.is_streaming());
     ts.clock.advance(minutes(5));
     assert_eq!(
-        sweep_tick(&*ts.store, &hub.doorbells, &SweepConfig::default()).await,
+        sweep_tick(&hub.on(&ts.store), &SweepConfig::default()).await,
         1,
         "an attached session without a stream still hosts the endpoint"
     );
@@ -339,7 +339,7 @@ async fn one_sweep_interleaves_hosted_endpoints(ts: &TestStore) {
         per_tick: 2,
         ..SweepConfig::default()
     };
-    assert_eq!(sweep_tick(&*ts.store, &hub.doorbells, &config).await, 2);
+    assert_eq!(sweep_tick(&hub.on(&ts.store), &config).await, 2);
     assert_eq!(
         quiet.drain().iter().map(todo_id_of).collect::<Vec<_>>(),
         std::slice::from_ref(&quiet_todo.id),
@@ -349,13 +349,13 @@ async fn one_sweep_interleaves_hosted_endpoints(ts: &TestStore) {
         busy.drain().iter().map(todo_id_of).collect::<Vec<_>>(),
         busy_ids[..1]
     );
-    assert_eq!(sweep_tick(&*ts.store, &hub.doorbells, &config).await, 2);
+    assert_eq!(sweep_tick(&hub.on(&ts.store), &config).await, 2);
     assert_eq!(
         busy.drain().iter().map(todo_id_of).collect::<Vec<_>>(),
         busy_ids[1..3]
     );
     quiet.assert_silent("the quiet todo's next ring is not due");
-    assert_eq!(sweep_tick(&*ts.store, &hub.doorbells, &config).await, 1);
+    assert_eq!(sweep_tick(&hub.on(&ts.store), &config).await, 1);
     assert_eq!(
         busy.drain().iter().map(todo_id_of).collect::<Vec<_>>(),
         busy_ids[3..]
@@ -390,7 +390,7 @@ async fn a_retried_todo_rings_again_without_counting(ts: &TestStore) {
     let due = ts.store.unscoped_schedule_due_retries(10).await.unwrap();
     assert_eq!(due.len(), 1);
     for r in &due {
-        switchboard::delivery::todo_retried(&*ts.store, &hub.doorbells, &r.id).await;
+        hub.on(&ts.store).todo_retried(&r.id).await;
     }
     let bell = s.one("a retried todo rings again");
     assert_eq!(todo_id_of(&bell), todo.id);
@@ -488,10 +488,10 @@ async fn a_revoked_endpoints_todos_ring_nobody(ts: &TestStore) {
         .unwrap();
     ts.clock.advance(hours(2));
     assert_eq!(
-        sweep_tick(&*ts.store, &hub.doorbells, &SweepConfig::default()).await,
+        sweep_tick(&hub.on(&ts.store), &SweepConfig::default()).await,
         0
     );
-    switchboard::delivery::todo_retried(&*ts.store, &hub.doorbells, &todo.id).await;
+    hub.on(&ts.store).todo_retried(&todo.id).await;
     s.assert_silent("a revoked endpoint is never rung");
 }
 
@@ -507,9 +507,10 @@ async fn two_instances_sweeping_together_ring_a_due_todo_once(ts: &TestStore) {
     let config = SweepConfig::default();
     for (k, due) in [5u64, 25, 85].into_iter().enumerate() {
         ts.clock.set(todo.created_at.saturating_add(minutes(due)));
+        let (instance_one, instance_two) = (one.on(&ts.store), two.on(&other_store));
         let (x, y) = tokio::join!(
-            sweep_tick(&*ts.store, &one.doorbells, &config),
-            sweep_tick(&other_store, &two.doorbells, &config),
+            sweep_tick(&instance_one, &config),
+            sweep_tick(&instance_two, &config),
         );
         assert_eq!(x + y, 1, "ring {} is counted by one instance", k + 1);
         let got = on_one.drain().len() + on_two.drain().len();

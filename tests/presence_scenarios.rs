@@ -33,7 +33,7 @@ async fn presence(ts: &TestStore, hub: &Hub, endpoint: &Endpoint) -> Value {
 }
 
 async fn evaluate(ts: &TestStore, hub: &Hub) {
-    evaluator_tick(&*ts.store, &hub.doorbells, 10_000).await;
+    evaluator_tick(&hub.on(&ts.store), 10_000).await;
 }
 
 async fn set_shift(
@@ -43,7 +43,7 @@ async fn set_shift(
     shift: Option<&str>,
 ) -> Endpoint {
     let row = endpoint_row(ts, endpoint).await;
-    operator_set_shift(&*ts.store, &hub.doorbells, &row, &row.human_id, shift)
+    operator_set_shift(&hub.on(&ts.store), &row, &row.human_id, shift)
         .await
         .expect("set shift")
 }
@@ -258,7 +258,7 @@ async fn a_clocked_out_endpoint_holds_doorbells_but_keeps_every_pull(ts: &TestSt
     for _ in 0..16 {
         ts.clock.advance(hours(1));
         assert_eq!(
-            sweep_tick(&*ts.store, &hub.doorbells, &SweepConfig::default()).await,
+            sweep_tick(&hub.on(&ts.store), &SweepConfig::default()).await,
             0
         );
     }
@@ -272,7 +272,7 @@ async fn a_clocked_out_endpoint_holds_doorbells_but_keeps_every_pull(ts: &TestSt
     awake.one("rung at creation");
     ts.clock.advance(minutes(5));
     assert_eq!(
-        sweep_tick(&*ts.store, &hub.doorbells, &SweepConfig::default()).await,
+        sweep_tick(&hub.on(&ts.store), &SweepConfig::default()).await,
         1
     );
     assert_eq!(todo_id_of(&awake.one("the awake endpoint's ring")), due.id);
@@ -280,7 +280,7 @@ async fn a_clocked_out_endpoint_holds_doorbells_but_keeps_every_pull(ts: &TestSt
     let row = todo_row(ts, &f.endpoint, &held.id).await;
     assert_eq!((row.ring_attempts, row.last_ringed_at), (0, None));
     // A retry window elapsing while out is held too.
-    switchboard::delivery::todo_retried(&*ts.store, &hub.doorbells, &held.id).await;
+    hub.on(&ts.store).todo_retried(&held.id).await;
     s.assert_silent("held");
     // Pulls behave exactly as when in.
     let listed = tool_ok(ts, &hub, &f.endpoint, "list_todos", json!({})).await;
@@ -358,12 +358,12 @@ async fn clocking_in_sends_one_digest_and_marks_exactly_the_counted_todos(ts: &T
     // A summarised todo waits a full step from the digest, not from its creation.
     ts.clock.set(digest_at.saturating_add(minutes(4)));
     assert_eq!(
-        sweep_tick(&*ts.store, &hub.doorbells, &SweepConfig::default()).await,
+        sweep_tick(&hub.on(&ts.store), &SweepConfig::default()).await,
         0
     );
     ts.clock.set(digest_at.saturating_add(minutes(5)));
     assert_eq!(
-        sweep_tick(&*ts.store, &hub.doorbells, &SweepConfig::default()).await,
+        sweep_tick(&hub.on(&ts.store), &SweepConfig::default()).await,
         3
     );
 }
@@ -387,12 +387,7 @@ async fn nothing_is_sent_when_nothing_waits(ts: &TestStore) {
     assert_eq!(endpoint_row(ts, &f.endpoint).await.presence_seen, "in");
     // Nor on a reconnect.
     ts.clock.advance(hours(1));
-    stream_opened(
-        &*ts.store,
-        &hub.doorbells,
-        &endpoint_row(ts, &f.endpoint).await,
-    )
-    .await;
+    stream_opened(&hub.on(&ts.store), &endpoint_row(ts, &f.endpoint).await).await;
     s.assert_silent("no reconnect digest either");
 }
 
@@ -401,16 +396,9 @@ async fn an_operator_return_digests_with_reason_operator(ts: &TestStore) {
     let hub = hub();
     let mut s = hub.stream(&f.endpoint);
     let row = endpoint_row(ts, &f.endpoint).await;
-    operator_set(
-        &*ts.store,
-        &hub.doorbells,
-        &row,
-        &f.human.id,
-        Presence::Out,
-        None,
-    )
-    .await
-    .unwrap();
+    operator_set(&hub.on(&ts.store), &row, &f.human.id, Presence::Out, None)
+        .await
+        .unwrap();
     let out = endpoint_row(ts, &f.endpoint).await;
     assert_eq!(out.override_by, Some(format!("operator:{}", f.human.id)));
     assert_eq!(out.presence_seen, "out");
@@ -422,16 +410,9 @@ async fn an_operator_return_digests_with_reason_operator(ts: &TestStore) {
     push(ts, &hub, &f.endpoint, "inbox", "held").await;
     ts.clock.advance(hours(2));
     let row = endpoint_row(ts, &f.endpoint).await;
-    operator_set(
-        &*ts.store,
-        &hub.doorbells,
-        &row,
-        &f.human.id,
-        Presence::In,
-        None,
-    )
-    .await
-    .unwrap();
+    operator_set(&hub.on(&ts.store), &row, &f.human.id, Presence::In, None)
+        .await
+        .unwrap();
     assert_digest(&s.one("one digest"), "operator", 1, "inbox");
     let row = endpoint_row(ts, &f.endpoint).await;
     assert_eq!(
@@ -441,19 +422,12 @@ async fn an_operator_return_digests_with_reason_operator(ts: &TestStore) {
 
     // DELETE presence from out is a human's write too.
     let row = endpoint_row(ts, &f.endpoint).await;
-    operator_set(
-        &*ts.store,
-        &hub.doorbells,
-        &row,
-        &f.human.id,
-        Presence::Out,
-        None,
-    )
-    .await
-    .unwrap();
+    operator_set(&hub.on(&ts.store), &row, &f.human.id, Presence::Out, None)
+        .await
+        .unwrap();
     ts.clock.advance(minutes(1));
     let row = endpoint_row(ts, &f.endpoint).await;
-    operator_clear(&*ts.store, &hub.doorbells, &row, &row.human_id)
+    operator_clear(&hub.on(&ts.store), &row, &row.human_id)
         .await
         .unwrap();
     assert_digest(&s.one("one digest"), "operator", 1, "inbox");
@@ -461,8 +435,7 @@ async fn an_operator_return_digests_with_reason_operator(ts: &TestStore) {
     // An until that is not in the future is refused and changes nothing.
     let row = endpoint_row(ts, &f.endpoint).await;
     let refused = operator_set(
-        &*ts.store,
-        &hub.doorbells,
+        &hub.on(&ts.store),
         &row,
         &f.human.id,
         Presence::Out,
@@ -522,7 +495,7 @@ async fn the_evaluator_pages_through_every_candidate(ts: &TestStore) {
     }
     ts.clock.advance(std::time::Duration::from_secs(60));
     // A page of one: every endpoint must still be reached in one tick.
-    let seen = evaluator_tick(&*ts.store, &hub.doorbells, 1).await;
+    let seen = evaluator_tick(&hub.on(&ts.store), 1).await;
     assert_eq!(seen, 3);
     for endpoint in &endpoints {
         assert_eq!(
@@ -541,8 +514,7 @@ async fn an_until_passing_digests_with_reason_override_end(ts: &TestStore) {
     let row = endpoint_row(ts, &f.endpoint).await;
     let until = ts.clock_now().saturating_add(minutes(30));
     operator_set(
-        &*ts.store,
-        &hub.doorbells,
+        &hub.on(&ts.store),
         &row,
         &f.human.id,
         Presence::Out,
@@ -570,8 +542,7 @@ async fn an_until_passing_digests_with_reason_override_end(ts: &TestStore) {
     let row = endpoint_row(ts, &f.endpoint).await;
     let until = ts.clock_now().saturating_add(hours(1));
     operator_set(
-        &*ts.store,
-        &hub.doorbells,
+        &hub.on(&ts.store),
         &row,
         &f.human.id,
         Presence::Out,
@@ -710,12 +681,7 @@ async fn a_reconnect_digest_is_sent_at_most_once_per_ten_minutes(ts: &TestStore)
     ts.clock.advance(hours(3));
     let connect = |hub: &Hub| hub.stream(&f.endpoint);
     let mut s = connect(&hub);
-    stream_opened(
-        &*ts.store,
-        &hub.doorbells,
-        &endpoint_row(ts, &f.endpoint).await,
-    )
-    .await;
+    stream_opened(&hub.on(&ts.store), &endpoint_row(ts, &f.endpoint).await).await;
     let digest = s.one("one reconnect digest for the backlog");
     assert_digest(&digest, "reconnect", 2, "inbox,reviews");
     assert!(content(&digest).starts_with("switchboard: reconnected — 2 todos"));
@@ -724,23 +690,13 @@ async fn a_reconnect_digest_is_sent_at_most_once_per_ten_minutes(ts: &TestStore)
 
     ts.clock.set(first_at.saturating_add(minutes(9)));
     let mut s = connect(&hub);
-    stream_opened(
-        &*ts.store,
-        &hub.doorbells,
-        &endpoint_row(ts, &f.endpoint).await,
-    )
-    .await;
+    stream_opened(&hub.on(&ts.store), &endpoint_row(ts, &f.endpoint).await).await;
     s.assert_silent("a second reconnect 9 min later sends nothing");
     drop(s);
 
     ts.clock.set(first_at.saturating_add(minutes(11)));
     let mut s = connect(&hub);
-    stream_opened(
-        &*ts.store,
-        &hub.doorbells,
-        &endpoint_row(ts, &f.endpoint).await,
-    )
-    .await;
+    stream_opened(&hub.on(&ts.store), &endpoint_row(ts, &f.endpoint).await).await;
     assert_digest(
         &s.one("11 min later: one again"),
         "reconnect",
@@ -752,12 +708,7 @@ async fn a_reconnect_digest_is_sent_at_most_once_per_ten_minutes(ts: &TestStore)
     // While out: no reconnect digest.
     tool_ok(ts, &hub, &f.endpoint, "clock_out", json!({})).await;
     ts.clock.advance(hours(1));
-    stream_opened(
-        &*ts.store,
-        &hub.doorbells,
-        &endpoint_row(ts, &f.endpoint).await,
-    )
-    .await;
+    stream_opened(&hub.on(&ts.store), &endpoint_row(ts, &f.endpoint).await).await;
     s.assert_silent("an endpoint that is out gets no reconnect digest");
 }
 
@@ -765,23 +716,13 @@ async fn a_reconnect_without_work_does_not_close_the_gate(ts: &TestStore) {
     let f = fixture(&ts.store, "ada").await;
     let hub = hub();
     let s = hub.stream(&f.endpoint);
-    stream_opened(
-        &*ts.store,
-        &hub.doorbells,
-        &endpoint_row(ts, &f.endpoint).await,
-    )
-    .await;
+    stream_opened(&hub.on(&ts.store), &endpoint_row(ts, &f.endpoint).await).await;
     drop(s);
     // Work arrives while disconnected; the agent reconnects two minutes later.
     push(ts, &hub, &f.endpoint, "inbox", "arrived meanwhile").await;
     ts.clock.advance(minutes(2));
     let mut s = hub.stream(&f.endpoint);
-    stream_opened(
-        &*ts.store,
-        &hub.doorbells,
-        &endpoint_row(ts, &f.endpoint).await,
-    )
-    .await;
+    stream_opened(&hub.on(&ts.store), &endpoint_row(ts, &f.endpoint).await).await;
     // The creation doorbell was held by the old, streamless session; the
     // new session learns of the work only from a reconnect digest.
     let got = s.drain();
@@ -808,22 +749,12 @@ async fn a_transition_digest_arms_the_reconnect_gate(ts: &TestStore) {
     drop(s);
     ts.clock.advance(minutes(1));
     let mut s = hub.stream(&f.endpoint);
-    stream_opened(
-        &*ts.store,
-        &hub.doorbells,
-        &endpoint_row(ts, &f.endpoint).await,
-    )
-    .await;
+    stream_opened(&hub.on(&ts.store), &endpoint_row(ts, &f.endpoint).await).await;
     s.assert_silent("no reconnect digest right after a transition digest");
     drop(s);
     ts.clock.advance(minutes(9));
     let mut s = hub.stream(&f.endpoint);
-    stream_opened(
-        &*ts.store,
-        &hub.doorbells,
-        &endpoint_row(ts, &f.endpoint).await,
-    )
-    .await;
+    stream_opened(&hub.on(&ts.store), &endpoint_row(ts, &f.endpoint).await).await;
     assert_digest(
         &s.one("10 min after the transition"),
         "reconnect",
@@ -903,8 +834,7 @@ async fn an_invalid_shift_is_refused_and_stores_nothing(ts: &TestStore) {
         "TZ=Local 09:00-13:00",
     ] {
         let row = endpoint_row(ts, &f.endpoint).await;
-        let refused =
-            operator_set_shift(&*ts.store, &hub.doorbells, &row, &row.human_id, Some(bad)).await;
+        let refused = operator_set_shift(&hub.on(&ts.store), &row, &row.human_id, Some(bad)).await;
         match refused {
             Err(StoreError::InvalidArgument(invalid)) => assert_eq!(invalid.field, "shift"),
             other => panic!("{bad:?} should be refused, got {other:?}"),
@@ -935,16 +865,9 @@ async fn the_audit_names_who_changed_presence(ts: &TestStore) {
     ts.clock.set(at("2026-01-06T10:00:00Z"));
     evaluate(ts, &hub).await;
     let row = endpoint_row(ts, &f.endpoint).await;
-    operator_set(
-        &*ts.store,
-        &hub.doorbells,
-        &row,
-        &f.human.id,
-        Presence::Out,
-        None,
-    )
-    .await
-    .unwrap();
+    operator_set(&hub.on(&ts.store), &row, &f.human.id, Presence::Out, None)
+        .await
+        .unwrap();
     assert_eq!(
         endpoint_row(ts, &f.endpoint).await.presence_changed_by,
         Some(format!("operator:{}", f.human.id))
@@ -1029,9 +952,10 @@ async fn two_instances_decide_a_shift_start_once(ts: &TestStore) {
     set_shift(ts, &one, &f.endpoint, Some("09:01-17:00")).await;
     push(ts, &one, &f.endpoint, "inbox", "held").await;
     ts.clock.advance(minutes(1));
+    let (instance_one, instance_two) = (one.on(&ts.store), two.on(&other_store));
     let (x, y) = tokio::join!(
-        evaluator_tick(&*ts.store, &one.doorbells, 100),
-        evaluator_tick(&other_store, &two.doorbells, 100),
+        evaluator_tick(&instance_one, 100),
+        evaluator_tick(&instance_two, 100),
     );
     assert_eq!((x, y), (1, 1), "both evaluators looked at the endpoint");
     let (got_one, got_two) = (on_one.drain(), on_two.drain());
@@ -1059,9 +983,10 @@ async fn two_instances_decide_a_shift_start_once(ts: &TestStore) {
         ("in", Some("shift"))
     );
     // Neither decides it again: nothing is due before the window ends at 17:00.
+    let (instance_one, instance_two) = (one.on(&ts.store), two.on(&other_store));
     let (x, y) = tokio::join!(
-        evaluator_tick(&*ts.store, &one.doorbells, 100),
-        evaluator_tick(&other_store, &two.doorbells, 100),
+        evaluator_tick(&instance_one, 100),
+        evaluator_tick(&instance_two, 100),
     );
     assert_eq!(
         (x, y),
@@ -1078,16 +1003,16 @@ async fn the_evaluator_reads_only_endpoints_that_are_due(ts: &TestStore) {
     let hub = hub();
     set_shift(ts, &hub, &f.endpoint, Some("09:01-17:00")).await;
     // Settled at the write: nothing to do until the window opens at 09:01.
-    assert_eq!(evaluator_tick(&*ts.store, &hub.doorbells, 100).await, 0);
+    assert_eq!(evaluator_tick(&hub.on(&ts.store), 100).await, 0);
     ts.clock.advance(minutes(1));
-    assert_eq!(evaluator_tick(&*ts.store, &hub.doorbells, 100).await, 1);
+    assert_eq!(evaluator_tick(&hub.on(&ts.store), 100).await, 1);
     assert_eq!(endpoint_row(ts, &f.endpoint).await.presence_seen, "in");
-    assert_eq!(evaluator_tick(&*ts.store, &hub.doorbells, 100).await, 0);
+    assert_eq!(evaluator_tick(&hub.on(&ts.store), 100).await, 0);
     // A write of inputs makes it due at once.
     tool_ok(ts, &hub, &f.endpoint, "clock_out", json!({})).await;
     ts.clock.set(at("2026-01-05T17:00:00Z"));
     assert_eq!(
-        evaluator_tick(&*ts.store, &hub.doorbells, 100).await,
+        evaluator_tick(&hub.on(&ts.store), 100).await,
         1,
         "the clock-out's end at the 17:00 boundary is due"
     );
@@ -1099,21 +1024,11 @@ async fn the_reconnect_gate_is_per_instance(ts: &TestStore) {
     push(ts, &one, &f.endpoint, "inbox", "waiting").await;
     ts.clock.advance(hours(1));
     let mut a = one.stream(&f.endpoint);
-    stream_opened(
-        &*ts.store,
-        &one.doorbells,
-        &endpoint_row(ts, &f.endpoint).await,
-    )
-    .await;
+    stream_opened(&one.on(&ts.store), &endpoint_row(ts, &f.endpoint).await).await;
     assert_digest(&a.one("instance one"), "reconnect", 1, "inbox");
     ts.clock.advance(minutes(1));
     let mut b = two.stream(&f.endpoint);
-    stream_opened(
-        &*ts.store,
-        &two.doorbells,
-        &endpoint_row(ts, &f.endpoint).await,
-    )
-    .await;
+    stream_opened(&two.on(&ts.store), &endpoint_row(ts, &f.endpoint).await).await;
     assert_digest(
         &b.one("instance two has its own gate"),
         "reconnect",

@@ -7,9 +7,9 @@ use axum::http::request::Parts;
 use axum::http::{Method, header};
 use serde::de::DeserializeOwned;
 
+use crate::api::ApiState;
 use crate::domain::ids::sha256_hex;
 use crate::http::error::ApiError;
-use crate::server::AppState;
 use crate::store::{ApiToken, Human};
 
 /// Request bodies of the human API are capped at 64 KiB.
@@ -22,10 +22,10 @@ pub struct HumanAuth {
     pub token: ApiToken,
 }
 
-impl FromRequestParts<AppState> for HumanAuth {
+impl FromRequestParts<ApiState> for HumanAuth {
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+    async fn from_request_parts(parts: &mut Parts, state: &ApiState) -> Result<Self, ApiError> {
         let token = bearer_token(parts).ok_or_else(ApiError::unauthenticated)?;
         if !token.starts_with("sbh_") {
             return Err(ApiError::unauthenticated());
@@ -67,10 +67,10 @@ pub fn bearer_token(parts: &Parts) -> Option<&str> {
 /// names the field it is in.
 pub struct ApiJson<T>(pub T);
 
-impl<T: DeserializeOwned> FromRequest<AppState> for ApiJson<T> {
+impl<T: DeserializeOwned> FromRequest<ApiState> for ApiJson<T> {
     type Rejection = ApiError;
 
-    async fn from_request(req: Request, _state: &AppState) -> Result<Self, ApiError> {
+    async fn from_request(req: Request, _state: &ApiState) -> Result<Self, ApiError> {
         let is_json = req
             .headers()
             .get(header::CONTENT_TYPE)
@@ -178,10 +178,10 @@ fn strip_position(message: &str) -> String {
 /// the envelope, exactly like a missing id, instead of axum's plain-text 400.
 pub struct ApiPath<T>(pub T);
 
-impl<T: DeserializeOwned + Send> FromRequestParts<AppState> for ApiPath<T> {
+impl<T: DeserializeOwned + Send> FromRequestParts<ApiState> for ApiPath<T> {
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+    async fn from_request_parts(parts: &mut Parts, state: &ApiState) -> Result<Self, ApiError> {
         match Path::<T>::from_request_parts(parts, state).await {
             Ok(Path(value)) => Ok(ApiPath(value)),
             Err(_) => Err(ApiError::not_found()),
@@ -192,10 +192,10 @@ impl<T: DeserializeOwned + Send> FromRequestParts<AppState> for ApiPath<T> {
 /// A query string, refusing unknown parameters and naming the bad one.
 pub struct ApiQuery<T>(pub T);
 
-impl<T: DeserializeOwned> FromRequestParts<AppState> for ApiQuery<T> {
+impl<T: DeserializeOwned> FromRequestParts<ApiState> for ApiQuery<T> {
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, _state: &AppState) -> Result<Self, ApiError> {
+    async fn from_request_parts(parts: &mut Parts, _state: &ApiState) -> Result<Self, ApiError> {
         let query = parts.uri.query().unwrap_or("");
         let de = serde_urlencoded_deserializer(query);
         match de {

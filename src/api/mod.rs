@@ -11,11 +11,14 @@ mod handlers;
 pub mod openapi;
 pub mod views;
 
+use std::sync::Arc;
+
 use axum::Router;
 use axum::routing::{delete, get, post, put};
 
+use crate::delivery::Delivery;
 use crate::http::ratelimit::{Rate, RateLimiter};
-use crate::server::AppState;
+use crate::store::Store;
 
 /// Per-human request rates (`07`: reads 20/s burst 40, writes 5/s burst 20).
 #[derive(Debug, Clone, Copy)]
@@ -36,14 +39,13 @@ impl Default for ApiRates {
     }
 }
 
-/// What the API needs besides the store.
+/// What the API needs besides the store and delivery.
 #[derive(Debug)]
 pub struct ApiContext {
     /// The URL clients reach this server at, for MCP and webhook URLs.
     pub public_url: String,
     pub read_limiter: RateLimiter,
     pub write_limiter: RateLimiter,
-    pub intake_limiter: RateLimiter,
 }
 
 impl ApiContext {
@@ -52,12 +54,25 @@ impl ApiContext {
             public_url: public_url.trim_end_matches('/').to_owned(),
             read_limiter: RateLimiter::new(rates.read),
             write_limiter: RateLimiter::new(rates.write),
-            intake_limiter: RateLimiter::new(rates.intake),
         }
     }
 }
 
-pub fn routes() -> Router<AppState> {
+/// The API's handlers' state: the store, the event path, and the API's own
+/// context. Nothing of another surface.
+#[derive(Clone)]
+pub struct ApiState {
+    pub store: Arc<dyn Store>,
+    pub delivery: Arc<Delivery>,
+    pub api: Arc<ApiContext>,
+}
+
+/// `/api/v1/…`, with its state.
+pub fn router(state: ApiState) -> Router {
+    routes().with_state(state)
+}
+
+fn routes() -> Router<ApiState> {
     use handlers::*;
     let v1 = Router::new()
         .route("/me", get(me::get_me))

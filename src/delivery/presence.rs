@@ -8,7 +8,7 @@ use crate::domain::presence::{Effective, Override, Presence, Schedule, Source, e
 use crate::domain::shift::Shift;
 use crate::store::{Endpoint, Store};
 
-use super::hub::Doorbells;
+use super::Delivery;
 
 impl Schedule for Shift {
     fn contains(&self, t: Timestamp) -> bool {
@@ -74,14 +74,10 @@ pub enum Cause<'a> {
 /// Clears a dead override, then claims the transition when effective
 /// presence differs from `presence_seen`; on out→in sends the digest.
 /// Returns the effective presence.
-pub async fn settle(
-    store: &dyn Store,
-    doorbells: &Doorbells,
-    endpoint: &Endpoint,
-    cause: Cause<'_>,
-) -> Effective {
+pub async fn settle(delivery: &Delivery, endpoint: &Endpoint, cause: Cause<'_>) -> Effective {
+    let store = delivery.store();
     let now = store.clock().now();
-    let outcome = settle_now(store, doorbells, endpoint, cause, now).await;
+    let outcome = settle_now(delivery, endpoint, cause, now).await;
     // Tell the evaluator when to look again: when the value can next change,
     // or at once if this settle could not finish. Guarded on the inputs this
     // settle read, so a concurrent change of inputs is never hidden.
@@ -114,12 +110,12 @@ struct Settled {
 }
 
 async fn settle_now(
-    store: &dyn Store,
-    doorbells: &Doorbells,
+    delivery: &Delivery,
     endpoint: &Endpoint,
     cause: Cause<'_>,
     now: Timestamp,
 ) -> Settled {
+    let store = delivery.store();
     let mut inputs = endpoint.clone();
     let shift = shift_of(endpoint);
     let schedule = shift.as_ref().map(|s| s as &dyn Schedule);
@@ -186,6 +182,7 @@ async fn settle_now(
         // Another instance claimed it: the row now says what we computed.
         return done(true);
     }
+    delivery.transition_claimed(&endpoint.id, now_effective.presence);
     tracing::info!(
         endpoint = %endpoint.slug,
         old = seen.as_str(),
@@ -201,7 +198,7 @@ async fn settle_now(
             ended_override.as_ref(),
             schedule,
         );
-        send_digest(store, doorbells, endpoint, reason).await;
+        send_digest(delivery, endpoint, reason).await;
     }
     done(true)
 }
@@ -238,12 +235,8 @@ fn digest_reason(
 /// rotate) when the endpoint has push-eligible pending todos; marks exactly
 /// the counted todos' `last_ringed_at` after a successful write. Returns
 /// whether a digest was written.
-pub async fn send_digest(
-    store: &dyn Store,
-    doorbells: &Doorbells,
-    endpoint: &Endpoint,
-    reason: DigestReason,
-) -> bool {
+pub async fn send_digest(delivery: &Delivery, endpoint: &Endpoint, reason: DigestReason) -> bool {
+    let (store, doorbells) = (delivery.store(), delivery.doorbells());
     let todos = match store.unscoped_digest_todos(&endpoint.id).await {
         Ok(todos) => todos,
         Err(e) => {
@@ -278,7 +271,8 @@ pub async fn send_digest(
 
 /// The evaluator: shift starts and override expiries happen with nobody
 /// calling anything, so every period each candidate endpoint is settled.
-pub async fn evaluator_tick(store: &dyn Store, doorbells: &Doorbells, page: i64) -> usize {
+pub async fn evaluator_tick(delivery: &Delivery, page: i64) -> usize {
+    let store = delivery.store();
     let mut seen = 0;
     let mut after: Option<String> = None;
     // Every candidate, page by page: an endpoint past the first page must
@@ -295,7 +289,7 @@ pub async fn evaluator_tick(store: &dyn Store, doorbells: &Doorbells, page: i64)
             }
         };
         for endpoint in &candidates {
-            settle(store, doorbells, endpoint, Cause::Clock).await;
+            settle(delivery, endpoint, Cause::Clock).await;
         }
         seen += candidates.len();
         match candidates.last() {
@@ -308,12 +302,13 @@ pub async fn evaluator_tick(store: &dyn Store, doorbells: &Doorbells, page: i64)
 /// An endpoint got its first streaming session on this instance: if it is
 /// in and work waits, one `reconnect` digest — at most once per endpoint per
 /// 10 minutes per instance (transition digests arm the same gate).
-pub async fn stream_opened(store: &dyn Store, doorbells: &Doorbells, endpoint: &Endpoint) {
+pub async fn stream_opened(delivery: &Delivery, endpoint: &Endpoint) {
+    let (store, doorbells) = (delivery.store(), delivery.doorbells());
     let now = store.clock().now();
     if is_out(endpoint, now) || !doorbells.reconnect_gate_open(&endpoint.id, now) {
         return;
     }
-    if !send_digest(store, doorbells, endpoint, DigestReason::Reconnect).await {
+    if !send_digest(delivery, endpoint, DigestReason::Reconnect).await {
         // Nothing was sent, so nothing is rationed: a reconnect a minute
         // later with work waiting still gets its digest.
         doorbells.disarm_reconnect_gate(&endpoint.id, now);
@@ -354,10 +349,10 @@ pub const DEFAULT_CLOCK_IN: std::time::Duration = std::time::Duration::from_secs
 /// The agent's `clock_out`: an `out` override with no end (the next shift
 /// boundary ends it). A live open-ended `out` override already there: no-op.
 pub async fn clock_out(
-    store: &dyn Store,
-    doorbells: &Doorbells,
+    delivery: &Delivery,
     endpoint: &Endpoint,
 ) -> Result<Endpoint, crate::store::StoreError> {
+    let store = delivery.store();
     let now = store.clock().now();
     let shift = shift_of(endpoint);
     let schedule = shift.as_ref().map(|s| s as &dyn Schedule);
@@ -378,7 +373,8 @@ pub async fn clock_out(
             )
             .await?
     };
-    settle(store, doorbells, &endpoint, Cause::Agent).await;
+    delivery.presence_inputs_changed(&endpoint.id);
+    settle(delivery, &endpoint, Cause::Agent).await;
     Ok(endpoint)
 }
 
@@ -386,11 +382,11 @@ pub async fn clock_out(
 /// override until `min(now + for, next shift start)`; otherwise any `out`
 /// override is cleared (an `in` override is left alone).
 pub async fn clock_in(
-    store: &dyn Store,
-    doorbells: &Doorbells,
+    delivery: &Delivery,
     endpoint: &Endpoint,
     for_: std::time::Duration,
 ) -> Result<Endpoint, crate::store::StoreError> {
+    let store = delivery.store();
     let now = store.clock().now();
     let shift = shift_of(endpoint);
     let schedule = shift.as_ref().map(|s| s as &dyn Schedule);
@@ -428,20 +424,21 @@ pub async fn clock_in(
             _ => endpoint.clone(),
         }
     };
-    settle(store, doorbells, &endpoint, Cause::Agent).await;
+    delivery.presence_inputs_changed(&endpoint.id);
+    settle(delivery, &endpoint, Cause::Agent).await;
     Ok(endpoint)
 }
 
 /// A human's `PUT presence`: an override by `operator:<human_id>`, no
 /// duration cap (it still ends at the next shift boundary).
 pub async fn operator_set(
-    store: &dyn Store,
-    doorbells: &Doorbells,
+    delivery: &Delivery,
     endpoint: &Endpoint,
     human_id: &str,
     value: Presence,
     until: Option<Timestamp>,
 ) -> Result<Endpoint, crate::store::StoreError> {
+    let store = delivery.store();
     let now = store.clock().now();
     if let Some(u) = until
         && u <= now
@@ -459,17 +456,18 @@ pub async fn operator_set(
             },
         )
         .await?;
-    settle(store, doorbells, &endpoint, Cause::Operator(human_id)).await;
+    delivery.presence_inputs_changed(&endpoint.id);
+    settle(delivery, &endpoint, Cause::Operator(human_id)).await;
     Ok(endpoint)
 }
 
 /// A human's `DELETE presence`: clears any override.
 pub async fn operator_clear(
-    store: &dyn Store,
-    doorbells: &Doorbells,
+    delivery: &Delivery,
     endpoint: &Endpoint,
     human_id: &str,
 ) -> Result<Endpoint, crate::store::StoreError> {
+    let store = delivery.store();
     if !endpoint.is_active() {
         return Err(crate::store::StoreError::conflict(
             "the endpoint is revoked",
@@ -477,19 +475,20 @@ pub async fn operator_clear(
     }
     store.clear_presence_override(&endpoint.id, None).await?;
     let endpoint = store.unscoped_get_endpoint(&endpoint.id).await?;
-    settle(store, doorbells, &endpoint, Cause::Operator(human_id)).await;
+    delivery.presence_inputs_changed(&endpoint.id);
+    settle(delivery, &endpoint, Cause::Operator(human_id)).await;
     Ok(endpoint)
 }
 
 /// A human's `PUT shift`: validated, stored as entered (trimmed); `None`
 /// clears it. The override is judged under the old shift first.
 pub async fn operator_set_shift(
-    store: &dyn Store,
-    doorbells: &Doorbells,
+    delivery: &Delivery,
     endpoint: &Endpoint,
     human_id: &str,
     text: Option<&str>,
 ) -> Result<Endpoint, crate::store::StoreError> {
+    let store = delivery.store();
     let text = text.map(str::trim);
     if let Some(t) = text {
         Shift::parse(t)?;
@@ -500,6 +499,7 @@ pub async fn operator_set_shift(
         override_of(e).is_some_and(|o| !o.is_live(shift.as_ref().map(|s| s as &dyn Schedule), now))
     };
     let endpoint = store.set_shift(&endpoint.id, text, &dead_under_old).await?;
-    settle(store, doorbells, &endpoint, Cause::Operator(human_id)).await;
+    delivery.presence_inputs_changed(&endpoint.id);
+    settle(delivery, &endpoint, Cause::Operator(human_id)).await;
     Ok(endpoint)
 }

@@ -3,7 +3,8 @@
 
 use std::time::Duration;
 
-use super::hub::{Doorbells, Trigger};
+use super::Delivery;
+use super::hub::Trigger;
 use super::presence::is_out;
 use crate::store::Store;
 
@@ -35,7 +36,8 @@ impl Default for SweepConfig {
 
 /// One sweep tick. An instance hosting nothing runs no query at all.
 /// Returns how many doorbells were counted (and so attempted).
-pub async fn sweep_tick(store: &dyn Store, doorbells: &Doorbells, config: &SweepConfig) -> usize {
+pub async fn sweep_tick(delivery: &Delivery, config: &SweepConfig) -> usize {
+    let (store, doorbells) = (delivery.store(), delivery.doorbells());
     let hosted = doorbells.hosted_endpoints();
     if hosted.is_empty() {
         return 0;

@@ -7,7 +7,7 @@ use serde::Serialize;
 use super::Timestamp;
 
 /// Whether an endpoint should be rung now.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Presence {
     In,

@@ -17,16 +17,32 @@ use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::routing::post;
 
-use crate::server::AppState;
+use std::sync::Arc;
+
+use crate::delivery::Delivery;
+use crate::http::ratelimit::RateLimiter;
+use crate::store::Store;
 
 /// The largest delivery accepted (`08`: 5 MiB); more is 413.
 pub const MAX_BODY_BYTES: usize = 5 * 1024 * 1024;
 
-pub fn routes() -> Router<AppState> {
-    Router::new().route(
-        "/webhooks/w/{token}",
-        // The handler enforces the cap itself while reading; raising axum's
-        // 2 MiB default keeps any body extractor added later in line with it.
-        post(receive::receive).layer(DefaultBodyLimit::max(MAX_BODY_BYTES)),
-    )
+/// Intake's handler state.
+#[derive(Clone)]
+pub struct IntakeState {
+    pub store: Arc<dyn Store>,
+    pub delivery: Arc<Delivery>,
+    /// Per client IP (`08`: 10/s, burst 20).
+    pub limiter: Arc<RateLimiter>,
+}
+
+/// `/webhooks/w/{token}`, with its state.
+pub fn router(state: IntakeState) -> Router {
+    Router::new()
+        .route(
+            "/webhooks/w/{token}",
+            // The handler enforces the cap itself while reading; raising axum's
+            // 2 MiB default keeps any body extractor added later in line with it.
+            post(receive::receive).layer(DefaultBodyLimit::max(MAX_BODY_BYTES)),
+        )
+        .with_state(state)
 }

@@ -14,11 +14,11 @@ use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode, header};
 use serde::Serialize;
 
+use super::IntakeState;
 use super::{MAX_BODY_BYTES, derive, headers, key, payload, signature};
 use crate::domain::ids::sha256_hex;
 use crate::domain::text::cut_to_bytes;
 use crate::http::error::{ApiError, ApiResult};
-use crate::server::AppState;
 use crate::store::{NewIntakeEvent, NewTodo, StoreError, TrustMode, WebhookTarget};
 
 /// The 202 answer: `{"todo": {"id", "queue", "created"}}`.
@@ -36,14 +36,14 @@ pub struct ReceiptTodo {
 }
 
 pub async fn receive(
-    State(state): State<AppState>,
+    State(state): State<IntakeState>,
     url_token: Result<Path<String>, PathRejection>,
     request: Request,
 ) -> ApiResult<(StatusCode, Json<Receipt>)> {
     // A segment that does not even decode was never issued either.
     let Path(url_token) = url_token.map_err(|_| ApiError::not_found())?;
     let (parts, body) = request.into_parts();
-    if let Err(wait) = state.api.intake_limiter.check(&rate_key(&parts)) {
+    if let Err(wait) = state.limiter.check(&rate_key(&parts)) {
         return Err(ApiError::rate_limited(wait.as_secs_f64().ceil() as u64));
     }
     if declared_length(&parts.headers).is_some_and(|n| n > MAX_BODY_BYTES as u64) {
@@ -95,7 +95,7 @@ pub async fn receive(
         Err(e) => return Err(e.into()),
     };
     if created.created {
-        crate::delivery::todo_created(&*state.store, &state.doorbells, &created.todo).await;
+        state.delivery.todo_created(&created.todo).await;
     }
     // Never the URL token, the secret, the signature or the body.
     tracing::info!(
@@ -118,7 +118,7 @@ pub async fn receive(
 }
 
 /// The webhook a URL token names: 404 when none, 410 when its endpoint is revoked.
-async fn find_target(state: &AppState, url_token: &str) -> ApiResult<WebhookTarget> {
+async fn find_target(state: &IntakeState, url_token: &str) -> ApiResult<WebhookTarget> {
     // Anything but 32 hex characters was never issued: no need to ask the
     // database. Tokens are looked up by their hash, so the lookup's timing
     // says nothing about the token itself.

@@ -16,9 +16,10 @@ use std::time::Duration;
 use axum::Router;
 use axum::routing::post;
 
+use crate::delivery::Delivery;
 use crate::delivery::sessions::SessionRegistry;
 use crate::http::ratelimit::{Rate, RateLimiter};
-use crate::server::AppState;
+use crate::store::Store;
 
 /// Protocol versions we speak, newest first.
 pub const PROTOCOL_VERSIONS: [&str; 3] = ["2025-11-25", "2025-06-18", "2025-03-26"];
@@ -63,17 +64,27 @@ pub struct McpContext {
 }
 
 impl McpContext {
-    pub fn new(config: McpConfig) -> Self {
+    /// `sessions` is delivery's registry: MCP sessions are who hears doorbells.
+    pub fn new(config: McpConfig, sessions: Arc<SessionRegistry>) -> Self {
         Self {
             rate: RateLimiter::new(config.rate),
             config,
-            sessions: Arc::new(SessionRegistry::new()),
+            sessions,
             last_stamp: Mutex::new(HashMap::new()),
         }
     }
 }
 
-pub fn routes() -> Router<AppState> {
+/// The MCP handlers' state.
+#[derive(Clone)]
+pub struct McpState {
+    pub store: Arc<dyn Store>,
+    pub delivery: Arc<Delivery>,
+    pub mcp: Arc<McpContext>,
+}
+
+/// `/mcp/{slug}`, with its state.
+pub fn router(state: McpState) -> Router {
     Router::new()
         .route(
             "/mcp/{slug}",
@@ -83,4 +94,5 @@ pub fn routes() -> Router<AppState> {
         )
         // Also on what axum answers itself (405 with Allow).
         .layer(axum::middleware::map_response(transport::secure))
+        .with_state(state)
 }

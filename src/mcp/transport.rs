@@ -11,12 +11,12 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
+use super::McpState;
 use super::jsonrpc::{self, Incoming};
 use super::{MAX_BODY_BYTES, McpContext, PROTOCOL_VERSIONS, instructions, tools};
 use crate::delivery::sessions::Session;
 use crate::domain::Timestamp;
 use crate::domain::ids::sha256_hex;
-use crate::server::AppState;
 use crate::store::Endpoint;
 
 const SESSION_HEADER: &str = "mcp-session-id";
@@ -85,7 +85,7 @@ fn host_is_loopback(headers: &HeaderMap) -> bool {
 /// Guard, bearer, path binding, liveness stamp and rate limit, in that
 /// order (`03`).
 async fn authenticate(
-    state: &AppState,
+    state: &McpState,
     slug: &str,
     headers: &HeaderMap,
 ) -> Result<Endpoint, Response> {
@@ -143,7 +143,7 @@ async fn authenticate(
 
 /// Writes `last_seen_at` at most once per second per endpoint (a stamp
 /// failure is logged and never fails the request).
-async fn stamp_seen(state: &AppState, endpoint: &Endpoint, last_contact: Option<Timestamp>) {
+async fn stamp_seen(state: &McpState, endpoint: &Endpoint, last_contact: Option<Timestamp>) {
     let now = state.store.clock().now();
     let due = {
         let mut stamps = state
@@ -224,7 +224,7 @@ fn protocol_header_ok(headers: &HeaderMap) -> bool {
 const KNOWN_METHODS: [&str; 4] = ["initialize", "ping", "tools/list", "tools/call"];
 
 pub async fn post_message(
-    State(state): State<AppState>,
+    State(state): State<McpState>,
     Path(slug): Path<String>,
     request: Request,
 ) -> Response {
@@ -337,7 +337,7 @@ pub async fn post_message(
     rpc_response(StatusCode::OK, answer)
 }
 
-async fn initialize(state: &AppState, endpoint: &Endpoint, message: &Incoming) -> Response {
+async fn initialize(state: &McpState, endpoint: &Endpoint, message: &Incoming) -> Response {
     let id = message.id.clone().unwrap_or(Value::Null);
     let params = message.params.clone().unwrap_or(Value::Null);
     let requested = params.get("protocolVersion").and_then(Value::as_str);
@@ -377,7 +377,7 @@ async fn initialize(state: &AppState, endpoint: &Endpoint, message: &Incoming) -
 }
 
 async fn call_tool(
-    state: &AppState,
+    state: &McpState,
     endpoint: &Endpoint,
     id: &Value,
     params: Option<Value>,
@@ -388,16 +388,7 @@ async fn call_tool(
     };
     let arguments = params.get("arguments").cloned();
     let mut effects = tools::SideEffects::default();
-    match tools::call(
-        &*state.store,
-        &state.doorbells,
-        endpoint,
-        name,
-        arguments,
-        &mut effects,
-    )
-    .await
-    {
+    match tools::call(&state.delivery, endpoint, name, arguments, &mut effects).await {
         Ok(result) => {
             if effects.tools_changed {
                 let note = jsonrpc::notification("notifications/tools/list_changed", json!({}));
@@ -412,7 +403,7 @@ async fn call_tool(
 }
 
 pub async fn open_stream(
-    State(state): State<AppState>,
+    State(state): State<McpState>,
     Path(slug): Path<String>,
     headers: HeaderMap,
 ) -> Response {
@@ -427,10 +418,10 @@ pub async fn open_stream(
     let (guard, receiver) = state.mcp.sessions.open_stream(&session);
     if state.mcp.sessions.counts(&endpoint.id).streaming == 1 {
         // The endpoint's first streaming session here: maybe a reconnect digest.
-        let (store, doorbells) = (state.store.clone(), state.doorbells.clone());
+        let delivery = state.delivery.clone();
         let endpoint = endpoint.clone();
         tokio::spawn(async move {
-            crate::delivery::presence::stream_opened(&*store, &doorbells, &endpoint).await;
+            crate::delivery::presence::stream_opened(&delivery, &endpoint).await;
         });
     }
     tracing::debug!(endpoint = %endpoint.slug, "notification stream opened");
@@ -450,7 +441,7 @@ pub async fn open_stream(
 }
 
 pub async fn end_session(
-    State(state): State<AppState>,
+    State(state): State<McpState>,
     Path(slug): Path<String>,
     headers: HeaderMap,
 ) -> Response {

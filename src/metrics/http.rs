@@ -12,15 +12,27 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
 use super::{Metrics, SCRAPE_TIMEOUT, route_label};
-use crate::server::AppState;
+use crate::delivery::Delivery;
+use crate::store::Store;
 
-pub fn routes() -> Router<AppState> {
-    Router::new().route("/metrics", get(scrape))
+/// The `/metrics` route's state.
+#[derive(Clone)]
+pub struct MetricsState {
+    pub metrics: Arc<Metrics>,
+    pub store: Arc<dyn Store>,
+    pub delivery: Arc<Delivery>,
+}
+
+/// `/metrics`, with its state.
+pub fn router(state: MetricsState) -> Router {
+    Router::new()
+        .route("/metrics", get(scrape))
+        .with_state(state)
 }
 
 /// `GET /metrics`: the whole registry in OpenMetrics text. With a scrape
 /// token configured, only `Authorization: Bearer <token>` may read it.
-async fn scrape(State(state): State<AppState>, headers: HeaderMap) -> Response {
+async fn scrape(State(state): State<MetricsState>, headers: HeaderMap) -> Response {
     let metrics = &state.metrics;
     if !metrics.allows(headers.get(AUTHORIZATION).map(|v| v.as_bytes())) {
         return (
@@ -32,7 +44,7 @@ async fn scrape(State(state): State<AppState>, headers: HeaderMap) -> Response {
     }
     let rendered = tokio::time::timeout(
         SCRAPE_TIMEOUT,
-        metrics.render(&*state.store, &state.doorbells),
+        metrics.render(&*state.store, state.delivery.doorbells()),
     )
     .await;
     match rendered {

@@ -9,21 +9,23 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use serde_json::json;
 
-use super::AppState;
-use crate::store::StoreError;
+use std::sync::Arc;
 
-pub fn routes() -> Router<AppState> {
+use crate::store::{Store, StoreError};
+
+pub fn router(store: Arc<dyn Store>) -> Router {
     Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
+        .with_state(store)
 }
 
 async fn healthz() -> impl IntoResponse {
     Json(json!({"status": "ok"}))
 }
 
-async fn readyz(State(state): State<AppState>) -> impl IntoResponse {
-    match state.store.readiness().await {
+async fn readyz(State(store): State<Arc<dyn Store>>) -> impl IntoResponse {
+    match store.readiness().await {
         Ok(()) => (StatusCode::OK, Json(json!({"status": "ready"}))),
         Err(err) => {
             // The reason is logged in full; the probe gets a short, secret-free one.

@@ -8,7 +8,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::delivery::Doorbells;
+use crate::delivery::Delivery;
 use crate::delivery::sweep::{SweepConfig, sweep_tick};
 use crate::mcp::McpConfig;
 use crate::metrics::Metrics;
@@ -49,8 +49,7 @@ impl Default for MaintenanceConfig {
 
 /// What the background loops work with.
 pub struct Background {
-    pub store: Arc<dyn Store>,
-    pub doorbells: Arc<Doorbells>,
+    pub delivery: Arc<Delivery>,
     pub maintenance: MaintenanceConfig,
     pub mcp: McpConfig,
     pub sweep: SweepConfig,
@@ -59,46 +58,44 @@ pub struct Background {
 
 pub fn spawn_loops(bg: Background, stop: watch::Receiver<bool>) -> Vec<JoinHandle<()>> {
     let Background {
-        store,
-        doorbells,
+        delivery,
         maintenance: config,
         mcp,
         sweep,
         metrics,
     } = bg;
     let maintenance = {
-        let (store, config, stop) = (store.clone(), config.clone(), stop.clone());
-        let doorbells = doorbells.clone();
+        let (delivery, config, stop) = (delivery.clone(), config.clone(), stop.clone());
         tokio::spawn(async move {
             every(config.interval, stop, || async {
-                let report = maintenance_tick(&*store, &config).await;
+                let report = maintenance_tick(delivery.store(), &config).await;
                 metrics.count_lease_expiries(report.lease_expiries);
                 // An expired endpoint's sessions end with it.
                 for revoked in &report.expired {
-                    doorbells.sessions().close_endpoint(&revoked.endpoint_id);
+                    delivery.endpoint_revoked(&revoked.endpoint_id);
                 }
                 // A todo back from its retry window rings (not counted).
                 for todo in &report.retried {
-                    crate::delivery::todo_retried(&*store, &doorbells, &todo.id).await;
+                    delivery.todo_retried(&todo.id).await;
                 }
-                sweep_tick(&*store, &doorbells, &sweep).await;
+                sweep_tick(&delivery, &sweep).await;
             })
             .await;
         })
     };
     let evaluator = {
-        let (store, doorbells, stop) = (store.clone(), doorbells.clone(), stop.clone());
+        let (delivery, stop) = (delivery.clone(), stop.clone());
         let period = config.presence_interval;
         tokio::spawn(async move {
             every(period, stop, || async {
-                crate::delivery::presence::evaluator_tick(&*store, &doorbells, 1_000).await;
+                crate::delivery::presence::evaluator_tick(&delivery, 1_000).await;
             })
             .await;
         })
     };
     let janitor = {
         let stop = stop.clone();
-        let sessions = doorbells.sessions().clone();
+        let sessions = delivery.sessions().clone();
         tokio::spawn(async move {
             every(mcp.janitor_interval, stop, || async {
                 let closed = sessions.close_idle(mcp.idle_limit);
@@ -111,7 +108,7 @@ pub fn spawn_loops(bg: Background, stop: watch::Receiver<bool>) -> Vec<JoinHandl
     };
     let retention = tokio::spawn(async move {
         every(config.retention_interval, stop, || {
-            retention_pass(&*store, &config)
+            retention_pass(delivery.store(), &config)
         })
         .await;
     });

@@ -20,12 +20,17 @@ use tokio::sync::watch;
 
 pub use maintenance::MaintenanceConfig;
 
-use crate::api::{ApiContext, ApiRates};
+use crate::api::{ApiContext, ApiRates, ApiState};
+use crate::bus::{Bus, InProcessBus, InstanceId};
 use crate::clock::{SharedClock, SystemClock};
-use crate::delivery::Doorbells;
+use crate::delivery::sessions::SessionRegistry;
 use crate::delivery::sweep::SweepConfig;
-use crate::mcp::{McpConfig, McpContext};
+use crate::delivery::{Delivery, Doorbells};
+use crate::http::ratelimit::RateLimiter;
+use crate::intake::IntakeState;
+use crate::mcp::{McpConfig, McpContext, McpState};
 use crate::metrics::Metrics;
+use crate::metrics::http::MetricsState;
 use crate::store::lock::ServerLock;
 use crate::store::{DatabaseLocation, SqlStore, Store, StoreOptions};
 
@@ -47,28 +52,27 @@ pub struct ServerConfig {
     pub metrics_token: Option<String>,
 }
 
-/// What the HTTP handlers share.
-#[derive(Clone)]
-pub struct AppState {
+/// Every surface with its own state; only the server sees them all.
+pub struct Surfaces {
     pub store: Arc<dyn Store>,
-    pub api: Arc<ApiContext>,
-    pub mcp: Arc<McpContext>,
-    pub doorbells: Arc<Doorbells>,
-    pub metrics: Arc<Metrics>,
+    pub api: ApiState,
+    pub mcp: McpState,
+    pub intake: IntakeState,
+    pub metrics: MetricsState,
 }
 
-pub fn router(state: AppState) -> Router {
-    let metrics = state.metrics.clone();
-    health::routes()
-        .merge(crate::api::routes())
-        .merge(crate::mcp::routes())
-        .merge(crate::intake::routes())
-        .merge(crate::metrics::http::routes())
+/// Composes the surfaces' routers, and counts every request by route.
+pub fn router(surfaces: Surfaces) -> Router {
+    let metrics = surfaces.metrics.metrics.clone();
+    health::router(surfaces.store)
+        .merge(crate::api::router(surfaces.api))
+        .merge(crate::mcp::router(surfaces.mcp))
+        .merge(crate::intake::router(surfaces.intake))
+        .merge(crate::metrics::http::router(surfaces.metrics))
         .layer(axum::middleware::from_fn_with_state(
             metrics,
             crate::metrics::http::count_requests,
         ))
-        .with_state(state)
 }
 
 /// Binds `config.listen` and runs the server until `shutdown` resolves.
@@ -120,19 +124,22 @@ pub async fn serve_on(
     let sql_store = Arc::new(store);
     let store: Arc<dyn Store> = sql_store.clone();
 
+    let instance = InstanceId(crate::mint::new_instance_id());
+    let bus: Arc<dyn Bus> = Arc::new(InProcessBus::new(instance.clone()));
+    let sessions = Arc::new(SessionRegistry::new());
+    let doorbells = Arc::new(Doorbells::new(sessions.clone()));
+    let delivery = Arc::new(Delivery::new(store.clone(), doorbells.clone(), bus));
     let mut mcp_config = config.mcp.clone();
     mcp_config.loopback_guard = local.ip().is_loopback();
-    let mcp = Arc::new(McpContext::new(mcp_config));
+    let mcp = Arc::new(McpContext::new(mcp_config, sessions));
     let (stop_tx, stop_rx) = watch::channel(false);
-    let doorbells = Arc::new(Doorbells::new(mcp.sessions.clone()));
     let metrics = Arc::new(Metrics::new(&doorbells, config.metrics_token.as_deref()));
     if !metrics.is_protected() {
         tracing::info!("/metrics is open (no scrape token): keep it on a private network");
     }
     let loops = maintenance::spawn_loops(
         maintenance::Background {
-            store: store.clone(),
-            doorbells: doorbells.clone(),
+            delivery: delivery.clone(),
             maintenance: config.maintenance.clone(),
             mcp: mcp.config.clone(),
             sweep: config.sweep.clone(),
@@ -150,14 +157,31 @@ pub async fn serve_on(
         listen = %local,
         database = %config.database.redacted(),
         backend = ?store.backend(),
+        %instance,
         "switchboard is serving"
     );
-    let app = router(AppState {
+    let app = router(Surfaces {
         store: store.clone(),
-        api: Arc::new(ApiContext::new(public_url, config.api_rates)),
-        mcp,
-        doorbells,
-        metrics,
+        api: ApiState {
+            store: store.clone(),
+            delivery: delivery.clone(),
+            api: Arc::new(ApiContext::new(public_url, config.api_rates)),
+        },
+        mcp: McpState {
+            store: store.clone(),
+            delivery: delivery.clone(),
+            mcp,
+        },
+        intake: IntakeState {
+            store: store.clone(),
+            delivery: delivery.clone(),
+            limiter: Arc::new(RateLimiter::new(config.api_rates.intake)),
+        },
+        metrics: MetricsState {
+            metrics,
+            store: store.clone(),
+            delivery,
+        },
     });
     let (signalled_tx, mut signalled_rx) = watch::channel(false);
     // The peer address is what intake rate-limits by (never a forwarding header).

@@ -8,8 +8,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Map, Value, json};
-use switchboard::delivery::Doorbells;
+use switchboard::bus::{InProcessBus, InstanceId};
 use switchboard::delivery::sessions::{Session, SessionRegistry, StreamGuard};
+use switchboard::delivery::{Delivery, Doorbells};
 use switchboard::domain::doorbell::METHOD;
 use switchboard::mcp::tools::{self, SideEffects};
 use switchboard::store::*;
@@ -17,17 +18,21 @@ use tokio::sync::mpsc::Receiver;
 
 use crate::support::TestStore;
 
-/// One instance's delivery side: its sessions and its doorbells.
+/// One instance's delivery side: its sessions, its doorbells and its bus.
 pub struct Hub {
     pub sessions: Arc<SessionRegistry>,
-    pub doorbells: Doorbells,
+    pub doorbells: Arc<Doorbells>,
+    pub bus: Arc<InProcessBus>,
 }
 
 pub fn hub() -> Hub {
     let sessions = Arc::new(SessionRegistry::new());
     Hub {
-        doorbells: Doorbells::new(sessions.clone()),
+        doorbells: Arc::new(Doorbells::new(sessions.clone())),
         sessions,
+        bus: Arc::new(InProcessBus::new(InstanceId(
+            switchboard::mint::new_instance_id(),
+        ))),
     }
 }
 
@@ -39,6 +44,16 @@ pub struct Stream {
 }
 
 impl Hub {
+    /// This instance's event path over `store` (one of possibly several
+    /// handles on the same database, as two instances would have).
+    pub fn on(&self, store: &SqlStore) -> Delivery {
+        Delivery::new(
+            Arc::new(store.clone()),
+            self.doorbells.clone(),
+            self.bus.clone(),
+        )
+    }
+
     /// An attached session of `endpoint` with no stream (yet).
     pub fn attach(&self, endpoint: &Endpoint) -> Arc<Session> {
         self.sessions
@@ -172,7 +187,7 @@ pub fn pushed(endpoint_id: &str, queue: &str, title: &str) -> NewTodo {
 pub async fn create_and_ring(ts: &TestStore, hub: &Hub, new: NewTodo) -> CreatedTodo {
     let created = ts.store.create_todo(new).await.expect("create_todo");
     if created.created {
-        switchboard::delivery::todo_created(&*ts.store, &hub.doorbells, &created.todo).await;
+        hub.on(&ts.store).todo_created(&created.todo).await;
     }
     created
 }
@@ -226,8 +241,7 @@ pub async fn call_tool(
     let endpoint = endpoint_row(ts, endpoint).await;
     let mut effects = SideEffects::default();
     tools::call(
-        &*ts.store,
-        &hub.doorbells,
+        &hub.on(&ts.store),
         &endpoint,
         name,
         Some(args),

@@ -8,10 +8,10 @@ use utoipa::ToSchema;
 
 use super::page_request;
 use super::tokens::ListQuery;
+use crate::api::ApiState;
 use crate::api::extract::{ApiJson, ApiPath, ApiQuery, HumanAuth};
 use crate::api::views::{AgentList, AgentView};
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
-use crate::server::AppState;
 use crate::store::{
     Agent, AgentKind, AgentPatch, Endpoint, EndpointActivity, NewAgent, Store, StoreError,
 };
@@ -78,7 +78,7 @@ async fn agent_views(
         (status = 429, body = ErrorBody),
     ))]
 pub async fn list(
-    State(state): State<AppState>,
+    State(state): State<ApiState>,
     auth: HumanAuth,
     ApiQuery(q): ApiQuery<ListQuery>,
 ) -> ApiResult<Json<AgentList>> {
@@ -124,7 +124,7 @@ pub struct RegisterAgent {
         (status = 429, body = ErrorBody),
     ))]
 pub async fn register(
-    State(state): State<AppState>,
+    State(state): State<ApiState>,
     auth: HumanAuth,
     ApiJson(body): ApiJson<RegisterAgent>,
 ) -> ApiResult<(StatusCode, Json<AgentView>)> {
@@ -161,7 +161,7 @@ pub async fn register(
         (status = 429, body = ErrorBody),
     ))]
 pub async fn show(
-    State(state): State<AppState>,
+    State(state): State<ApiState>,
     auth: HumanAuth,
     ApiPath(name): ApiPath<String>,
 ) -> ApiResult<Json<AgentView>> {
@@ -208,7 +208,7 @@ pub struct EditAgent {
         (status = 429, body = ErrorBody),
     ))]
 pub async fn edit(
-    State(state): State<AppState>,
+    State(state): State<ApiState>,
     auth: HumanAuth,
     ApiPath(name): ApiPath<String>,
     ApiJson(body): ApiJson<EditAgent>,

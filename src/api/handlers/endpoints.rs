@@ -8,6 +8,7 @@ use super::agents::{parse_kind, present};
 use super::page_request;
 use super::tokens::ListQuery;
 use super::webhooks::issue_webhook;
+use crate::api::ApiState;
 use crate::api::extract::{ApiJson, ApiPath, ApiQuery, HumanAuth};
 use crate::api::views::{EndpointList, EndpointView, SessionsView, VendView, mcp_json, mcp_url};
 use crate::domain::duration::parse_positive_duration;
@@ -15,12 +16,11 @@ use crate::domain::ids::{SHOWN_PREFIX_CHARS, sha256_hex};
 use crate::domain::todo::validate_queue_name;
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::mint::{new_endpoint_credential, new_slug};
-use crate::server::AppState;
 use crate::store::{AgentKind, Endpoint, EndpointActivity, NewEndpoint, StoreError};
 
 /// Views for endpoints, with their work counts and liveness.
 pub async fn endpoint_views(
-    state: &AppState,
+    state: &ApiState,
     endpoints: &[Endpoint],
 ) -> ApiResult<Vec<EndpointView>> {
     let ids: Vec<String> = endpoints.iter().map(|e| e.id.clone()).collect();
@@ -30,11 +30,11 @@ pub async fn endpoint_views(
     Ok(endpoints
         .iter()
         .map(|e| {
-            let counts = state.mcp.sessions.counts(&e.id);
+            let counts = state.delivery.sessions().counts(&e.id);
             let sessions = SessionsView {
                 attached: counts.attached as i64,
                 streaming: counts.streaming as i64,
-                deaf: state.doorbells.deaf_count(&e.id) as i64,
+                deaf: state.delivery.doorbells().deaf_count(&e.id) as i64,
             };
             EndpointView::build(
                 e,
@@ -47,7 +47,7 @@ pub async fn endpoint_views(
         .collect())
 }
 
-async fn endpoint_view(state: &AppState, endpoint: &Endpoint) -> ApiResult<EndpointView> {
+async fn endpoint_view(state: &ApiState, endpoint: &Endpoint) -> ApiResult<EndpointView> {
     Ok(endpoint_views(state, std::slice::from_ref(endpoint))
         .await?
         .remove(0))
@@ -63,7 +63,7 @@ async fn endpoint_view(state: &AppState, endpoint: &Endpoint) -> ApiResult<Endpo
         (status = 429, body = ErrorBody),
     ))]
 pub async fn list(
-    State(state): State<AppState>,
+    State(state): State<ApiState>,
     auth: HumanAuth,
     ApiQuery(q): ApiQuery<ListQuery>,
 ) -> ApiResult<Json<EndpointList>> {
@@ -116,7 +116,7 @@ pub struct VendRequest {
         (status = 429, body = ErrorBody),
     ))]
 pub async fn vend(
-    State(state): State<AppState>,
+    State(state): State<ApiState>,
     auth: HumanAuth,
     ApiJson(body): ApiJson<VendRequest>,
 ) -> ApiResult<(StatusCode, Json<VendView>)> {
@@ -211,7 +211,7 @@ pub async fn vend(
         (status = 429, body = ErrorBody),
     ))]
 pub async fn show(
-    State(state): State<AppState>,
+    State(state): State<ApiState>,
     auth: HumanAuth,
     ApiPath(reference): ApiPath<String>,
 ) -> ApiResult<Json<EndpointView>> {
@@ -244,7 +244,7 @@ pub struct EditEndpoint {
         (status = 429, body = ErrorBody),
     ))]
 pub async fn edit(
-    State(state): State<AppState>,
+    State(state): State<ApiState>,
     auth: HumanAuth,
     ApiPath(reference): ApiPath<String>,
     ApiJson(body): ApiJson<EditEndpoint>,
@@ -274,7 +274,7 @@ pub async fn edit(
         (status = 429, body = ErrorBody),
     ))]
 pub async fn revoke(
-    State(state): State<AppState>,
+    State(state): State<ApiState>,
     auth: HumanAuth,
     ApiPath(reference): ApiPath<String>,
 ) -> ApiResult<Json<EndpointView>> {
@@ -285,7 +285,7 @@ pub async fn revoke(
         .await
     {
         Ok(revoked) => {
-            let closed = state.mcp.sessions.close_endpoint(&endpoint.id);
+            let closed = state.delivery.endpoint_revoked(&endpoint.id);
             tracing::info!(
                 endpoint = %endpoint.slug,
                 dead_lettered = revoked.dead_lettered,
@@ -315,7 +315,7 @@ pub async fn revoke(
         (status = 429, body = ErrorBody),
     ))]
 pub async fn remove(
-    State(state): State<AppState>,
+    State(state): State<ApiState>,
     auth: HumanAuth,
     ApiPath(reference): ApiPath<String>,
 ) -> ApiResult<StatusCode> {

@@ -3,12 +3,12 @@ use axum::extract::State;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+use crate::api::ApiState;
 use crate::api::extract::{ApiJson, ApiPath, HumanAuth};
 use crate::delivery::presence::{self as service, PresenceView};
 use crate::domain::Timestamp;
 use crate::domain::presence::Presence;
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
-use crate::server::AppState;
 use crate::store::{Endpoint, StoreError};
 
 /// Presence as the API shows it (`05-presence.md`).
@@ -38,7 +38,7 @@ impl From<PresenceView> for PresenceBody {
     }
 }
 
-async fn body(state: &AppState, endpoint: &Endpoint) -> ApiResult<Json<PresenceBody>> {
+async fn body(state: &ApiState, endpoint: &Endpoint) -> ApiResult<Json<PresenceBody>> {
     let fresh = state.store.unscoped_get_endpoint(&endpoint.id).await?;
     let view = service::view(&*state.store, &fresh, state.store.clock().now()).await;
     Ok(Json(view.into()))
@@ -63,7 +63,7 @@ fn refused(e: StoreError) -> ApiError {
         (status = 429, body = ErrorBody),
     ))]
 pub async fn show(
-    State(state): State<AppState>,
+    State(state): State<ApiState>,
     auth: HumanAuth,
     ApiPath(reference): ApiPath<String>,
 ) -> ApiResult<Json<PresenceBody>> {
@@ -96,7 +96,7 @@ pub struct SetPresence {
         (status = 429, body = ErrorBody),
     ))]
 pub async fn set(
-    State(state): State<AppState>,
+    State(state): State<ApiState>,
     auth: HumanAuth,
     ApiPath(reference): ApiPath<String>,
     ApiJson(req): ApiJson<SetPresence>,
@@ -114,16 +114,9 @@ pub async fn set(
     if !endpoint.is_active() {
         return Err(ApiError::revoked());
     }
-    let endpoint = service::operator_set(
-        &*state.store,
-        &state.doorbells,
-        &endpoint,
-        &auth.human.id,
-        value,
-        until,
-    )
-    .await
-    .map_err(refused)?;
+    let endpoint = service::operator_set(&state.delivery, &endpoint, &auth.human.id, value, until)
+        .await
+        .map_err(refused)?;
     body(&state, &endpoint).await
 }
 
@@ -139,15 +132,14 @@ pub async fn set(
         (status = 429, body = ErrorBody),
     ))]
 pub async fn clear(
-    State(state): State<AppState>,
+    State(state): State<ApiState>,
     auth: HumanAuth,
     ApiPath(reference): ApiPath<String>,
 ) -> ApiResult<Json<PresenceBody>> {
     let endpoint = state.store.get_endpoint(&auth.human.id, &reference).await?;
-    let endpoint =
-        service::operator_clear(&*state.store, &state.doorbells, &endpoint, &auth.human.id)
-            .await
-            .map_err(refused)?;
+    let endpoint = service::operator_clear(&state.delivery, &endpoint, &auth.human.id)
+        .await
+        .map_err(refused)?;
     body(&state, &endpoint).await
 }
 
@@ -173,7 +165,7 @@ pub struct SetShift {
         (status = 429, body = ErrorBody),
     ))]
 pub async fn set_shift(
-    State(state): State<AppState>,
+    State(state): State<ApiState>,
     auth: HumanAuth,
     ApiPath(reference): ApiPath<String>,
     ApiJson(req): ApiJson<SetShift>,
@@ -183,8 +175,7 @@ pub async fn set_shift(
         return Err(ApiError::revoked());
     }
     let endpoint = service::operator_set_shift(
-        &*state.store,
-        &state.doorbells,
+        &state.delivery,
         &endpoint,
         &auth.human.id,
         req.shift.as_deref(),

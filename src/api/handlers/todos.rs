@@ -6,13 +6,13 @@ use serde_json::Value;
 use utoipa::{IntoParams, ToSchema};
 
 use super::page_request;
+use crate::api::ApiState;
 use crate::api::extract::{ApiJson, ApiPath, ApiQuery, HumanAuth, parse_param};
 use crate::api::views::{
     AttemptView, CreatedTodoView, IntakeEventView, TodoDetail, TodoList, TodoView,
 };
 use crate::domain::todo::{KEPT_ATTEMPTS, TodoState};
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
-use crate::server::AppState;
 use crate::store::{NewIntakeEvent, NewTodo, StoreError, TodoFilter, TrustMode};
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -52,7 +52,7 @@ pub struct PushTodo {
         (status = 429, body = ErrorBody),
     ))]
 pub async fn push(
-    State(state): State<AppState>,
+    State(state): State<ApiState>,
     auth: HumanAuth,
     ApiPath(reference): ApiPath<String>,
     ApiJson(body): ApiJson<PushTodo>,
@@ -109,7 +109,7 @@ pub async fn push(
         Err(e) => return Err(e.into()),
     };
     if created.created {
-        crate::delivery::todo_created(&*state.store, &state.doorbells, &created.todo).await;
+        state.delivery.todo_created(&created.todo).await;
     }
     let status = if created.created {
         StatusCode::CREATED
@@ -158,7 +158,7 @@ pub struct TodoQuery {
         (status = 429, body = ErrorBody),
     ))]
 pub async fn list(
-    State(state): State<AppState>,
+    State(state): State<ApiState>,
     auth: HumanAuth,
     ApiQuery(q): ApiQuery<TodoQuery>,
 ) -> ApiResult<Json<TodoList>> {
@@ -204,7 +204,7 @@ pub async fn list(
         (status = 429, body = ErrorBody),
     ))]
 pub async fn show(
-    State(state): State<AppState>,
+    State(state): State<ApiState>,
     auth: HumanAuth,
     ApiPath(id): ApiPath<String>,
 ) -> ApiResult<Json<TodoDetail>> {
@@ -231,7 +231,7 @@ pub async fn show(
         (status = 429, body = ErrorBody),
     ))]
 pub async fn event(
-    State(state): State<AppState>,
+    State(state): State<ApiState>,
     auth: HumanAuth,
     ApiPath(id): ApiPath<String>,
 ) -> ApiResult<Json<IntakeEventView>> {
@@ -254,7 +254,7 @@ pub async fn event(
         (status = 429, body = ErrorBody),
     ))]
 pub async fn retry(
-    State(state): State<AppState>,
+    State(state): State<ApiState>,
     auth: HumanAuth,
     ApiPath(id): ApiPath<String>,
 ) -> ApiResult<Json<TodoView>> {
@@ -274,7 +274,7 @@ pub async fn retry(
         (status = 429, body = ErrorBody),
     ))]
 pub async fn release(
-    State(state): State<AppState>,
+    State(state): State<ApiState>,
     auth: HumanAuth,
     ApiPath(id): ApiPath<String>,
 ) -> ApiResult<Json<TodoView>> {

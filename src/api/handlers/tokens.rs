@@ -5,11 +5,11 @@ use serde::Deserialize;
 use utoipa::{IntoParams, ToSchema};
 
 use super::page_request;
+use crate::api::ApiState;
 use crate::api::extract::{ApiJson, ApiPath, ApiQuery, HumanAuth};
 use crate::api::views::{NewTokenView, TokenList, TokenView};
 use crate::domain::duration::parse_positive_duration;
 use crate::http::error::{ApiResult, ErrorBody};
-use crate::server::AppState;
 use crate::store::issue_api_token;
 
 /// `?limit=&cursor=` of a list route. The values arrive as text and are
@@ -35,7 +35,7 @@ pub struct ListQuery {
         (status = 429, body = ErrorBody),
     ))]
 pub async fn list(
-    State(state): State<AppState>,
+    State(state): State<ApiState>,
     auth: HumanAuth,
     ApiQuery(q): ApiQuery<ListQuery>,
 ) -> ApiResult<Json<TokenList>> {
@@ -73,7 +73,7 @@ pub struct CreateToken {
         (status = 429, body = ErrorBody),
     ))]
 pub async fn create(
-    State(state): State<AppState>,
+    State(state): State<ApiState>,
     auth: HumanAuth,
     ApiJson(body): ApiJson<CreateToken>,
 ) -> ApiResult<(StatusCode, Json<NewTokenView>)> {
@@ -115,7 +115,7 @@ pub async fn create(
         (status = 429, body = ErrorBody),
     ))]
 pub async fn revoke(
-    State(state): State<AppState>,
+    State(state): State<ApiState>,
     auth: HumanAuth,
     ApiPath(id): ApiPath<String>,
 ) -> ApiResult<StatusCode> {

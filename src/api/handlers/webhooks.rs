@@ -4,12 +4,12 @@ use axum::http::StatusCode;
 use serde::Deserialize;
 use utoipa::ToSchema;
 
+use crate::api::ApiState;
 use crate::api::extract::{ApiJson, ApiPath, HumanAuth};
 use crate::api::views::{NewWebhookView, WebhookList, WebhookView};
 use crate::domain::ids::sha256_hex;
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::mint::{new_signing_secret, new_webhook_url_token};
-use crate::server::AppState;
 use crate::store::Webhook;
 
 impl From<&Webhook> for WebhookView {
@@ -34,7 +34,7 @@ pub fn ingest_url(public_url: &str, url_token: &str) -> String {
 
 /// Creates a webhook and returns its one-time URL (and secret).
 pub async fn issue_webhook(
-    state: &AppState,
+    state: &ApiState,
     human_id: &str,
     endpoint_id: &str,
     queue: &str,
@@ -70,7 +70,7 @@ pub async fn issue_webhook(
         (status = 429, body = ErrorBody),
     ))]
 pub async fn list(
-    State(state): State<AppState>,
+    State(state): State<ApiState>,
     auth: HumanAuth,
     ApiPath(reference): ApiPath<String>,
 ) -> ApiResult<Json<WebhookList>> {
@@ -109,7 +109,7 @@ pub struct CreateWebhook {
         (status = 429, body = ErrorBody),
     ))]
 pub async fn create(
-    State(state): State<AppState>,
+    State(state): State<ApiState>,
     auth: HumanAuth,
     ApiPath(reference): ApiPath<String>,
     ApiJson(body): ApiJson<CreateWebhook>,
@@ -150,7 +150,7 @@ pub async fn create(
         (status = 429, body = ErrorBody),
     ))]
 pub async fn rotate(
-    State(state): State<AppState>,
+    State(state): State<ApiState>,
     auth: HumanAuth,
     ApiPath(id): ApiPath<String>,
 ) -> ApiResult<Json<NewWebhookView>> {
@@ -184,7 +184,7 @@ pub async fn rotate(
         (status = 429, body = ErrorBody),
     ))]
 pub async fn remove(
-    State(state): State<AppState>,
+    State(state): State<ApiState>,
     auth: HumanAuth,
     ApiPath(id): ApiPath<String>,
 ) -> ApiResult<StatusCode> {

@@ -7,7 +7,7 @@ mod schema;
 
 use serde_json::{Value, json};
 
-use crate::delivery::Doorbells;
+use crate::delivery::Delivery;
 use crate::delivery::presence;
 use crate::domain::duration::parse_positive_duration;
 use crate::domain::lease::{
@@ -121,20 +121,17 @@ pub struct SideEffects {
 /// Runs tool `name`. `Err` is a protocol error (unknown tool); a tool's own
 /// failure is an `Ok` result with `isError: true`.
 pub async fn call(
-    store: &dyn Store,
-    doorbells: &Doorbells,
+    delivery: &Delivery,
     endpoint: &Endpoint,
     name: &str,
     arguments: Option<Value>,
     effects: &mut SideEffects,
 ) -> Result<Value, String> {
     if SELF_VERBS.contains(&name) {
-        return Ok(
-            match self_verb(store, doorbells, endpoint, name, arguments).await {
-                Ok(value) => ok(value),
-                Err(err) => err.into_result(),
-            },
-        );
+        return Ok(match self_verb(delivery, endpoint, name, arguments).await {
+            Ok(value) => ok(value),
+            Err(err) => err.into_result(),
+        });
     }
     if crate::domain::scope::GRANTABLE_VERBS.contains(&name) {
         if !visible_tools(endpoint).contains(&name) {
@@ -147,7 +144,15 @@ pub async fn call(
         return Err(format!("unknown tool {name:?}"));
     }
     let caller = endpoint.caller();
-    let outcome = run(store, endpoint, &caller, name, arguments, effects).await;
+    let outcome = run(
+        delivery.store(),
+        endpoint,
+        &caller,
+        name,
+        arguments,
+        effects,
+    )
+    .await;
     Ok(match outcome {
         Ok(value) => ok(value),
         Err(err) => err.into_result(),
@@ -300,12 +305,12 @@ async fn run(
 /// `clock_in`, `clock_out`, `presence`: idempotent, refusing any argument
 /// but `for` (so they can never be pointed at another endpoint).
 async fn self_verb(
-    store: &dyn Store,
-    doorbells: &Doorbells,
+    delivery: &Delivery,
     endpoint: &Endpoint,
     name: &str,
     arguments: Option<Value>,
 ) -> Result<Value, ToolError> {
+    let store = delivery.store();
     let endpoint = match name {
         "clock_in" => {
             let a = Args::parse(arguments, &["for"])?;
@@ -321,11 +326,11 @@ async fn self_verb(
                     d
                 }
             };
-            presence::clock_in(store, doorbells, endpoint, for_).await?
+            presence::clock_in(delivery, endpoint, for_).await?
         }
         "clock_out" => {
             Args::parse(arguments, &[])?;
-            presence::clock_out(store, doorbells, endpoint).await?
+            presence::clock_out(delivery, endpoint).await?
         }
         _ => {
             Args::parse(arguments, &[])?;
