@@ -11,6 +11,7 @@ mod delivery_support;
 use delivery_support::*;
 use serde_json::{Value, json};
 use support::{TestStore, endpoint_for, endpoint_with, fixture};
+use switchboard::bus::Bus;
 use switchboard::delivery::presence::{
     evaluator_tick, operator_clear, operator_set, operator_set_shift, stream_opened,
 };
@@ -952,16 +953,27 @@ async fn two_instances_decide_a_shift_start_once(ts: &TestStore) {
     set_shift(ts, &one, &f.endpoint, Some("09:01-17:00")).await;
     push(ts, &one, &f.endpoint, "inbox", "held").await;
     ts.clock.advance(minutes(1));
+    let (mut heard_one, mut heard_two) = (one.bus.subscribe(), two.bus.subscribe());
     let (instance_one, instance_two) = (one.on(&ts.store), two.on(&other_store));
     let (x, y) = tokio::join!(
         evaluator_tick(&instance_one, 100),
         evaluator_tick(&instance_two, 100),
     );
-    assert_eq!((x, y), (1, 1), "both evaluators looked at the endpoint");
+    // When one evaluator settles the endpoint before the other reads it, the
+    // second legitimately finds nothing due: what must hold is one claim.
+    assert!(x + y >= 1, "an evaluator found the endpoint due ({x}, {y})");
+    let claims = (
+        transitions_claimed(&mut heard_one),
+        transitions_claimed(&mut heard_two),
+    );
+    assert!(
+        claims == (1, 0) || claims == (0, 1),
+        "exactly one instance claimed the transition: {claims:?}"
+    );
     let (got_one, got_two) = (on_one.drain(), on_two.drain());
     assert!(
         got_one.len() <= 1 && got_two.len() <= 1,
-        "{got_one:?} {got_two:?}"
+        "at most one digest per instance: {got_one:?} {got_two:?}"
     );
     let digests_sent =
         digests(&one, DigestReason::ShiftStart) + digests(&two, DigestReason::ShiftStart);
@@ -970,7 +982,12 @@ async fn two_instances_decide_a_shift_start_once(ts: &TestStore) {
         (got_one.len() + got_two.len()) as u64,
         "every digest sent arrived"
     );
-    assert!(digests_sent >= 1, "the claiming instance sent its digest");
+    let claimant = if claims.0 == 1 { &one } else { &two };
+    assert_eq!(
+        digests(claimant, DigestReason::ShiftStart),
+        1,
+        "the claiming instance sent its digest"
+    );
     for d in got_one.iter().chain(&got_two) {
         assert_digest(d, "shift_start", 1, "inbox");
     }

@@ -6,8 +6,8 @@ use serde_json::Value;
 use utoipa::ToSchema;
 
 use crate::domain::Timestamp;
-use crate::domain::lease::DEFAULT_LEASE_SECONDS;
-use crate::domain::liveness::{self, Condition, ConditionInputs};
+use crate::domain::lease::effective_lease_seconds;
+use crate::domain::liveness::{self, Subject};
 use crate::store::{
     Agent, ApiToken, Attempt, Endpoint, EndpointActivity, Human, IntakeEvent, Todo,
 };
@@ -185,18 +185,14 @@ fn endpoint_liveness(
     presence_out: bool,
     now: Timestamp,
 ) -> LivenessView {
-    let effective_lease = e.effective_lease_seconds();
-    let expected = liveness::expected_interval(
-        e.agent_kind.as_str(),
-        e.agent_expected_interval_seconds,
-        effective_lease,
-    );
-    let condition = liveness::condition(
-        ConditionInputs {
+    let assessment = liveness::assess(
+        &Subject {
+            kind: e.agent_kind.as_str(),
+            expected_interval_seconds: e.agent_expected_interval_seconds,
+            effective_lease_seconds: e.effective_lease_seconds(),
             revoked: !e.is_active(),
             presence_out,
             last_seen: e.last_seen_at,
-            expected_interval: expected,
             all_sessions_deaf: sessions.attached > 0 && sessions.deaf == sessions.attached,
             holds_claim: activity.working_on.is_some(),
         },
@@ -209,9 +205,9 @@ fn endpoint_liveness(
             (Some(c), Some(s)) => Some((c.as_millis() - s.as_millis()) / 1000),
             _ => None,
         },
-        expected_interval_seconds: expected.as_secs() as i64,
-        stale_after: opt_ts(liveness::stale_after(e.last_seen_at, expected)),
-        condition: condition.as_str().to_owned(),
+        expected_interval_seconds: assessment.expected_interval.as_secs() as i64,
+        stale_after: opt_ts(assessment.stale_after),
+        condition: assessment.condition.as_str().to_owned(),
         note: e.last_note.clone(),
     }
 }
@@ -336,27 +332,24 @@ impl AgentView {
             .iter()
             .map(|(e, _)| e.effective_lease_seconds())
             .max()
-            .unwrap_or(DEFAULT_LEASE_SECONDS);
-        let expected =
-            liveness::expected_interval(a.kind.as_str(), a.expected_interval_seconds, lease);
-        let condition = if endpoints.is_empty() {
-            Condition::Unknown
-        } else {
-            liveness::condition(
-                ConditionInputs {
-                    revoked: active.is_empty(),
-                    presence_out: !active.is_empty()
-                        && active
-                            .iter()
-                            .all(|(e, _)| crate::delivery::presence::is_out(e, now)),
-                    last_seen,
-                    expected_interval: expected,
-                    all_sessions_deaf: false,
-                    holds_claim: active.iter().any(|(_, act)| act.working_on.is_some()),
-                },
-                now,
-            )
-        };
+            .unwrap_or_else(|| effective_lease_seconds(None));
+        // With no endpoints at all nothing is revoked, out or seen: unknown.
+        let assessment = liveness::assess(
+            &Subject {
+                kind: a.kind.as_str(),
+                expected_interval_seconds: a.expected_interval_seconds,
+                effective_lease_seconds: lease,
+                revoked: !endpoints.is_empty() && active.is_empty(),
+                presence_out: !active.is_empty()
+                    && active
+                        .iter()
+                        .all(|(e, _)| crate::delivery::presence::is_out(e, now)),
+                last_seen,
+                all_sessions_deaf: false,
+                holds_claim: active.iter().any(|(_, act)| act.working_on.is_some()),
+            },
+            now,
+        );
         Self {
             id: a.id.clone(),
             name: a.name.clone(),
@@ -367,8 +360,8 @@ impl AgentView {
             updated_at: ts(a.updated_at),
             last_seen_at: opt_ts(last_seen),
             last_contact_at: opt_ts(last_contact),
-            stale_after: opt_ts(liveness::stale_after(last_seen, expected)),
-            condition: condition.as_str().to_owned(),
+            stale_after: opt_ts(assessment.stale_after),
+            condition: assessment.condition.as_str().to_owned(),
             endpoints: endpoints.len() as i64,
             active_endpoints: active.len() as i64,
         }

@@ -21,8 +21,14 @@ pub fn resolve_lease_seconds(
             format!("must be a positive number of seconds (got {secs})"),
         )),
         Some(secs) => Ok(secs.min(MAX_LEASE_SECONDS)),
-        None => Ok(endpoint_default.unwrap_or(DEFAULT_LEASE_SECONDS)),
+        None => Ok(effective_lease_seconds(endpoint_default)),
     }
+}
+
+/// The lease a claim gets when it names none: the endpoint's default, else
+/// 300 s. The one definition every view, tool and metric uses.
+pub fn effective_lease_seconds(endpoint_default: Option<i64>) -> i64 {
+    endpoint_default.unwrap_or(DEFAULT_LEASE_SECONDS)
 }
 
 /// Validates an endpoint's settable default lease (60–86 400 s, or none).

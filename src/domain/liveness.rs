@@ -82,6 +82,61 @@ pub struct ConditionInputs {
     pub holds_claim: bool,
 }
 
+/// Everything an endpoint's (or an agent's) liveness is judged from.
+#[derive(Debug, Clone, Copy)]
+pub struct Subject<'a> {
+    /// The agent's kind (`session`, `heartbeat`, `task`).
+    pub kind: &'a str,
+    /// The agent's own expected interval, when it set one.
+    pub expected_interval_seconds: Option<i64>,
+    /// The effective lease a `task` agent is expected within.
+    pub effective_lease_seconds: i64,
+    /// Revoked (for an agent: it has endpoints and none is active).
+    pub revoked: bool,
+    /// Effective presence is `out` (for an agent: every active endpoint is).
+    pub presence_out: bool,
+    pub last_seen: Option<Timestamp>,
+    /// Attached sessions exist and all of them are deaf.
+    pub all_sessions_deaf: bool,
+    /// Holds at least one live claim.
+    pub holds_claim: bool,
+}
+
+/// What the rules say of a subject at one instant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Assessment {
+    pub expected_interval: Duration,
+    /// When it turns stale if nothing is heard; `None` when never seen.
+    pub stale_after: Option<Timestamp>,
+    pub condition: Condition,
+}
+
+/// The one liveness judgement: the API's views, `/metrics` and the board
+/// all call this.
+pub fn assess(subject: &Subject<'_>, now: Timestamp) -> Assessment {
+    let expected = expected_interval(
+        subject.kind,
+        subject.expected_interval_seconds,
+        subject.effective_lease_seconds,
+    );
+    Assessment {
+        expected_interval: expected,
+        stale_after: stale_after(subject.last_seen, expected),
+        condition: condition(
+            ConditionInputs {
+                revoked: subject.revoked,
+                presence_out: subject.presence_out,
+                last_seen: subject.last_seen,
+                expected_interval: expected,
+                all_sessions_deaf: subject.all_sessions_deaf,
+                holds_claim: subject.holds_claim,
+            },
+            now,
+        ),
+    }
+}
+
+/// The condition, in precedence order, from already resolved inputs.
 pub fn condition(inputs: ConditionInputs, now: Timestamp) -> Condition {
     if inputs.revoked {
         Condition::Revoked
@@ -177,5 +232,40 @@ mod tests {
             }),
             Condition::Revoked
         );
+    }
+
+    fn subject(now: Timestamp) -> Subject<'static> {
+        Subject {
+            kind: "task",
+            expected_interval_seconds: None,
+            effective_lease_seconds: 600,
+            revoked: false,
+            presence_out: false,
+            last_seen: Some(now),
+            all_sessions_deaf: false,
+            holds_claim: false,
+        }
+    }
+
+    #[test]
+    fn assess_derives_the_interval_the_stale_instant_and_the_condition_together() {
+        let now = Timestamp::from_millis(1_000_000_000);
+        let a = assess(&subject(now), now);
+        assert_eq!(a.expected_interval, 10 * MIN, "a task agent: its lease");
+        assert_eq!(a.stale_after, Some(now.saturating_add(20 * MIN)));
+        assert_eq!(a.condition, Condition::Idle);
+        let later = now.saturating_add(21 * MIN);
+        assert_eq!(assess(&subject(now), later).condition, Condition::Stale);
+    }
+
+    #[test]
+    fn assess_of_a_subject_never_seen_is_unknown_and_never_stale() {
+        let now = Timestamp::from_millis(1_000_000_000);
+        let never = Subject {
+            last_seen: None,
+            ..subject(now)
+        };
+        let a = assess(&never, now.saturating_add(1_000 * MIN));
+        assert_eq!((a.condition, a.stale_after), (Condition::Unknown, None));
     }
 }

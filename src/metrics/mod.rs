@@ -28,8 +28,8 @@ use crate::delivery::Doorbells;
 use crate::delivery::sessions::Session;
 use crate::delivery::{DropLabels, RingLabels};
 use crate::domain::Timestamp;
-use crate::domain::lease::{DEFAULT_LEASE_SECONDS, resolve_lease_seconds};
-use crate::domain::liveness::{self, Condition, ConditionInputs};
+use crate::domain::lease::effective_lease_seconds;
+use crate::domain::liveness::{self, Condition, Subject};
 use crate::domain::todo::TodoState;
 use crate::store::{LivenessInputs, Store, StoreResult};
 
@@ -163,24 +163,20 @@ pub fn endpoint_condition(
     all_sessions_deaf: bool,
     now: Timestamp,
 ) -> Condition {
-    let lease = resolve_lease_seconds(None, inputs.default_lease_ttl_seconds)
-        .unwrap_or(DEFAULT_LEASE_SECONDS);
-    let expected = liveness::expected_interval(
-        inputs.agent_kind.as_str(),
-        inputs.agent_expected_interval_seconds,
-        lease,
-    );
-    liveness::condition(
-        ConditionInputs {
+    liveness::assess(
+        &Subject {
+            kind: inputs.agent_kind.as_str(),
+            expected_interval_seconds: inputs.agent_expected_interval_seconds,
+            effective_lease_seconds: effective_lease_seconds(inputs.default_lease_ttl_seconds),
             revoked: false,
             presence_out: inputs.presence_out,
             last_seen: inputs.last_seen_at,
-            expected_interval: expected,
             all_sessions_deaf,
             holds_claim: inputs.holds_claim,
         },
         now,
     )
+    .condition
 }
 
 /// How many endpoints are in each condition (keyed by its name).

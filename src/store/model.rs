@@ -128,8 +128,7 @@ impl Endpoint {
 
     /// The lease a claim without its own TTL gets: the endpoint default, else 300 s.
     pub fn effective_lease_seconds(&self) -> i64 {
-        crate::domain::lease::resolve_lease_seconds(None, self.default_lease_ttl_seconds)
-            .unwrap_or(crate::domain::lease::DEFAULT_LEASE_SECONDS)
+        crate::domain::lease::effective_lease_seconds(self.default_lease_ttl_seconds)
     }
 
     /// The identity an agent acts under when it calls through this endpoint.

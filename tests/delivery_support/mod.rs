@@ -36,6 +36,19 @@ pub fn hub() -> Hub {
     }
 }
 
+/// How many presence transitions were claimed, as a bus subscriber heard
+/// them (every message published so far, without waiting).
+pub fn transitions_claimed(heard: &mut switchboard::bus::Subscription) -> usize {
+    let mut n = 0;
+    while let Ok(envelope) = heard.try_recv() {
+        n += usize::from(matches!(
+            envelope.message,
+            switchboard::bus::Message::TransitionClaimed { .. }
+        ));
+    }
+    n
+}
+
 /// A session whose notification stream is open (keep both halves alive).
 pub struct Stream {
     pub session: Arc<Session>,

@@ -367,7 +367,7 @@ fn add_claim_extras(out: &mut Value, claimed: &Claimed) {
 fn lease_view(default: Option<i64>) -> Value {
     json!({
         "default_lease_ttl_seconds": default,
-        "effective_lease_ttl_seconds": default.unwrap_or(DEFAULT_LEASE_SECONDS),
+        "effective_lease_ttl_seconds": crate::domain::lease::effective_lease_seconds(default),
         "server_default_lease_ttl_seconds": DEFAULT_LEASE_SECONDS,
         "min": MIN_ENDPOINT_DEFAULT_LEASE_SECONDS,
         "max": MAX_LEASE_SECONDS,
