@@ -216,7 +216,7 @@ fn migrate_creates_the_schema_and_is_idempotent() {
     assert!(stdout.contains("applied migration(s) 1, 2, 3"), "{stdout}");
     let second = run(dir.path(), &["migrate", "--database", "m.db"]);
     assert!(second.status.success());
-    assert!(String::from_utf8_lossy(&second.stdout).contains("already at version 3"));
+    assert!(String::from_utf8_lossy(&second.stdout).contains("already at version 4"));
 }
 
 #[test]

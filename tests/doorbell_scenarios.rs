@@ -390,7 +390,7 @@ async fn a_retried_todo_rings_again_without_counting(ts: &TestStore) {
     let due = ts.store.unscoped_schedule_due_retries(10).await.unwrap();
     assert_eq!(due.len(), 1);
     for r in &due {
-        hub.on(&ts.store).todo_retried(&r.id).await;
+        hub.on(&ts.store).todo_retried(r).await;
     }
     let bell = s.one("a retried todo rings again");
     assert_eq!(todo_id_of(&bell), todo.id);
@@ -491,7 +491,7 @@ async fn a_revoked_endpoints_todos_ring_nobody(ts: &TestStore) {
         sweep_tick(&hub.on(&ts.store), &SweepConfig::default()).await,
         0
     );
-    hub.on(&ts.store).todo_retried(&todo.id).await;
+    hub.on(&ts.store).todo_retried(&todo_ref(&todo)).await;
     s.assert_silent("a revoked endpoint is never rung");
 }
 

@@ -281,7 +281,7 @@ async fn a_clocked_out_endpoint_holds_doorbells_but_keeps_every_pull(ts: &TestSt
     let row = todo_row(ts, &f.endpoint, &held.id).await;
     assert_eq!((row.ring_attempts, row.last_ringed_at), (0, None));
     // A retry window elapsing while out is held too.
-    hub.on(&ts.store).todo_retried(&held.id).await;
+    hub.on(&ts.store).todo_retried(&todo_ref(&held)).await;
     s.assert_silent("held");
     // Pulls behave exactly as when in.
     let listed = tool_ok(ts, &hub, &f.endpoint, "list_todos", json!({})).await;

@@ -2,7 +2,7 @@
 
 use tokio::sync::broadcast;
 
-use super::{Bus, Envelope, InstanceId, Message, Subscription};
+use super::{Bus, BusEvent, Envelope, InstanceId, Message, Subscription};
 
 /// Messages a slow subscriber may fall behind by before it starts losing
 /// the oldest (it then catches up from the database, as after any loss).
@@ -11,7 +11,7 @@ const CAPACITY: usize = 1024;
 #[derive(Debug)]
 pub struct InProcessBus {
     instance: InstanceId,
-    sender: broadcast::Sender<Envelope>,
+    sender: broadcast::Sender<BusEvent>,
 }
 
 impl InProcessBus {
@@ -26,16 +26,20 @@ impl Bus for InProcessBus {
         &self.instance
     }
 
+    fn spans_instances(&self) -> bool {
+        false
+    }
+
     fn publish(&self, message: Message) {
         // No subscriber is not an error: nobody needed telling.
-        let _ = self.sender.send(Envelope {
+        let _ = self.sender.send(BusEvent::Message(Envelope {
             origin: self.instance.clone(),
             message,
-        });
+        }));
     }
 
     fn subscribe(&self) -> Subscription {
-        self.sender.subscribe()
+        Subscription::new(self.sender.subscribe())
     }
 }
 
@@ -53,13 +57,20 @@ mod tests {
         bus.publish(Message::EndpointRevoked {
             endpoint_id: "ep_1".into(),
         });
-        let got = sub.recv().await.unwrap();
+        let Some(BusEvent::Message(got)) = sub.next().await else {
+            panic!("a message");
+        };
         assert_eq!(got.origin, InstanceId("i1".into()));
         assert_eq!(
             got.message,
             Message::EndpointRevoked {
                 endpoint_id: "ep_1".into()
             }
+        );
+        assert_eq!(
+            sub.try_next(),
+            None,
+            "what came before subscribing is not replayed"
         );
     }
 
@@ -68,6 +79,7 @@ mod tests {
         let m = Message::TransitionClaimed {
             endpoint_id: "ep_0192f0c4c0a87b3e9d1c2b3a4f5e6d7c".into(),
             presence: Presence::In,
+            digest: Some(crate::domain::doorbell::DigestReason::ShiftStart),
             instance: InstanceId("0192f0c4c0a87b3e9d1c2b3a4f5e6d7c".into()),
         };
         let text = serde_json::to_string(&m).unwrap();

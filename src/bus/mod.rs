@@ -10,9 +10,14 @@
 //! `LISTEN/NOTIFY` bus is a second implementation of [`Bus`].
 
 mod in_process;
+pub mod pg;
 
 pub use in_process::InProcessBus;
+pub use pg::PgBus;
 
+use tokio::sync::broadcast;
+
+use crate::domain::doorbell::DigestReason;
 use crate::domain::presence::Presence;
 
 /// Which running `serve` process sent a message. Each instance mints one at
@@ -31,22 +36,28 @@ impl std::fmt::Display for InstanceId {
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Message {
-    /// A todo became ready to ring (created by intake, or retried).
+    /// A todo became ready to ring: created by intake, or (`retried`)
+    /// pending again after its retry window.
     TodoReady {
         endpoint_id: String,
         todo_id: String,
+        retried: bool,
     },
     /// An endpoint's presence inputs (override, shift) were written.
     PresenceChanged { endpoint_id: String },
     /// A presence transition was claimed (exactly once in the cluster) by
-    /// `instance`; each other instance hosting the endpoint sends its digest.
+    /// `instance`; for out→in, `digest` says why, and each other instance
+    /// hosting the endpoint sends its own digest.
     TransitionClaimed {
         endpoint_id: String,
         presence: Presence,
+        digest: Option<DigestReason>,
         instance: InstanceId,
     },
     /// An endpoint was revoked or expired: its sessions end everywhere.
     EndpointRevoked { endpoint_id: String },
+    /// A listener's probe of its own connection; everyone ignores it.
+    Keepalive,
 }
 
 /// A message as received: who sent it, and what.
@@ -56,15 +67,55 @@ pub struct Envelope {
     pub message: Message,
 }
 
-/// A stream of every message published after subscribing, this instance's
-/// own included (a subscriber skips those by [`Envelope::origin`]).
-pub type Subscription = tokio::sync::broadcast::Receiver<Envelope>;
+/// What a subscriber is handed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BusEvent {
+    Message(Envelope),
+    /// Messages may have been lost (the listener reconnected, or this
+    /// subscriber fell behind): whatever they would have triggered must be
+    /// caught up from the database.
+    Gap,
+}
+
+/// Every message published after subscribing, this instance's own included
+/// (a subscriber skips those by [`Envelope::origin`]), and every gap.
+#[derive(Debug)]
+pub struct Subscription {
+    receiver: broadcast::Receiver<BusEvent>,
+}
+
+impl Subscription {
+    pub fn new(receiver: broadcast::Receiver<BusEvent>) -> Self {
+        Self { receiver }
+    }
+
+    /// The next event; `None` once the bus is gone.
+    pub async fn next(&mut self) -> Option<BusEvent> {
+        match self.receiver.recv().await {
+            Ok(event) => Some(event),
+            Err(broadcast::error::RecvError::Lagged(_)) => Some(BusEvent::Gap),
+            Err(broadcast::error::RecvError::Closed) => None,
+        }
+    }
+
+    /// The next event if one is waiting, without waiting.
+    pub fn try_next(&mut self) -> Option<BusEvent> {
+        match self.receiver.try_recv() {
+            Ok(event) => Some(event),
+            Err(broadcast::error::TryRecvError::Lagged(_)) => Some(BusEvent::Gap),
+            Err(_) => None,
+        }
+    }
+}
 
 /// The bus contract. Publishing never waits on a receiver and never fails
 /// the caller: a message that cannot be sent is logged and dropped.
 pub trait Bus: Send + Sync + std::fmt::Debug + 'static {
     /// This instance's id, stamped on everything it publishes.
     fn instance(&self) -> &InstanceId;
+    /// Whether other instances may be listening. When not (SQLite, one
+    /// instance), this instance alone decides who is rung, in memory.
+    fn spans_instances(&self) -> bool;
     fn publish(&self, message: Message);
     fn subscribe(&self) -> Subscription;
 }

@@ -18,6 +18,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use commands::{admin, agent, auth, endpoint, shift, todo, token, webhook};
 
 use crate::api::ApiRates;
+use crate::bus::pg::PgBusConfig;
 use crate::clock::{Clock, SystemClock};
 use crate::delivery::sweep::SweepConfig;
 use crate::domain::duration::parse_positive_duration;
@@ -197,6 +198,11 @@ pub struct ServeArgs {
     /// endpoint is open: keep it on a private network or loopback.
     #[arg(long, env = "SWITCHBOARD_METRICS_TOKEN", hide_env_values = true)]
     pub metrics_token: Option<String>,
+
+    /// PostgreSQL only: how often the cluster bus listener probes its own
+    /// connection (a silent connection is replaced after three periods).
+    #[arg(long, env = "SWITCHBOARD_BUS_KEEPALIVE", default_value = "5s")]
+    pub bus_keepalive: String,
 }
 
 #[derive(Debug, Args)]
@@ -276,6 +282,10 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             ..McpConfig::default()
         },
         metrics_token: args.metrics_token.clone(),
+        bus: PgBusConfig {
+            keepalive: duration_flag(&args.bus_keepalive, "bus-keepalive")?,
+            ..PgBusConfig::default()
+        },
     };
     server::serve(config, shutdown).await
 }

@@ -12,16 +12,28 @@
 //! doorbell never loses work: every todo stays pullable.
 
 pub mod hub;
+pub mod listener;
 pub mod presence;
 pub mod sessions;
 pub mod sweep;
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 pub use hub::{Doorbells, DropLabels, DropReason, RingLabels, RingOutcome, Trigger};
 
 use crate::bus::{Bus, Message};
-use crate::store::{Store, Todo};
+use crate::domain::Timestamp;
+use crate::domain::doorbell::DigestReason;
+use crate::store::{RingCandidate, Store, Todo, TodoRef};
+
+/// How long an instance whose sessions of an endpoint are all streamless
+/// waits before claiming a ring (04: a streaming session anywhere first).
+const STREAMLESS_GRACE: std::time::Duration = std::time::Duration::from_millis(250);
+
+/// At most this many missed todos are rung by one catch-up pass (the sweep
+/// re-rings the rest on its schedule).
+const MISSED_RINGS_CAP: i64 = 500;
 use sessions::SessionRegistry;
 
 /// The store, this instance's doorbells (and so its sessions), and the bus.
@@ -29,6 +41,10 @@ pub struct Delivery {
     store: Arc<dyn Store>,
     doorbells: Arc<Doorbells>,
     bus: Arc<dyn Bus>,
+    /// When this instance last claimed a transition, per endpoint: a
+    /// catch-up after a bus gap must not digest this instance's own claims
+    /// twice. Memory only; entries older than a day are dropped.
+    claimed_here: Mutex<HashMap<String, Timestamp>>,
 }
 
 impl Delivery {
@@ -37,6 +53,7 @@ impl Delivery {
             store,
             doorbells,
             bus,
+            claimed_here: Mutex::new(HashMap::new()),
         }
     }
 
@@ -68,42 +85,124 @@ impl Delivery {
         self.bus.publish(Message::TodoReady {
             endpoint_id: todo.endpoint_id.clone(),
             todo_id: todo.id.clone(),
+            retried: false,
         });
-        let doorbells = self.doorbells();
-        if !doorbells.hosts(&todo.endpoint_id) {
-            doorbells.counters.count_drop(DropReason::NoSession);
-            return;
-        }
-        match self.store.unscoped_get_endpoint(&todo.endpoint_id).await {
-            Ok(endpoint) if endpoint.is_active() => {
-                if presence::is_out(&endpoint, self.store.clock().now()) {
-                    doorbells.counters.count_drop(DropReason::PresenceOut);
-                    return;
-                }
-                doorbells.ring(&crate::store::RingCandidate::from(todo), Trigger::Created);
-            }
-            Ok(_) => {}
-            Err(e) => tracing::warn!(error = %e, "doorbell skipped: endpoint unreadable"),
-        }
+        let known = RingCandidate::from(todo);
+        self.ring_ready(&todo.endpoint_id, &todo.id, Some(known), Trigger::Created)
+            .await;
     }
 
     /// A failed todo's retry window elapsed and it is pending again.
-    pub async fn todo_retried(&self, todo_id: &str) {
-        let store = self.store();
-        let Ok(Some(todo)) = store.unscoped_ringable_todo(todo_id).await else {
-            return;
-        };
+    pub async fn todo_retried(&self, todo: &TodoRef) {
         self.bus.publish(Message::TodoReady {
             endpoint_id: todo.endpoint_id.clone(),
             todo_id: todo.id.clone(),
+            retried: true,
         });
-        if let Ok(endpoint) = store.unscoped_get_endpoint(&todo.endpoint_id).await
-            && presence::is_out(&endpoint, store.clock().now())
-        {
-            self.doorbells.counters.count_drop(DropReason::PresenceOut);
+        self.ring_ready(&todo.endpoint_id, &todo.id, None, Trigger::Retry)
+            .await;
+    }
+
+    /// A todo became ready on another instance.
+    pub async fn todo_ready(&self, endpoint_id: &str, todo_id: &str, trigger: Trigger) {
+        self.ring_ready(endpoint_id, todo_id, None, trigger).await;
+    }
+
+    /// Rings one session of this instance for a todo that became ready, if
+    /// this instance is the one to ring it. Alone (one instance) that is
+    /// decided here, in memory; in a cluster, by one guarded statement,
+    /// which an instance with a streaming session of the endpoint tries at
+    /// once and one whose sessions are all streamless tries after a short
+    /// grace, so that a streaming session anywhere is preferred (`04`).
+    async fn ring_ready(
+        &self,
+        endpoint_id: &str,
+        todo_id: &str,
+        known: Option<RingCandidate>,
+        trigger: Trigger,
+    ) {
+        let (store, doorbells) = (self.store(), self.doorbells());
+        let clustered = self.bus.spans_instances();
+        let local_candidate = if clustered {
+            None
+        } else {
+            match known {
+                Some(candidate) => Some(candidate),
+                None => match store.unscoped_ringable_todo(todo_id).await {
+                    Ok(Some(candidate)) => Some(candidate),
+                    Ok(None) => return,
+                    Err(e) => {
+                        tracing::warn!(todo = %todo_id, error = %e, "doorbell skipped: todo unreadable");
+                        return;
+                    }
+                },
+            }
+        };
+        let sessions = self.sessions().sessions_of(endpoint_id);
+        if sessions.is_empty() {
+            // In a cluster another instance may host it: no drop here.
+            if !clustered {
+                doorbells.counters.count_drop(DropReason::NoSession);
+            }
             return;
         }
-        self.doorbells.ring(&todo, Trigger::Retry);
+        match store.unscoped_get_endpoint(endpoint_id).await {
+            Ok(endpoint) if endpoint.is_active() => {
+                if presence::is_out(&endpoint, store.clock().now()) {
+                    doorbells.counters.count_drop(DropReason::PresenceOut);
+                    return;
+                }
+            }
+            Ok(_) => return,
+            Err(e) => {
+                tracing::warn!(error = %e, "doorbell skipped: endpoint unreadable");
+                return;
+            }
+        }
+        let candidate = match local_candidate {
+            Some(candidate) => candidate,
+            None => {
+                if !sessions.iter().any(|s| s.is_streaming()) {
+                    tokio::time::sleep(STREAMLESS_GRACE).await;
+                }
+                match store.unscoped_claim_ready_ring(todo_id).await {
+                    Ok(Some(candidate)) => candidate,
+                    // Another instance rings it, or it is no longer pending.
+                    Ok(None) => return,
+                    Err(e) => {
+                        tracing::warn!(todo = %todo_id, error = %e, "doorbell skipped: ring claim failed");
+                        return;
+                    }
+                }
+            }
+        };
+        doorbells.ring(&candidate, trigger);
+    }
+
+    /// After a gap on the bus: rings, once, todos of these endpoints created
+    /// since `since` that no instance rang (their message may have been
+    /// lost). Returns how many were rung here.
+    pub async fn ring_missed(&self, endpoint_ids: &[String], since: Timestamp) -> usize {
+        let ids = match self
+            .store()
+            .unscoped_unrung_since(endpoint_ids, since, MISSED_RINGS_CAP)
+            .await
+        {
+            Ok(ids) => ids,
+            Err(e) => {
+                tracing::warn!(error = %e, "bus catch-up could not read unrung todos");
+                return 0;
+            }
+        };
+        let before = self.doorbells.total_rings();
+        for id in &ids {
+            // The endpoint is read again per todo: cheap, and rare.
+            if let Ok(Some(todo)) = self.store().unscoped_ringable_todo(id).await {
+                self.ring_ready(&todo.endpoint_id, &todo.id, None, Trigger::Created)
+                    .await;
+            }
+        }
+        (self.doorbells.total_rings() - before) as usize
     }
 
     /// An endpoint was revoked or expired: its sessions on this instance end
@@ -123,16 +222,35 @@ impl Delivery {
         });
     }
 
-    /// This instance claimed a presence transition.
+    /// This instance claimed a presence transition (with, for out→in, the
+    /// digest's reason): the other instances send their own digests.
     pub(crate) fn transition_claimed(
         &self,
         endpoint_id: &str,
         presence: crate::domain::presence::Presence,
+        digest: Option<DigestReason>,
     ) {
+        let now = self.store.clock().now();
+        {
+            let mut claimed = self.claimed_here.lock().unwrap_or_else(|p| p.into_inner());
+            claimed.retain(|_, at| now.as_millis() - at.as_millis() < 86_400_000);
+            claimed.insert(endpoint_id.to_owned(), now);
+        }
         self.bus.publish(Message::TransitionClaimed {
             endpoint_id: endpoint_id.to_owned(),
             presence,
+            digest,
             instance: self.bus.instance().clone(),
         });
+    }
+
+    /// Whether this instance claimed a transition of the endpoint at or
+    /// after `since`.
+    pub(crate) fn claimed_here_since(&self, endpoint_id: &str, since: Timestamp) -> bool {
+        self.claimed_here
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(endpoint_id)
+            .is_some_and(|at| *at >= since)
     }
 }

@@ -182,7 +182,6 @@ async fn settle_now(
         // Another instance claimed it: the row now says what we computed.
         return done(true);
     }
-    delivery.transition_claimed(&endpoint.id, now_effective.presence);
     tracing::info!(
         endpoint = %endpoint.slug,
         old = seen.as_str(),
@@ -191,13 +190,18 @@ async fn settle_now(
         until = %now_effective.until.map(|t| t.to_rfc3339()).unwrap_or_else(|| "never".into()),
         "presence changed"
     );
-    if now_effective.presence == Presence::In {
-        let reason = digest_reason(
+    let reason = (now_effective.presence == Presence::In).then(|| {
+        digest_reason(
             now_effective.source,
             cause,
             ended_override.as_ref(),
             schedule,
-        );
+        )
+    });
+    // The others send their own digests; this instance sends its one here,
+    // never again from its own echo.
+    delivery.transition_claimed(&endpoint.id, now_effective.presence, reason);
+    if let Some(reason) = reason {
         send_digest(delivery, endpoint, reason).await;
     }
     done(true)

@@ -71,7 +71,8 @@ pub fn todo_doorbell(bell: &TodoBell<'_>) -> Value {
 }
 
 /// Why a digest is sent (`05-presence.md`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum DigestReason {
     /// The agent's own `clock_in`.
     ClockIn,

@@ -13,6 +13,7 @@
 pub mod http;
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::time::Duration;
 
@@ -24,6 +25,8 @@ use prometheus_client::registry::{Registry, Unit};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
+use crate::bus::InstanceId;
+use crate::bus::pg::PgBusStats;
 use crate::delivery::Doorbells;
 use crate::delivery::sessions::Session;
 use crate::delivery::{DropLabels, RingLabels};
@@ -216,10 +219,21 @@ pub struct Metrics {
     cap_reported: AtomicBool,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct InstanceLabels {
+    instance: String,
+}
+
 impl Metrics {
-    /// Builds the server's registry around the doorbells' counters.
-    /// `scrape_token`, when set and not empty, protects `/metrics`.
-    pub fn new(doorbells: &Doorbells, scrape_token: Option<&str>) -> Self {
+    /// Builds the server's registry around the doorbells' counters (and the
+    /// PostgreSQL bus's, when there is one). `scrape_token`, when set and
+    /// not empty, protects `/metrics`.
+    pub fn new(
+        doorbells: &Doorbells,
+        instance: &InstanceId,
+        bus_stats: Option<Arc<PgBusStats>>,
+        scrape_token: Option<&str>,
+    ) -> Self {
         let mut registry = Registry::with_prefix("switchboard");
 
         let rung = doorbells.counters.rung.clone();
@@ -308,6 +322,49 @@ impl Metrics {
             "HTTP requests answered, by route template and status",
             http_requests.clone(),
         );
+
+        let info = Family::<InstanceLabels, Gauge>::default();
+        info.get_or_create(&InstanceLabels {
+            instance: instance.to_string(),
+        })
+        .set(1);
+        registry.register(
+            "instance",
+            "This instance's id (1 per instance; several share one PostgreSQL database)",
+            info,
+        );
+        if let Some(stats) = bus_stats {
+            registry.register(
+                "bus_connected",
+                "1 while the cluster bus listener is connected and listening",
+                stats.connected.clone(),
+            );
+            registry.register(
+                "bus_reconnects",
+                "Times the bus listener reconnected (each followed by a catch-up pass)",
+                stats.reconnects.clone(),
+            );
+            registry.register(
+                "bus_published",
+                "Bus messages this instance published",
+                stats.published.clone(),
+            );
+            registry.register(
+                "bus_received",
+                "Bus messages this instance's listener received",
+                stats.received.clone(),
+            );
+            registry.register(
+                "bus_dropped",
+                "Bus messages not sent (queue full or NOTIFY failed; the loops catch up)",
+                stats.dropped.clone(),
+            );
+            registry.register(
+                "bus_ignored",
+                "Bus payloads that did not parse (logged and ignored)",
+                stats.ignored.clone(),
+            );
+        }
 
         Self {
             registry,
@@ -461,12 +518,12 @@ mod tests {
     #[test]
     fn an_unset_token_leaves_metrics_open() {
         let doorbells = Doorbells::new(std::sync::Arc::new(SessionRegistry::new()));
-        let open = Metrics::new(&doorbells, None);
+        let open = Metrics::new(&doorbells, &InstanceId("i".into()), None, None);
         assert!(!open.is_protected());
         assert!(open.allows(None));
-        let empty = Metrics::new(&doorbells, Some(""));
+        let empty = Metrics::new(&doorbells, &InstanceId("i".into()), None, Some(""));
         assert!(!empty.is_protected(), "an empty token protects nothing");
-        let closed = Metrics::new(&doorbells, Some("t"));
+        let closed = Metrics::new(&doorbells, &InstanceId("i".into()), None, Some("t"));
         assert!(closed.is_protected());
         assert!(!closed.allows(None));
         assert!(closed.allows(Some(b"Bearer t")));
@@ -560,7 +617,7 @@ mod tests {
     #[test]
     fn every_family_is_exposed_before_anything_happens() {
         let doorbells = Doorbells::new(std::sync::Arc::new(SessionRegistry::new()));
-        let metrics = Metrics::new(&doorbells, None);
+        let metrics = Metrics::new(&doorbells, &InstanceId("i".into()), None, None);
         doorbells
             .counters
             .count_drop(crate::delivery::DropReason::NoSession);

@@ -11,22 +11,49 @@ use serde_json::json;
 
 use std::sync::Arc;
 
+use crate::bus::InstanceId;
+use crate::bus::pg::PgBusStats;
 use crate::store::{Store, StoreError};
 
-pub fn router(store: Arc<dyn Store>) -> Router {
+/// What the probes read.
+#[derive(Clone)]
+pub struct HealthState {
+    pub store: Arc<dyn Store>,
+    pub instance: InstanceId,
+    /// The PostgreSQL bus, when there is one.
+    pub bus: Option<Arc<PgBusStats>>,
+}
+
+pub fn router(state: HealthState) -> Router {
     Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
-        .with_state(store)
+        .with_state(state)
 }
 
 async fn healthz() -> impl IntoResponse {
     Json(json!({"status": "ok"}))
 }
 
-async fn readyz(State(store): State<Arc<dyn Store>>) -> impl IntoResponse {
-    match store.readiness().await {
-        Ok(()) => (StatusCode::OK, Json(json!({"status": "ready"}))),
+async fn readyz(State(state): State<HealthState>) -> impl IntoResponse {
+    // A bus listener that is down makes doorbells across instances late,
+    // not wrong: the instance still serves, so it stays ready and says so.
+    let bus = state
+        .bus
+        .as_ref()
+        .map(|b| {
+            if b.is_connected() {
+                "connected"
+            } else {
+                "reconnecting"
+            }
+        })
+        .unwrap_or("in_process");
+    match state.store.readiness().await {
+        Ok(()) => (
+            StatusCode::OK,
+            Json(json!({"status": "ready", "instance": state.instance, "bus": bus})),
+        ),
         Err(err) => {
             // The reason is logged in full; the probe gets a short, secret-free one.
             tracing::warn!(error = %err, "readiness check failed");
@@ -36,7 +63,9 @@ async fn readyz(State(store): State<Arc<dyn Store>>) -> impl IntoResponse {
             };
             (
                 StatusCode::SERVICE_UNAVAILABLE,
-                Json(json!({"status": "unavailable", "reason": reason})),
+                Json(
+                    json!({"status": "unavailable", "reason": reason, "instance": state.instance}),
+                ),
             )
         }
     }

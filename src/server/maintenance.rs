@@ -76,7 +76,7 @@ pub fn spawn_loops(bg: Background, stop: watch::Receiver<bool>) -> Vec<JoinHandl
                 }
                 // A todo back from its retry window rings (not counted).
                 for todo in &report.retried {
-                    delivery.todo_retried(&todo.id).await;
+                    delivery.todo_retried(todo).await;
                 }
                 sweep_tick(&delivery, &sweep).await;
             })

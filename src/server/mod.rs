@@ -18,10 +18,12 @@ use axum::Router;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+pub use health::HealthState;
 pub use maintenance::MaintenanceConfig;
 
 use crate::api::{ApiContext, ApiRates, ApiState};
-use crate::bus::{Bus, InProcessBus, InstanceId};
+use crate::bus::pg::PgBusConfig;
+use crate::bus::{Bus, InProcessBus, InstanceId, PgBus};
 use crate::clock::{SharedClock, SystemClock};
 use crate::delivery::sessions::SessionRegistry;
 use crate::delivery::sweep::SweepConfig;
@@ -50,11 +52,13 @@ pub struct ServerConfig {
     /// When set, `GET /metrics` requires `Authorization: Bearer <token>`;
     /// when unset it is open (for a private network or loopback).
     pub metrics_token: Option<String>,
+    /// The PostgreSQL bus's keepalive and reconnect backoff.
+    pub bus: PgBusConfig,
 }
 
 /// Every surface with its own state; only the server sees them all.
 pub struct Surfaces {
-    pub store: Arc<dyn Store>,
+    pub health: HealthState,
     pub api: ApiState,
     pub mcp: McpState,
     pub intake: IntakeState,
@@ -64,7 +68,7 @@ pub struct Surfaces {
 /// Composes the surfaces' routers, and counts every request by route.
 pub fn router(surfaces: Surfaces) -> Router {
     let metrics = surfaces.metrics.metrics.clone();
-    health::router(surfaces.store)
+    health::router(surfaces.health)
         .merge(crate::api::router(surfaces.api))
         .merge(crate::mcp::router(surfaces.mcp))
         .merge(crate::intake::router(surfaces.intake))
@@ -124,16 +128,34 @@ pub async fn serve_on(
     let sql_store = Arc::new(store);
     let store: Arc<dyn Store> = sql_store.clone();
 
+    let (stop_tx, stop_rx) = watch::channel(false);
     let instance = InstanceId(crate::mint::new_instance_id());
-    let bus: Arc<dyn Bus> = Arc::new(InProcessBus::new(instance.clone()));
+    // SQLite has one instance; PostgreSQL may have many, told by NOTIFY.
+    let (bus, bus_stats, bus_loops): (Arc<dyn Bus>, _, _) = match &config.database {
+        DatabaseLocation::Sqlite(_) => (
+            Arc::new(InProcessBus::new(instance.clone())),
+            None,
+            Vec::new(),
+        ),
+        DatabaseLocation::Postgres(url) => {
+            let (bus, loops) =
+                PgBus::start(url, instance.clone(), config.bus.clone(), stop_rx.clone());
+            let stats = bus.stats().clone();
+            (bus, Some(stats), loops)
+        }
+    };
     let sessions = Arc::new(SessionRegistry::new());
     let doorbells = Arc::new(Doorbells::new(sessions.clone()));
-    let delivery = Arc::new(Delivery::new(store.clone(), doorbells.clone(), bus));
+    let delivery = Arc::new(Delivery::new(store.clone(), doorbells.clone(), bus.clone()));
     let mut mcp_config = config.mcp.clone();
     mcp_config.loopback_guard = local.ip().is_loopback();
     let mcp = Arc::new(McpContext::new(mcp_config, sessions));
-    let (stop_tx, stop_rx) = watch::channel(false);
-    let metrics = Arc::new(Metrics::new(&doorbells, config.metrics_token.as_deref()));
+    let metrics = Arc::new(Metrics::new(
+        &doorbells,
+        &instance,
+        bus_stats.clone(),
+        config.metrics_token.as_deref(),
+    ));
     if !metrics.is_protected() {
         tracing::info!("/metrics is open (no scrape token): keep it on a private network");
     }
@@ -145,8 +167,18 @@ pub async fn serve_on(
             sweep: config.sweep.clone(),
             metrics: metrics.clone(),
         },
-        stop_rx,
+        stop_rx.clone(),
     );
+    let bus_listener = tokio::spawn(crate::delivery::listener::run(
+        delivery.clone(),
+        bus.subscribe(),
+        stop_rx,
+    ));
+    let loops: Vec<_> = loops
+        .into_iter()
+        .chain(bus_loops)
+        .chain([bus_listener])
+        .collect();
 
     let public_url = config
         .public_url
@@ -161,7 +193,11 @@ pub async fn serve_on(
         "switchboard is serving"
     );
     let app = router(Surfaces {
-        store: store.clone(),
+        health: HealthState {
+            store: store.clone(),
+            instance: instance.clone(),
+            bus: bus_stats,
+        },
         api: ApiState {
             store: store.clone(),
             delivery: delivery.clone(),

@@ -34,6 +34,11 @@ pub static SQLITE_MIGRATIONS: &[Migration] = &[
         name: "presence_recheck",
         sql: include_str!("migrations/sqlite/0003_presence_recheck.sql"),
     },
+    Migration {
+        version: 4,
+        name: "ready_ring_claim",
+        sql: include_str!("migrations/sqlite/0004_ready_ring_claim.sql"),
+    },
 ];
 
 pub static POSTGRES_MIGRATIONS: &[Migration] = &[
@@ -51,6 +56,11 @@ pub static POSTGRES_MIGRATIONS: &[Migration] = &[
         version: 3,
         name: "presence_recheck",
         sql: include_str!("migrations/postgres/0003_presence_recheck.sql"),
+    },
+    Migration {
+        version: 4,
+        name: "ready_ring_claim",
+        sql: include_str!("migrations/postgres/0004_ready_ring_claim.sql"),
     },
 ];
 

@@ -292,6 +292,21 @@ pub trait Store: Send + Sync + 'static {
         limit: i64,
     ) -> StoreResult<Vec<RingCandidate>>;
 
+    /// Claims the one ring of a todo that became ready (created, or pending
+    /// again after a retry) for the calling instance: true for exactly one
+    /// caller per readiness across instances, and only while the todo is
+    /// pending, push-eligible and on an active endpoint.
+    async fn unscoped_claim_ready_ring(&self, id: &str) -> StoreResult<Option<RingCandidate>>;
+    /// Ids of these endpoints' pending push-eligible todos created at or
+    /// after `since` that no instance has rung at all, oldest first (what a
+    /// lost bus message would have rung).
+    async fn unscoped_unrung_since(
+        &self,
+        endpoint_ids: &[String],
+        since: crate::domain::Timestamp,
+        limit: i64,
+    ) -> StoreResult<Vec<String>>;
+
     // --- background sweeps ---
     /// Lapsed leases nobody took over: back to pending, or dead letter at the cap.
     async fn unscoped_reap_lapsed_leases(&self, limit: i64) -> StoreResult<ReapReport>;

@@ -40,13 +40,25 @@ pub fn hub() -> Hub {
 /// them (every message published so far, without waiting).
 pub fn transitions_claimed(heard: &mut switchboard::bus::Subscription) -> usize {
     let mut n = 0;
-    while let Ok(envelope) = heard.try_recv() {
+    while let Some(event) = heard.try_next() {
         n += usize::from(matches!(
-            envelope.message,
-            switchboard::bus::Message::TransitionClaimed { .. }
+            event,
+            switchboard::bus::BusEvent::Message(switchboard::bus::Envelope {
+                message: switchboard::bus::Message::TransitionClaimed { .. },
+                ..
+            })
         ));
     }
     n
+}
+
+/// The reference the retry scheduler hands delivery for a todo.
+pub fn todo_ref(todo: &Todo) -> TodoRef {
+    TodoRef {
+        id: todo.id.clone(),
+        endpoint_id: todo.endpoint_id.clone(),
+        queue: todo.queue.clone(),
+    }
 }
 
 /// A session whose notification stream is open (keep both halves alive).

@@ -632,6 +632,19 @@ impl Store for SqlStore {
         self.select_ringable(id).await
     }
 
+    async fn unscoped_claim_ready_ring(&self, id: &str) -> StoreResult<Option<RingCandidate>> {
+        self.claim_ready_ring(id).await
+    }
+
+    async fn unscoped_unrung_since(
+        &self,
+        endpoint_ids: &[String],
+        since: Timestamp,
+        limit: i64,
+    ) -> StoreResult<Vec<String>> {
+        self.select_unrung_since(endpoint_ids, since, limit).await
+    }
+
     async fn unscoped_endpoints_with_due_rings(
         &self,
         endpoint_ids: &[String],

@@ -147,4 +147,55 @@ impl SqlStore {
             created_at: crate::domain::Timestamp::from_millis(row.try_get("created_at")?),
         }))
     }
+
+    /// One guarded statement: the first caller for this readiness (the
+    /// todo's current `attempt`) gets the candidate, everyone else nothing.
+    pub(super) async fn claim_ready_ring(&self, id: &str) -> StoreResult<Option<RingCandidate>> {
+        let row = sqlx::query(
+            "UPDATE todos SET ready_rung_attempt = attempt \
+             WHERE id = $1 AND state = 'pending' AND event_id IS NOT NULL \
+               AND (ready_rung_attempt IS NULL OR ready_rung_attempt <> attempt) \
+               AND endpoint_id IN (SELECT id FROM endpoints WHERE state = 'active') \
+             RETURNING id, endpoint_id, queue, title, kind, source, ring_attempts, created_at",
+        )
+        .bind(id)
+        .fetch_optional(&self.writer)
+        .await?;
+        let Some(row) = row else { return Ok(None) };
+        Ok(Some(RingCandidate {
+            id: row.try_get("id")?,
+            endpoint_id: row.try_get("endpoint_id")?,
+            queue: row.try_get("queue")?,
+            title: row.try_get("title")?,
+            kind: row.try_get("kind")?,
+            source: row.try_get("source")?,
+            ring_attempts: row.try_get("ring_attempts")?,
+            created_at: crate::domain::Timestamp::from_millis(row.try_get("created_at")?),
+        }))
+    }
+
+    pub(super) async fn select_unrung_since(
+        &self,
+        endpoint_ids: &[String],
+        since: crate::domain::Timestamp,
+        limit: i64,
+    ) -> StoreResult<Vec<String>> {
+        if endpoint_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let sql = format!(
+            "SELECT id FROM todos WHERE endpoint_id IN ({ids}) AND state = 'pending' \
+               AND event_id IS NOT NULL AND ready_rung_attempt IS NULL \
+               AND ring_attempts = 0 AND last_ringed_at IS NULL AND created_at >= $1 \
+             ORDER BY created_at, id LIMIT $2",
+            ids = self.dialect.json_text_list(3),
+        );
+        let rows = sqlx::query(AssertSqlSafe(sql))
+            .bind(since.as_millis())
+            .bind(limit)
+            .bind(json_list(endpoint_ids))
+            .fetch_all(&self.reader)
+            .await?;
+        Ok(rows.iter().map(|r| r.get::<String, _>(0)).collect())
+    }
 }

@@ -1,0 +1,174 @@
+//! The bus listener service: applies what other instances tell this one.
+//!
+//! - an endpoint revoked or expired elsewhere: its sessions here end;
+//! - a transition claimed elsewhere: if this instance hosts the endpoint and
+//!   it came back in, this instance sends its own one digest;
+//! - a todo ready elsewhere: this instance may be the one to ring it
+//!   ([`Delivery::todo_ready`]);
+//! - a gap (the bus reconnected, or this subscriber fell behind): catch up
+//!   from the database — revocations and returns that were missed.
+//!
+//! Its own echo is skipped: the instance acted when it published.
+
+use std::sync::Arc;
+
+use tokio::sync::watch;
+
+use super::presence::{effective_of, send_digest};
+use super::{Delivery, Trigger};
+use crate::bus::{BusEvent, Message, Subscription};
+use crate::domain::Timestamp;
+use crate::domain::doorbell::DigestReason;
+use crate::domain::presence::Presence;
+
+/// Runs until `stop` turns true or the bus is gone.
+pub async fn run(
+    delivery: Arc<Delivery>,
+    mut subscription: Subscription,
+    mut stop: watch::Receiver<bool>,
+) {
+    // The instant up to which this instance is known to have heard
+    // everything; a gap catches up on what changed since.
+    let mut heard_until = delivery.store().clock().now();
+    loop {
+        let event = tokio::select! {
+            e = subscription.next() => match e { Some(e) => e, None => return },
+            _ = stop.changed() => return,
+        };
+        match event {
+            BusEvent::Message(envelope) => {
+                if &envelope.origin != delivery.bus().instance() {
+                    apply(&delivery, envelope.message).await;
+                }
+                heard_until = delivery.store().clock().now();
+            }
+            BusEvent::Gap => {
+                let now = delivery.store().clock().now();
+                catch_up(&delivery, heard_until).await;
+                heard_until = now;
+            }
+        }
+    }
+}
+
+/// Applies one message from another instance.
+pub async fn apply(delivery: &Delivery, message: Message) {
+    match message {
+        Message::EndpointRevoked { endpoint_id } => {
+            let closed = delivery.sessions().close_endpoint(&endpoint_id);
+            if closed > 0 {
+                tracing::info!(endpoint = %endpoint_id, closed, "sessions closed: endpoint revoked elsewhere");
+            }
+        }
+        Message::TransitionClaimed {
+            endpoint_id,
+            presence: Presence::In,
+            digest: Some(reason),
+            ..
+        } => digest_here(delivery, &endpoint_id, reason).await,
+        Message::TodoReady {
+            endpoint_id,
+            todo_id,
+            retried,
+        } => {
+            let trigger = if retried {
+                Trigger::Retry
+            } else {
+                Trigger::Created
+            };
+            delivery.todo_ready(&endpoint_id, &todo_id, trigger).await;
+        }
+        // Presence is read from the database at every ring: nothing to redo.
+        Message::PresenceChanged { .. } | Message::TransitionClaimed { .. } => {}
+        Message::Keepalive => {}
+    }
+}
+
+/// One digest on this instance for a return claimed elsewhere, if it hosts
+/// the endpoint and the endpoint is still in.
+async fn digest_here(delivery: &Delivery, endpoint_id: &str, reason: DigestReason) {
+    if !delivery.doorbells().hosts(endpoint_id) {
+        return;
+    }
+    let store = delivery.store();
+    let endpoint = match store.unscoped_get_endpoint(endpoint_id).await {
+        Ok(e) => e,
+        Err(e) => {
+            tracing::warn!(endpoint = %endpoint_id, error = %e, "digest skipped: endpoint unreadable");
+            return;
+        }
+    };
+    if endpoint.is_active() && effective_of(&endpoint, store.clock().now()).presence == Presence::In
+    {
+        send_digest(delivery, &endpoint, reason).await;
+    }
+}
+
+/// What a lost message would have done, found in the database: sessions of
+/// endpoints revoked meanwhile end; an endpoint that came back in meanwhile
+/// (claimed by another instance) gets this instance's digest; todos that
+/// became ready meanwhile and never rang ring once.
+pub async fn catch_up(delivery: &Delivery, since: Timestamp) {
+    let hosted = delivery.doorbells().hosted_endpoints();
+    if hosted.is_empty() {
+        return;
+    }
+    let store = delivery.store();
+    let endpoints = match store.unscoped_endpoints_by_ids(&hosted).await {
+        Ok(e) => e,
+        Err(e) => {
+            tracing::warn!(error = %e, "bus catch-up could not read hosted endpoints");
+            return;
+        }
+    };
+    let mut revoked = 0;
+    for endpoint in &endpoints {
+        if !endpoint.is_active() {
+            revoked += delivery.sessions().close_endpoint(&endpoint.id);
+            continue;
+        }
+        let returned_meanwhile = endpoint.presence_seen == Presence::In.as_str()
+            && endpoint.presence_changed_at.is_some_and(|at| at >= since)
+            && !delivery.claimed_here_since(&endpoint.id, since);
+        if returned_meanwhile {
+            let reason = reason_of(endpoint.presence_changed_by.as_deref());
+            send_digest(delivery, endpoint, reason).await;
+        }
+    }
+    // Endpoints deleted outright are gone from the read: their sessions too.
+    for id in &hosted {
+        if !endpoints.iter().any(|e| &e.id == id) {
+            revoked += delivery.sessions().close_endpoint(id);
+        }
+    }
+    let rung = delivery.ring_missed(&hosted, since).await;
+    tracing::info!(
+        hosted = hosted.len(),
+        sessions_closed = revoked,
+        rung,
+        "bus catch-up done"
+    );
+}
+
+/// The digest reason a stored transition implies (`presence_changed_by`).
+fn reason_of(changed_by: Option<&str>) -> DigestReason {
+    match changed_by {
+        Some("agent") => DigestReason::ClockIn,
+        Some("shift") => DigestReason::ShiftStart,
+        Some("default") => DigestReason::OverrideEnd,
+        _ => DigestReason::Operator,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stored_transition_names_its_digest_reason() {
+        assert_eq!(reason_of(Some("agent")), DigestReason::ClockIn);
+        assert_eq!(reason_of(Some("operator:hu_1")), DigestReason::Operator);
+        assert_eq!(reason_of(Some("shift")), DigestReason::ShiftStart);
+        assert_eq!(reason_of(Some("default")), DigestReason::OverrideEnd);
+    }
+}
