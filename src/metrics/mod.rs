@@ -217,6 +217,7 @@ pub struct Metrics {
     scrape: tokio::sync::Mutex<()>,
     /// Whether the endpoint cap was reported already (once per process).
     cap_reported: AtomicBool,
+    clock_offset: Gauge<f64, AtomicU64>,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -333,6 +334,13 @@ impl Metrics {
             "This instance's id (1 per instance; several share one PostgreSQL database)",
             info,
         );
+        let clock_offset = Gauge::<f64, AtomicU64>::default();
+        registry.register_with_unit(
+            "clock_offset",
+            "The database server's clock minus this host's, as last measured (0 on SQLite)",
+            Unit::Seconds,
+            clock_offset.clone(),
+        );
         if let Some(stats) = bus_stats {
             registry.register(
                 "bus_connected",
@@ -378,7 +386,13 @@ impl Metrics {
             endpoints,
             scrape: tokio::sync::Mutex::new(()),
             cap_reported: AtomicBool::new(false),
+            clock_offset,
         }
+    }
+
+    /// Records the last measured offset to the database clock.
+    pub fn set_clock_offset_ms(&self, offset_ms: i64) {
+        self.clock_offset.set(offset_ms as f64 / 1000.0);
     }
 
     /// Whether `/metrics` asks for a token.

@@ -5,6 +5,7 @@
 //! in-flight requests finish within a grace period, and return.
 
 mod bootstrap;
+mod clock_sync;
 mod health;
 pub mod maintenance;
 pub mod shutdown;
@@ -24,7 +25,7 @@ pub use maintenance::MaintenanceConfig;
 use crate::api::{ApiContext, ApiRates, ApiState};
 use crate::bus::pg::PgBusConfig;
 use crate::bus::{Bus, InProcessBus, InstanceId, PgBus};
-use crate::clock::{SharedClock, SystemClock};
+use crate::clock::{OffsetClock, SharedClock};
 use crate::delivery::sessions::SessionRegistry;
 use crate::delivery::sweep::SweepConfig;
 use crate::delivery::{Delivery, Doorbells};
@@ -98,7 +99,9 @@ pub async fn serve_on(
     config: ServerConfig,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let clock: SharedClock = Arc::new(SystemClock);
+    // The system clock, aligned to PostgreSQL's when there is one.
+    let aligned = OffsetClock::new();
+    let clock: SharedClock = aligned.clone();
     let local = listener.local_addr()?;
 
     // One server per SQLite file: take the lock before touching the database.
@@ -125,6 +128,7 @@ pub async fn serve_on(
     if !applied.is_empty() {
         tracing::info!(?applied, "schema migrations applied");
     }
+    clock_sync::align(&store, &aligned, None).await;
     let sql_store = Arc::new(store);
     let store: Arc<dyn Store> = sql_store.clone();
 
@@ -169,6 +173,13 @@ pub async fn serve_on(
         },
         stop_rx.clone(),
     );
+    metrics.set_clock_offset_ms(aligned.offset_ms());
+    let clock_loop = clock_sync::spawn(
+        sql_store.clone(),
+        aligned.clone(),
+        metrics.clone(),
+        stop_rx.clone(),
+    );
     let bus_listener = tokio::spawn(crate::delivery::listener::run(
         delivery.clone(),
         bus.subscribe(),
@@ -177,7 +188,7 @@ pub async fn serve_on(
     let loops: Vec<_> = loops
         .into_iter()
         .chain(bus_loops)
-        .chain([bus_listener])
+        .chain([bus_listener, clock_loop])
         .collect();
 
     let public_url = config

@@ -83,6 +83,38 @@ impl DatabaseLocation {
 
 /// The todo table's per-table vacuum settings only act when autovacuum runs;
 /// without it a queue table slows ~3× within a minute (B1).
+/// Readings of the PostgreSQL server's clock taken per measurement.
+const CLOCK_SAMPLES: usize = 3;
+
+impl SqlStore {
+    /// Reads the database server's clock a few times, each between two
+    /// readings of the system clock: PostgreSQL only (SQLite shares this
+    /// host's clock). The caller picks the tightest sample.
+    pub async fn sample_database_clock(&self) -> StoreResult<Vec<crate::clock::ClockSample>> {
+        use sqlx::Row;
+        if self.dialect != Dialect::Postgres {
+            return Ok(Vec::new());
+        }
+        let system = crate::clock::SystemClock;
+        let mut samples = Vec::with_capacity(CLOCK_SAMPLES);
+        for _ in 0..CLOCK_SAMPLES {
+            let sent = crate::clock::Clock::now(&system).as_millis();
+            let row = sqlx::query(
+                "SELECT CAST(FLOOR(EXTRACT(EPOCH FROM clock_timestamp()) * 1000) AS BIGINT)",
+            )
+            .fetch_one(&self.reader)
+            .await?;
+            let answered = crate::clock::Clock::now(&system).as_millis();
+            samples.push(crate::clock::ClockSample {
+                sent_ms: sent,
+                answered_ms: answered,
+                reference_ms: row.try_get(0)?,
+            });
+        }
+        Ok(samples)
+    }
+}
+
 async fn warn_if_autovacuum_is_off(pool: &AnyPool) {
     use sqlx::Row;
     if let Ok(row) = sqlx::query("SHOW autovacuum").fetch_one(pool).await
