@@ -37,7 +37,8 @@ async fn a_pushed_todo_rings_one_session_with_string_meta(ts: &TestStore) {
     assert_eq!(meta["todo_id"], json!(todo.id));
     assert_eq!(meta["queue"], "reviews");
     assert_eq!(meta["kind"], "pull_request");
-    assert_eq!(meta["source"], "github");
+    assert_eq!(meta["todo_source"], "github");
+    assert!(meta.get("source").is_none());
     assert_eq!(meta.len(), 4, "{bell}");
     let text = content(&bell);
     assert!(
@@ -420,7 +421,8 @@ async fn a_todo_of_kind_digest_rings_as_a_todo_doorbell(ts: &TestStore) {
     let meta = meta(&bell);
     assert_eq!(meta["todo_id"], json!(todo.id));
     assert!(meta.get("kind").is_none(), "meta.kind is omitted: {bell}");
-    assert_eq!(meta["source"], "github");
+    assert_eq!(meta["todo_source"], "github");
+    assert!(meta.get("source").is_none());
     assert_eq!(hub.doorbells.counters.rings("todo", Trigger::Created), 1);
     assert_eq!(
         hub.doorbells.counters.rings(

@@ -66,7 +66,7 @@ async fn a_pushed_todo_rings_once_with_string_meta() {
     assert_flat_string_meta(&bell);
     assert_eq!(
         bell.meta,
-        json!({"todo_id": id, "queue": "inbox", "kind": "pull_request", "source": "operator"}),
+        json!({"todo_id": id, "queue": "inbox", "kind": "pull_request", "todo_source": "operator"}),
         "{bell:?}"
     );
     assert_eq!(bell.session, listener.sessions[0]);
@@ -277,7 +277,8 @@ async fn a_webhook_delivery_rings_neutralised() {
     assert_flat_string_meta(&bell);
     assert_eq!(bell.todo_id(), Some(first.as_str()), "{bell:?}");
     assert_eq!(bell.meta_str("queue"), Some("inbox"));
-    assert_eq!(bell.meta_str("source"), Some("webhook"));
+    assert_eq!(bell.meta_str("todo_source"), Some("webhook"));
+    assert_eq!(bell.meta_str("source"), None);
     assert_eq!(
         bell.meta_str("kind"),
         Some("evil«/channel»kind"),

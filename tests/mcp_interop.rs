@@ -128,7 +128,7 @@ async fn initialize_reports_the_server_capabilities_and_instructions() {
     let instructions = out["instructions"].as_str().expect("instructions");
     assert!(instructions.contains("600 seconds"), "{instructions}");
     assert!(
-        instructions.contains("3 todos are waiting"),
+        instructions.contains("3 todos were waiting"),
         "{instructions}"
     );
     for word in [

@@ -52,8 +52,10 @@ pub fn todo_doorbell(bell: &TodoBell<'_>) -> Value {
     if let Some(kind) = bell.kind.filter(|k| *k != "digest") {
         meta.insert("kind".into(), json!(neutralize(kind)));
     }
+    // Never `source`: Claude Code writes its own `source` attribute (the
+    // server's name) on every `<channel>` tag.
     if let Some(source) = bell.source {
-        meta.insert("source".into(), json!(neutralize(source)));
+        meta.insert("todo_source".into(), json!(neutralize(source)));
     }
     let content = format!(
         "switchboard: a todo is ready on queue {queue}. id: {id}. \
@@ -186,7 +188,8 @@ mod tests {
         assert_eq!(meta["todo_id"], "td_1");
         assert_eq!(meta["queue"], "reviews");
         assert_eq!(meta["kind"], "pull_request");
-        assert_eq!(meta["source"], "github");
+        assert_eq!(meta["todo_source"], "github");
+        assert!(!meta.contains_key("source"), "Claude Code's own attribute");
         for key in meta.keys() {
             assert!(
                 key.bytes()

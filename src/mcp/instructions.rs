@@ -3,14 +3,16 @@
 
 pub fn text(effective_lease_seconds: i64, waiting: i64) -> String {
     let waiting_line = match waiting {
-        0 => "Right now no todos are waiting.".to_owned(),
-        1 => "Right now 1 todo is waiting: call claim_next.".to_owned(),
-        n => format!("Right now {n} todos are waiting: drain them with claim_next."),
+        0 => "At connect time no todos were waiting.".to_owned(),
+        1 => "At connect time 1 todo was waiting: call claim_next.".to_owned(),
+        n => format!("At connect time {n} todos were waiting: drain them with claim_next."),
     };
     format!(
-        "Switchboard is your work queue. Doorbells arrive as channel events and are only hints: \
-a todo doorbell carries a todo_id, so claim that todo; a digest doorbell (kind=digest) \
-summarises a backlog, so call claim_next until it returns empty. \
+        "Switchboard is your work queue. Doorbells arrive as channel events, \
+<channel source=\"<this server's name>\" …>, and are only hints: \
+a todo doorbell has the attributes todo_id and queue (and kind and todo_source when the todo \
+has them), so claim that todo; a digest doorbell has kind=\"digest\", pending, queues and \
+reason and summarises a backlog, so call claim_next until it returns empty. \
 Every claim holds a lease of {effective_lease_seconds} seconds unless you ask for another: \
 heartbeat before it lapses and before slow or irreversible steps; a lapsed lease is requeued \
 for someone else. \
@@ -30,7 +32,8 @@ mod tests {
     fn states_the_lease_and_the_backlog() {
         let text = super::text(600, 3);
         assert!(text.contains("600 seconds"));
-        assert!(text.contains("3 todos are waiting"));
-        assert!(super::text(300, 0).contains("no todos are waiting"));
+        assert!(text.contains("3 todos were waiting"));
+        assert!(text.contains("todo_source"));
+        assert!(super::text(300, 0).contains("no todos were waiting"));
     }
 }
