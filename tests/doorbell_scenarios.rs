@@ -12,6 +12,7 @@ use std::collections::HashMap;
 use delivery_support::*;
 use serde_json::json;
 use support::{TestStore, endpoint_for, fixture};
+use switchboard::delivery::hub::DeafReason;
 use switchboard::delivery::sweep::{DEFAULT_STEPS, SweepConfig, sweep_tick};
 use switchboard::delivery::{DropReason, Trigger};
 use switchboard::domain::todo::TodoState;
@@ -196,19 +197,70 @@ async fn a_full_buffer_moves_on_and_when_all_are_full_the_doorbell_is_dropped(ts
     assert!(listed.iter().any(|t| t.id == lost.id));
 }
 
+async fn three_unanswered_doorbells_make_a_session_deaf_and_any_request_clears_it(ts: &TestStore) {
+    let f = fixture(&ts.store, "ada").await;
+    // A window of zero: a doorbell counts as unanswered as soon as it is
+    // written, so the rule is exercised without waiting.
+    let hub = hub_answering_within(std::time::Duration::ZERO);
+    let mut deaf = hub.stream(&f.endpoint);
+    for n in 1..=2 {
+        push(ts, &hub, &f.endpoint, "inbox", &format!("unheard {n}")).await;
+        assert!(
+            !hub.doorbells.is_deaf(&deaf.session),
+            "{n} unanswered: not yet"
+        );
+    }
+    push(ts, &hub, &f.endpoint, "inbox", "unheard 3").await;
+    assert_eq!(
+        hub.doorbells.deaf_reason(&deaf.session),
+        Some(DeafReason::Unanswered)
+    );
+    assert_eq!(hub.doorbells.deaf_count(&f.endpoint.id), 1);
+    assert_eq!(
+        deaf.drain().len(),
+        3,
+        "every write succeeded: deaf, not full"
+    );
+
+    // A second session that hears: ring selection prefers it from now on.
+    let mut hearing = hub.stream(&f.endpoint);
+    for n in 1..=2 {
+        push(ts, &hub, &f.endpoint, "inbox", &format!("heard {n}")).await;
+        hub.sessions.begin_request(&hearing.session); // it answers each one
+    }
+    assert_eq!(
+        hearing.drain().len(),
+        2,
+        "both went to the session that answers"
+    );
+    deaf.assert_silent("a deaf session is rung only when nobody else can be");
+
+    // Any request from the deaf session clears it.
+    drop(hub.sessions.begin_request(&deaf.session));
+    assert_eq!(hub.doorbells.deaf_reason(&deaf.session), None);
+    assert_eq!(hub.doorbells.deaf_count(&f.endpoint.id), 0);
+}
+
 async fn three_failed_writes_make_a_session_deaf_and_a_success_clears_it(ts: &TestStore) {
     let f = fixture(&ts.store, "ada").await;
     let hub = hub();
     let mut s = hub.stream(&f.endpoint);
-    let id = s.session.id.clone();
+    let session = s.session.clone();
     s.fill();
     for n in 1..=2 {
         push(ts, &hub, &f.endpoint, "inbox", &format!("fails {n}")).await;
-        assert!(!hub.doorbells.is_deaf(&id), "{n} failures are not deaf yet");
+        assert!(
+            !hub.doorbells.is_deaf(&session),
+            "{n} failures are not deaf yet"
+        );
         assert_eq!(hub.doorbells.deaf_count(&f.endpoint.id), 0);
     }
     push(ts, &hub, &f.endpoint, "inbox", "fails 3").await;
-    assert!(hub.doorbells.is_deaf(&id), "3 failed writes in a row: deaf");
+    assert_eq!(
+        hub.doorbells.deaf_reason(&session),
+        Some(DeafReason::BufferFull),
+        "3 failed writes in a row: deaf"
+    );
     assert_eq!(hub.doorbells.deaf_count(&f.endpoint.id), 1);
     let counts = hub.sessions.counts(&f.endpoint.id);
     assert_eq!(
@@ -222,7 +274,7 @@ async fn three_failed_writes_make_a_session_deaf_and_a_success_clears_it(ts: &Te
     assert!(s.rx.try_recv().is_ok());
     let heard = push(ts, &hub, &f.endpoint, "inbox", "heard").await;
     assert!(
-        !hub.doorbells.is_deaf(&id),
+        !hub.doorbells.is_deaf(&session),
         "a successful write clears deafness"
     );
     assert_eq!(hub.doorbells.deaf_count(&f.endpoint.id), 0);
@@ -550,6 +602,7 @@ on_both_backends!(
     a_dedup_hit_rings_nothing,
     a_full_buffer_moves_on_and_when_all_are_full_the_doorbell_is_dropped,
     three_failed_writes_make_a_session_deaf_and_a_success_clears_it,
+    three_unanswered_doorbells_make_a_session_deaf_and_any_request_clears_it,
     the_sweep_rerings_on_the_default_schedule_then_never,
     an_endpoint_without_a_session_keeps_its_whole_budget,
     a_momentarily_streamless_session_still_counts_as_hosting,

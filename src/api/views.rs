@@ -170,18 +170,38 @@ pub struct PresenceSummary {
 }
 
 /// MCP sessions of an endpoint on the instance that answered.
-#[derive(Debug, Clone, Copy, Default, Serialize, ToSchema)]
+#[derive(Debug, Clone, Default, Serialize, ToSchema)]
 pub struct SessionsView {
     pub attached: i64,
     pub streaming: i64,
     pub deaf: i64,
+    /// One row per attached session, oldest id first.
+    pub list: Vec<SessionRow>,
+}
+
+/// One MCP session on the instance that answered.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct SessionRow {
+    /// The first 8 characters of its `Mcp-Session-Id`, to tell rows apart.
+    pub id_prefix: String,
+    /// `clientInfo.name` from `initialize`, when the client sent one.
+    pub client_name: Option<String>,
+    pub protocol_version: String,
+    /// Its GET notification stream is open.
+    pub streaming: bool,
+    /// `buffer_full` or `unanswered` when deaf; null when it hears.
+    pub deaf_reason: Option<String>,
+    /// Doorbells sent since its last request whose answer window passed.
+    pub unanswered_doorbells: i64,
+    /// Seconds since its last request began or ended.
+    pub idle_seconds: i64,
 }
 
 /// Liveness inputs of one endpoint, decided by the pure rules.
 fn endpoint_liveness(
     e: &Endpoint,
     activity: &EndpointActivity,
-    sessions: SessionsView,
+    sessions: &SessionsView,
     presence_out: bool,
     now: Timestamp,
 ) -> LivenessView {
@@ -249,8 +269,8 @@ impl EndpointView {
                 until: opt_ts(presence.until),
                 shift: e.shift.clone(),
             },
+            liveness: endpoint_liveness(e, activity, &sessions, presence_out, now),
             sessions,
-            liveness: endpoint_liveness(e, activity, sessions, presence_out, now),
             todos: activity.into(),
         }
     }

@@ -199,6 +199,11 @@ pub struct ServeArgs {
     #[arg(long, env = "SWITCHBOARD_METRICS_TOKEN", hide_env_values = true)]
     pub metrics_token: Option<String>,
 
+    /// A session that makes no request of any kind this long after each of 3
+    /// doorbells in a row counts as deaf ("unanswered") until it makes one.
+    #[arg(long, env = "SWITCHBOARD_UNANSWERED_AFTER", default_value = "2m")]
+    pub unanswered_after: String,
+
     /// PostgreSQL only: how often the cluster bus listener probes its own
     /// connection (a silent connection is replaced after three periods).
     #[arg(long, env = "SWITCHBOARD_BUS_KEEPALIVE", default_value = "5s")]
@@ -282,6 +287,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             ..McpConfig::default()
         },
         metrics_token: args.metrics_token.clone(),
+        unanswered_after: duration_flag(&args.unanswered_after, "unanswered-after")?,
         bus: PgBusConfig {
             keepalive: duration_flag(&args.bus_keepalive, "bus-keepalive")?,
             ..PgBusConfig::default()

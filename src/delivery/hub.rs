@@ -67,8 +67,29 @@ pub enum RingOutcome {
     Duplicate,
 }
 
-/// Failed rings in a row after which a session counts as deaf.
+/// Failed or unanswered rings in a row after which a session counts as deaf.
 pub const DEAF_AFTER: u32 = 3;
+
+/// How long a session has to answer a doorbell with any request.
+pub const DEFAULT_UNANSWERED_AFTER: Duration = Duration::from_secs(120);
+
+/// Why a session counts as deaf.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DeafReason {
+    /// Its buffer was full for [`DEAF_AFTER`] doorbells in a row.
+    BufferFull,
+    /// It made no request after each of [`DEAF_AFTER`] doorbells in a row.
+    Unanswered,
+}
+
+impl DeafReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::BufferFull => "buffer_full",
+            Self::Unanswered => "unanswered",
+        }
+    }
+}
 
 /// How long one todo is shielded from ringing twice for one trigger (the
 /// creating request and a bus echo may both see it).
@@ -141,8 +162,9 @@ pub struct Doorbells {
     /// Per (todo, trigger, counted rings so far): when it last rang. The
     /// count tells one sweep ring from the next (each is its own trigger).
     recent: Mutex<HashMap<(String, Trigger, i64), Instant>>,
-    /// Per session: failed rings in a row.
-    failures: Mutex<HashMap<String, u32>>,
+    /// A session rung this many times in a row with no request within this
+    /// long after each is deaf (`unanswered`).
+    unanswered_after: Duration,
     pub counters: RingCounters,
     rings: AtomicU64,
     /// Per endpoint: when this instance last sent it a digest.
@@ -158,11 +180,22 @@ impl Doorbells {
             sessions,
             cursors: Mutex::new(HashMap::new()),
             recent: Mutex::new(HashMap::new()),
-            failures: Mutex::new(HashMap::new()),
+            unanswered_after: DEFAULT_UNANSWERED_AFTER,
             counters: RingCounters::default(),
             rings: AtomicU64::new(0),
             digest_gate: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// How long a session has to make any request after a doorbell before
+    /// that doorbell counts as unanswered (`--unanswered-after`).
+    pub fn with_unanswered_after(mut self, within: Duration) -> Self {
+        self.unanswered_after = within;
+        self
+    }
+
+    pub fn unanswered_after(&self) -> Duration {
+        self.unanswered_after
     }
 
     pub fn sessions(&self) -> &Arc<SessionRegistry> {
@@ -171,7 +204,7 @@ impl Doorbells {
 
     /// Whether this instance hosts the endpoint (at least one attached session).
     pub fn hosts(&self, endpoint_id: &str) -> bool {
-        !self.sessions.sessions_of(endpoint_id).is_empty()
+        self.sessions.hosts(endpoint_id)
     }
 
     /// Endpoints with at least one session attached here.
@@ -179,13 +212,22 @@ impl Doorbells {
         self.sessions.hosted_endpoints()
     }
 
-    /// A session is deaf after [`DEAF_AFTER`] failed rings in a row.
-    pub fn is_deaf(&self, session_id: &str) -> bool {
-        self.failures
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(session_id)
-            .is_some_and(|n| *n >= DEAF_AFTER)
+    /// Why a session counts as deaf, if it does (`04`, "Deaf sessions"):
+    /// [`DEAF_AFTER`] doorbell writes in a row failed, or [`DEAF_AFTER`]
+    /// doorbells were each left without any request from it for
+    /// `unanswered_after`.
+    pub fn deaf_reason(&self, session: &Session) -> Option<DeafReason> {
+        if session.failed_writes() >= DEAF_AFTER {
+            Some(DeafReason::BufferFull)
+        } else if session.unanswered_rings(self.unanswered_after) >= DEAF_AFTER as usize {
+            Some(DeafReason::Unanswered)
+        } else {
+            None
+        }
+    }
+
+    pub fn is_deaf(&self, session: &Session) -> bool {
+        self.deaf_reason(session).is_some()
     }
 
     /// Deaf sessions of an endpoint on this instance.
@@ -193,24 +235,42 @@ impl Doorbells {
         self.sessions
             .sessions_of(endpoint_id)
             .iter()
-            .filter(|s| self.is_deaf(&s.id))
+            .filter(|s| self.is_deaf(s))
             .count()
     }
 
     fn record_write(&self, session: &Session, ok: bool) {
-        let mut failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
         if ok {
-            failures.remove(&session.id);
-            return;
+            // The doorbells before this one that nobody answered: warn once,
+            // when the third one's window has passed.
+            let unanswered = session.unanswered_rings(self.unanswered_after);
+            session.note_ring();
+            if unanswered == DEAF_AFTER as usize {
+                tracing::warn!(
+                    endpoint = %session.slug,
+                    client = session.client_name.as_deref().unwrap_or("unknown"),
+                    "a session made no request after {DEAF_AFTER} doorbells in a row; it is deaf \
+                     (unanswered) until it makes one — a Claude Code started without \
+                     --dangerously-load-development-channels drops every doorbell"
+                );
+            }
         }
-        let n = failures.entry(session.id.clone()).or_insert(0);
-        *n += 1;
-        if *n == DEAF_AFTER {
+        if session.record_write(ok) == DEAF_AFTER {
             tracing::warn!(
                 endpoint = %session.slug,
                 "a session failed {DEAF_AFTER} doorbell writes in a row; it is deaf until one succeeds"
             );
         }
+    }
+
+    /// Candidates in the order to try them: not deaf first, each group
+    /// rotated round-robin from the endpoint's cursor.
+    fn in_turn(&self, endpoint_id: &str, candidates: Vec<Arc<Session>>) -> Vec<Arc<Session>> {
+        let start = self.next_turn(endpoint_id, candidates.len());
+        let n = candidates.len();
+        let rotated = (0..n).map(|i| candidates[(start + i) % n].clone());
+        let (hearing, deaf): (Vec<_>, Vec<_>) = rotated.partition(|s| !self.is_deaf(s));
+        hearing.into_iter().chain(deaf).collect()
     }
 
     fn first_time(&self, todo: &RingCandidate, trigger: Trigger) -> bool {
@@ -249,13 +309,7 @@ impl Doorbells {
         } else {
             streaming
         };
-        let start = {
-            let mut cursors = self.cursors.lock().unwrap_or_else(|p| p.into_inner());
-            let cursor = cursors.entry(todo.endpoint_id.clone()).or_insert(0);
-            let start = *cursor % candidates.len();
-            *cursor = cursor.wrapping_add(1);
-            start
-        };
+        let candidates = self.in_turn(&todo.endpoint_id, candidates);
         let message = todo_doorbell(&TodoBell {
             todo_id: &todo.id,
             queue: &todo.queue,
@@ -263,8 +317,7 @@ impl Doorbells {
             kind: todo.kind.as_deref(),
             source: todo.source.as_deref(),
         });
-        for i in 0..candidates.len() {
-            let session = &candidates[(start + i) % candidates.len()];
+        for session in &candidates {
             match session.try_send_or_hold(message.clone()) {
                 Ok(()) => {
                     self.record_write(session, true);
@@ -306,9 +359,7 @@ impl Doorbells {
         } else {
             streaming
         };
-        let start = self.next_turn(endpoint_id, candidates.len());
-        for i in 0..candidates.len() {
-            let session = &candidates[(start + i) % candidates.len()];
+        for session in &self.in_turn(endpoint_id, candidates) {
             if session.try_send_or_hold(message.clone()).is_ok() {
                 self.record_write(session, true);
                 self.counters.count_ring("digest", Trigger::Digest(reason));

@@ -4,7 +4,7 @@
 //!
 //! Memory only: a session is lost with the process, as it may be.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
@@ -35,7 +35,15 @@ struct SessionState {
     /// Messages for a session whose stream is not open (yet): delivered when
     /// it opens, bounded like a stream's buffer.
     waiting: std::collections::VecDeque<Value>,
+    /// When this session was rung since its last request (any request
+    /// clears them), the newest [`RINGS_REMEMBERED`] at most.
+    rung_since_request: std::collections::VecDeque<Instant>,
+    /// Doorbell writes that failed in a row (a full buffer).
+    failed_writes: u32,
 }
+
+/// Rings remembered per session for the "unanswered" rule.
+const RINGS_REMEMBERED: usize = 16;
 
 #[derive(Debug)]
 struct StreamSlot {
@@ -60,6 +68,43 @@ impl Session {
             .stream
             .as_ref()
             .is_some_and(|s| !s.sender.is_closed())
+    }
+
+    /// Records a doorbell write to this session that failed (`false`: its
+    /// buffer was full) or succeeded; returns the failures in a row.
+    pub fn record_write(&self, ok: bool) -> u32 {
+        let mut state = self.lock();
+        state.failed_writes = if ok { 0 } else { state.failed_writes + 1 };
+        state.failed_writes
+    }
+
+    pub fn failed_writes(&self) -> u32 {
+        self.lock().failed_writes
+    }
+
+    /// Records that a doorbell was written to this session.
+    pub fn note_ring(&self) {
+        let mut state = self.lock();
+        if state.rung_since_request.len() == RINGS_REMEMBERED {
+            state.rung_since_request.pop_front();
+        }
+        state.rung_since_request.push_back(Instant::now());
+    }
+
+    /// How many doorbells this session was sent since its last request whose
+    /// answer window (`within`) has passed: each went unanswered.
+    pub fn unanswered_rings(&self, within: Duration) -> usize {
+        let now = Instant::now();
+        self.lock()
+            .rung_since_request
+            .iter()
+            .filter(|at| now.duration_since(**at) >= within)
+            .count()
+    }
+
+    /// How long since this session's last request began or ended.
+    pub fn idle_for(&self) -> Duration {
+        self.lock().last_activity.elapsed()
     }
 
     /// Queues a message on the open stream without waiting.
@@ -132,10 +177,32 @@ pub struct SessionCounts {
     pub streaming: usize,
 }
 
+/// This instance's sessions, by id and by endpoint: a doorbell looks up
+/// its endpoint's sessions without scanning every session.
 #[derive(Debug)]
 pub struct SessionRegistry {
-    sessions: RwLock<HashMap<String, Arc<Session>>>,
+    inner: RwLock<Sessions>,
     generations: AtomicU64,
+}
+
+#[derive(Debug, Default)]
+struct Sessions {
+    by_id: HashMap<String, Arc<Session>>,
+    /// Ordered by session id, so a round-robin over them is stable.
+    by_endpoint: HashMap<String, BTreeMap<String, Arc<Session>>>,
+}
+
+impl Sessions {
+    fn remove(&mut self, id: &str) -> Option<Arc<Session>> {
+        let session = self.by_id.remove(id)?;
+        if let Some(of_endpoint) = self.by_endpoint.get_mut(&session.endpoint_id) {
+            of_endpoint.remove(id);
+            if of_endpoint.is_empty() {
+                self.by_endpoint.remove(&session.endpoint_id);
+            }
+        }
+        Some(session)
+    }
 }
 
 impl Default for SessionRegistry {
@@ -147,17 +214,17 @@ impl Default for SessionRegistry {
 impl SessionRegistry {
     pub fn new() -> Self {
         Self {
-            sessions: RwLock::new(HashMap::new()),
+            inner: RwLock::new(Sessions::default()),
             generations: AtomicU64::new(1),
         }
     }
 
-    fn read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<String, Arc<Session>>> {
-        self.sessions.read().unwrap_or_else(|p| p.into_inner())
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Sessions> {
+        self.inner.read().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn write(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<String, Arc<Session>>> {
-        self.sessions.write().unwrap_or_else(|p| p.into_inner())
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Sessions> {
+        self.inner.write().unwrap_or_else(|p| p.into_inner())
     }
 
     pub fn create(
@@ -178,14 +245,23 @@ impl SessionRegistry {
                 in_flight: 0,
                 stream: None,
                 waiting: std::collections::VecDeque::new(),
+                rung_since_request: std::collections::VecDeque::new(),
+                failed_writes: 0,
             }),
         });
-        self.write().insert(session.id.clone(), session.clone());
+        let mut sessions = self.write();
+        sessions.by_id.insert(session.id.clone(), session.clone());
+        sessions
+            .by_endpoint
+            .entry(endpoint_id.to_owned())
+            .or_default()
+            .insert(session.id.clone(), session.clone());
+        drop(sessions);
         session
     }
 
     pub fn get(&self, id: &str) -> Option<Arc<Session>> {
-        self.read().get(id).cloned()
+        self.read().by_id.get(id).cloned()
     }
 
     /// Ends a session: it is forgotten and its stream (if any) ends.
@@ -200,23 +276,22 @@ impl SessionRegistry {
     /// Ends every session of an endpoint (revocation, expiry). Returns how many.
     pub fn close_endpoint(&self, endpoint_id: &str) -> usize {
         let mut sessions = self.write();
-        let ids: Vec<String> = sessions
-            .values()
-            .filter(|s| s.endpoint_id == endpoint_id)
-            .map(|s| s.id.clone())
-            .collect();
-        for id in &ids {
-            if let Some(session) = sessions.remove(id) {
-                session.lock().stream = None;
-            }
+        let Some(of_endpoint) = sessions.by_endpoint.remove(endpoint_id) else {
+            return 0;
+        };
+        for (id, session) in &of_endpoint {
+            sessions.by_id.remove(id);
+            session.lock().stream = None;
         }
-        ids.len()
+        of_endpoint.len()
     }
 
     pub fn begin_request(&self, session: &Arc<Session>) -> InFlight {
         let mut state = session.lock();
         state.in_flight += 1;
         state.last_activity = Instant::now();
+        // Any request answers every doorbell before it.
+        state.rung_since_request.clear();
         drop(state);
         InFlight(session.clone())
     }
@@ -243,28 +318,25 @@ impl SessionRegistry {
         )
     }
 
-    /// The endpoint's sessions on this instance.
+    /// The endpoint's sessions on this instance, by id.
     pub fn sessions_of(&self, endpoint_id: &str) -> Vec<Arc<Session>> {
-        let mut list: Vec<Arc<Session>> = self
-            .read()
-            .values()
-            .filter(|s| s.endpoint_id == endpoint_id)
-            .cloned()
-            .collect();
-        list.sort_by(|a, b| a.id.cmp(&b.id));
-        list
+        self.read()
+            .by_endpoint
+            .get(endpoint_id)
+            .map(|of_endpoint| of_endpoint.values().cloned().collect())
+            .unwrap_or_default()
     }
 
     /// Endpoints with at least one session attached here.
     pub fn hosted_endpoints(&self) -> Vec<String> {
-        let mut ids: Vec<String> = self
-            .read()
-            .values()
-            .map(|s| s.endpoint_id.clone())
-            .collect();
+        let mut ids: Vec<String> = self.read().by_endpoint.keys().cloned().collect();
         ids.sort();
-        ids.dedup();
         ids
+    }
+
+    /// Whether at least one session of the endpoint is attached here.
+    pub fn hosts(&self, endpoint_id: &str) -> bool {
+        self.read().by_endpoint.contains_key(endpoint_id)
     }
 
     pub fn counts(&self, endpoint_id: &str) -> SessionCounts {
@@ -281,6 +353,7 @@ impl SessionRegistry {
         let now = Instant::now();
         let idle: Vec<String> = self
             .read()
+            .by_id
             .values()
             .filter(|s| {
                 let state = s.lock();
@@ -295,12 +368,12 @@ impl SessionRegistry {
     }
 
     pub fn total(&self) -> usize {
-        self.read().len()
+        self.read().by_id.len()
     }
 
     /// Every session on this instance (for counting them, e.g. `/metrics`).
     pub fn all(&self) -> Vec<Arc<Session>> {
-        self.read().values().cloned().collect()
+        self.read().by_id.values().cloned().collect()
     }
 }
 

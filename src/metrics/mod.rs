@@ -429,7 +429,7 @@ impl Metrics {
     pub async fn render(&self, store: &dyn Store, doorbells: &Doorbells) -> StoreResult<String> {
         let _one_at_a_time = self.scrape.lock().await;
         let (tally, all_deaf) =
-            tally_sessions(&doorbells.sessions().all(), |s| doorbells.is_deaf(&s.id));
+            tally_sessions(&doorbells.sessions().all(), |s| doorbells.is_deaf(s));
         for (state, n) in
             SESSION_STATES
                 .into_iter()

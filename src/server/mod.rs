@@ -55,6 +55,9 @@ pub struct ServerConfig {
     pub metrics_token: Option<String>,
     /// The PostgreSQL bus's keepalive and reconnect backoff.
     pub bus: PgBusConfig,
+    /// A session that makes no request this long after each of 3 doorbells
+    /// in a row is deaf (`unanswered`).
+    pub unanswered_after: Duration,
 }
 
 /// Every surface with its own state; only the server sees them all.
@@ -149,7 +152,8 @@ pub async fn serve_on(
         }
     };
     let sessions = Arc::new(SessionRegistry::new());
-    let doorbells = Arc::new(Doorbells::new(sessions.clone()));
+    let doorbells =
+        Arc::new(Doorbells::new(sessions.clone()).with_unanswered_after(config.unanswered_after));
     let delivery = Arc::new(Delivery::new(store.clone(), doorbells.clone(), bus.clone()));
     let mut mcp_config = config.mcp.clone();
     mcp_config.loopback_guard = local.ip().is_loopback();

@@ -26,9 +26,14 @@ pub struct Hub {
 }
 
 pub fn hub() -> Hub {
+    hub_answering_within(switchboard::delivery::hub::DEFAULT_UNANSWERED_AFTER)
+}
+
+/// A hub whose sessions must answer a doorbell within `within`.
+pub fn hub_answering_within(within: Duration) -> Hub {
     let sessions = Arc::new(SessionRegistry::new());
     Hub {
-        doorbells: Arc::new(Doorbells::new(sessions.clone())),
+        doorbells: Arc::new(Doorbells::new(sessions.clone()).with_unanswered_after(within)),
         sessions,
         bus: Arc::new(InProcessBus::new(InstanceId(
             switchboard::mint::new_instance_id(),

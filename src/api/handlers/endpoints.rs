@@ -10,7 +10,10 @@ use super::tokens::ListQuery;
 use super::webhooks::issue_webhook;
 use crate::api::ApiState;
 use crate::api::extract::{ApiJson, ApiPath, ApiQuery, HumanAuth};
-use crate::api::views::{EndpointList, EndpointView, SessionsView, VendView, mcp_json, mcp_url};
+use crate::api::views::{
+    EndpointList, EndpointView, SessionRow, SessionsView, VendView, mcp_json, mcp_url,
+};
+use crate::delivery::Doorbells;
 use crate::domain::duration::parse_positive_duration;
 use crate::domain::ids::{SHOWN_PREFIX_CHARS, sha256_hex};
 use crate::domain::todo::validate_queue_name;
@@ -30,12 +33,7 @@ pub async fn endpoint_views(
     Ok(endpoints
         .iter()
         .map(|e| {
-            let counts = state.delivery.sessions().counts(&e.id);
-            let sessions = SessionsView {
-                attached: counts.attached as i64,
-                streaming: counts.streaming as i64,
-                deaf: state.delivery.doorbells().deaf_count(&e.id) as i64,
-            };
+            let sessions = sessions_view(state.delivery.doorbells(), &e.id);
             EndpointView::build(
                 e,
                 activity.get(&e.id).unwrap_or(&idle),
@@ -45,6 +43,30 @@ pub async fn endpoint_views(
             )
         })
         .collect())
+}
+
+/// This instance's sessions of an endpoint, with why each is deaf.
+fn sessions_view(doorbells: &Doorbells, endpoint_id: &str) -> SessionsView {
+    let list: Vec<SessionRow> = doorbells
+        .sessions()
+        .sessions_of(endpoint_id)
+        .iter()
+        .map(|s| SessionRow {
+            id_prefix: s.id.chars().take(8).collect(),
+            client_name: s.client_name.clone(),
+            protocol_version: s.protocol_version.clone(),
+            streaming: s.is_streaming(),
+            deaf_reason: doorbells.deaf_reason(s).map(|r| r.as_str().to_owned()),
+            unanswered_doorbells: s.unanswered_rings(doorbells.unanswered_after()) as i64,
+            idle_seconds: s.idle_for().as_secs() as i64,
+        })
+        .collect();
+    SessionsView {
+        attached: list.len() as i64,
+        streaming: list.iter().filter(|r| r.streaming).count() as i64,
+        deaf: list.iter().filter(|r| r.deaf_reason.is_some()).count() as i64,
+        list,
+    }
 }
 
 async fn endpoint_view(state: &ApiState, endpoint: &Endpoint) -> ApiResult<EndpointView> {
