@@ -39,6 +39,13 @@ impl ToolError {
         }
     }
 
+    fn internal() -> Self {
+        Self {
+            code: "internal",
+            message: "internal error".into(),
+        }
+    }
+
     /// The result the client sees: `"<code>: <message>"` as text, and the
     /// same in `structuredContent.error`.
     pub fn into_result(self) -> Value {
@@ -71,15 +78,6 @@ impl From<StoreError> for ToolError {
                     message: "internal error".into(),
                 }
             }
-        }
-    }
-}
-
-impl ToolError {
-    fn internal() -> Self {
-        Self {
-            code: "internal",
-            message: "internal error".into(),
         }
     }
 }
