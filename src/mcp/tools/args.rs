@@ -5,7 +5,7 @@
 //! were (`"<argument>: <why>"`):
 //!
 //! - a key the struct does not declare is refused first, whatever else is
-//!   wrong, listing the arguments the tool takes;
+//!   wrong, listing the arguments the tool takes (see `ToolArgs::LISTED`);
 //! - the declared fields are then read in declaration order, an absent one
 //!   read as `null` (so a missing required `id` is refused in its turn, not
 //!   after everything else), unless the struct says `null` means something;
@@ -27,6 +27,11 @@ pub trait ToolArgs: DeserializeOwned {
     /// an argument that must be given even when it is `null` ("clear the
     /// default"); serde then reports its absence, see [`missing_message`].
     const ABSENT_IS_NULL: bool = true;
+
+    /// How a refusal of an unknown argument lists the arguments, when not
+    /// in declaration order (which is the order they are read and checked
+    /// in). A permutation of the fields.
+    const LISTED: Option<&'static [&'static str]> = None;
 }
 
 /// The arguments of a tool: missing or `null` is `{}`; anything but an
@@ -38,8 +43,9 @@ pub fn parse<T: ToolArgs>(value: Option<Value>) -> Result<T, ToolError> {
         Some(_) => return Err(ToolError::invalid("arguments", "must be an object")),
     };
     let fields = fields_of::<T>();
+    let listed = T::LISTED.unwrap_or(fields);
     if let Some(unknown) = map.keys().find(|k| !fields.contains(&k.as_str())) {
-        return Err(ToolError::invalid(unknown, unknown_message(fields)));
+        return Err(ToolError::invalid(unknown, unknown_message(listed)));
     }
     let mut map = map;
     // Declaration order, so the first bad argument is the first declared.
@@ -59,7 +65,7 @@ pub fn parse<T: ToolArgs>(value: Option<Value>) -> Result<T, ToolError> {
             return ToolError::invalid(&field, missing_message(&field));
         }
         if let Some(field) = backticked_after(&message, "unknown field `") {
-            return ToolError::invalid(&field, unknown_message(fields));
+            return ToolError::invalid(&field, unknown_message(listed));
         }
         let field = path.trim_start_matches('.');
         ToolError::invalid(if field.is_empty() { "arguments" } else { field }, message)
