@@ -4,6 +4,7 @@
 //! We do not use an SDK: we need to know exactly whether a session's GET
 //! stream is open (the doorbell depends on it), and the surface is small.
 
+mod extract;
 pub mod instructions;
 pub mod jsonrpc;
 pub mod tools;

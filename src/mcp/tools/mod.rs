@@ -1,24 +1,21 @@
 //! The agent verbs (`03-mcp.md`, "Tools"): which a session sees, and what
 //! each does through the store on behalf of the session's endpoint.
+//!
+//! A call is parsed into a [`Tool`] (one variant per tool, with typed
+//! arguments, see [`tool`]) and run by one `match`.
 
 mod args;
-mod rows;
+pub mod rows;
 mod schema;
+pub mod tool;
 
+use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::delivery::Delivery;
 use crate::delivery::presence;
-use crate::domain::duration::parse_positive_duration;
-use crate::domain::lease::{
-    DEFAULT_LEASE_SECONDS, MAX_LEASE_SECONDS, MIN_ENDPOINT_DEFAULT_LEASE_SECONDS,
-};
-use crate::domain::todo::{KEPT_ATTEMPTS, TodoState};
-use crate::store::{
-    Caller, ClaimOptions, Claimed, Endpoint, Finish, HeartbeatOptions, ReleaseOptions, Store,
-    StoreError,
-};
-use args::Args;
+use crate::store::{Endpoint, Finish, HeartbeatOptions, ReleaseOptions, StoreError};
+pub use tool::{ParseError, Tool, ToolName};
 
 /// A tool-level failure: returned as a result with `isError: true`.
 #[derive(Debug, Clone)]
@@ -39,6 +36,13 @@ impl ToolError {
         Self {
             code: "forbidden",
             message: message.into(),
+        }
+    }
+
+    fn internal() -> Self {
+        Self {
+            code: "internal",
+            message: "internal error".into(),
         }
     }
 
@@ -86,18 +90,21 @@ fn ok(value: Value) -> Value {
     })
 }
 
-/// Verbs every session has, outside any scope: they touch only the caller's
-/// own endpoint row and take no identifier (`05-presence.md`).
-pub const SELF_VERBS: [&str; 3] = ["clock_in", "clock_out", "presence"];
+/// A result row as JSON (objects with sorted keys, as `json!` builds them).
+fn to_json(row: impl Serialize) -> Result<Value, ToolError> {
+    serde_json::to_value(row).map_err(|e| {
+        tracing::error!(error = %e, "a tool result did not serialise");
+        ToolError::internal()
+    })
+}
 
-/// The tools a session of this endpoint may call: its scope's verbs, plus
-/// `get_todo` when `list_todos` is granted, plus the self verbs.
-pub fn visible_tools(endpoint: &Endpoint) -> Vec<&'static str> {
-    let granted = |v: &str| endpoint.scope_verbs.iter().any(|g| g == v);
-    crate::domain::scope::GRANTABLE_VERBS
+/// The tools a session of this endpoint may call, in `tools/list` order:
+/// its scope's verbs, plus `get_todo` when `list_todos` is granted, plus
+/// the self verbs.
+pub fn visible_tools(endpoint: &Endpoint) -> Vec<ToolName> {
+    ToolName::ALL
         .into_iter()
-        .filter(|v| granted(v) || (*v == "get_todo" && granted("list_todos")))
-        .chain(SELF_VERBS)
+        .filter(|tool| tool.visible_to(endpoint))
         .collect()
 }
 
@@ -105,7 +112,7 @@ pub fn list(endpoint: &Endpoint) -> Value {
     let lease = endpoint.effective_lease_seconds();
     let tools: Vec<Value> = visible_tools(endpoint)
         .into_iter()
-        .filter_map(|name| schema::definition(name, lease))
+        .map(|tool| schema::definition(tool, lease))
         .collect();
     json!({ "tools": tools })
 }
@@ -120,6 +127,9 @@ pub struct SideEffects {
 
 /// Runs tool `name`. `Err` is a protocol error (unknown tool); a tool's own
 /// failure is an `Ok` result with `isError: true`.
+///
+/// The name is checked first, then the scope (a tool outside it is refused
+/// whatever its arguments), then the arguments.
 pub async fn call(
     delivery: &Delivery,
     endpoint: &Endpoint,
@@ -127,249 +137,120 @@ pub async fn call(
     arguments: Option<Value>,
     effects: &mut SideEffects,
 ) -> Result<Value, String> {
-    if SELF_VERBS.contains(&name) {
-        return Ok(match self_verb(delivery, endpoint, name, arguments).await {
-            Ok(value) => ok(value),
-            Err(err) => err.into_result(),
-        });
-    }
-    if crate::domain::scope::GRANTABLE_VERBS.contains(&name) {
-        if !visible_tools(endpoint).contains(&name) {
-            return Ok(
-                ToolError::forbidden(format!("{name} is not in this endpoint's scope"))
-                    .into_result(),
-            );
-        }
-    } else {
+    let Some(name) = ToolName::parse(name) else {
         return Err(format!("unknown tool {name:?}"));
+    };
+    if !name.visible_to(endpoint) {
+        return Ok(
+            ToolError::forbidden(format!("{name} is not in this endpoint's scope")).into_result(),
+        );
     }
-    let caller = endpoint.caller();
-    let outcome = run(
-        delivery.store(),
-        endpoint,
-        &caller,
-        name,
-        arguments,
-        effects,
-    )
-    .await;
+    let outcome = match Tool::with_arguments(name, arguments) {
+        Ok(tool) => run(delivery, endpoint, tool, effects).await,
+        Err(err) => Err(err),
+    };
     Ok(match outcome {
         Ok(value) => ok(value),
         Err(err) => err.into_result(),
     })
 }
 
+/// Runs one parsed call on behalf of `endpoint`.
 async fn run(
-    store: &dyn Store,
-    endpoint: &Endpoint,
-    caller: &Caller,
-    name: &str,
-    arguments: Option<Value>,
-    effects: &mut SideEffects,
-) -> Result<Value, ToolError> {
-    match name {
-        "list_todos" => {
-            let a = Args::parse(arguments, &["queue", "state", "limit"])?;
-            let state = a
-                .string("state")?
-                .map(|s| TodoState::parse_field(&s, "state"))
-                .transpose()
-                .map_err(|e| ToolError::invalid(e.field, e.message))?;
-            let limit = a.integer("limit")?.unwrap_or(50).clamp(1, 200);
-            let queue = a.string("queue")?;
-            let todos = store
-                .list_todos(caller, queue.as_deref(), state, limit)
-                .await?;
-            Ok(json!({"todos": todos.iter().map(rows::compact_row).collect::<Vec<_>>()}))
-        }
-        "get_todo" => {
-            let a = Args::parse(arguments, &["id", "attempts_limit"])?;
-            let id = a.required_string("id")?;
-            let limit = a.integer("attempts_limit")?.unwrap_or(20);
-            if !(1..=KEPT_ATTEMPTS).contains(&limit) {
-                return Err(ToolError::invalid(
-                    "attempts_limit",
-                    format!("must be between 1 and {KEPT_ATTEMPTS}"),
-                ));
-            }
-            let todo = store.get_todo(caller, &id).await?;
-            let attempts = store.list_attempts(caller, &id, limit).await?;
-            let mut row = rows::full_row(&todo);
-            if let Some(obj) = row.as_object_mut() {
-                obj.insert("result".into(), todo.result.clone().unwrap_or(Value::Null));
-                obj.insert(
-                    "attempts".into(),
-                    attempts.iter().map(rows::attempt).collect(),
-                );
-                obj.insert("attempts_total".into(), json!(todo.attempts_total));
-                obj.insert("attempts_pruned".into(), json!(todo.attempts_pruned));
-            }
-            Ok(row)
-        }
-        "claim" => {
-            let a = Args::parse(
-                arguments,
-                &["id", "lease_ttl_seconds", "require_fence", "claimant"],
-            )?;
-            let id = a.required_string("id")?;
-            let claimed = store.claim(caller, &id, claim_options(&a)?).await?;
-            let mut row = rows::full_row(&claimed.todo);
-            add_claim_extras(&mut row, &claimed);
-            Ok(row)
-        }
-        "claim_next" => {
-            let a = Args::parse(
-                arguments,
-                &["queue", "lease_ttl_seconds", "require_fence", "claimant"],
-            )?;
-            let queue = a.string("queue")?;
-            match store
-                .claim_next(caller, queue.as_deref(), claim_options(&a)?)
-                .await?
-            {
-                None => Ok(json!({"empty": true})),
-                Some(claimed) => {
-                    let mut out = json!({"empty": false, "todo": rows::full_row(&claimed.todo)});
-                    add_claim_extras(&mut out, &claimed);
-                    Ok(out)
-                }
-            }
-        }
-        "heartbeat" => {
-            let a = Args::parse(
-                arguments,
-                &["id", "lease_ttl_seconds", "lease_token", "note"],
-            )?;
-            let id = a.required_string("id")?;
-            let todo = store
-                .heartbeat(
-                    caller,
-                    &id,
-                    HeartbeatOptions {
-                        lease_ttl_seconds: a.integer("lease_ttl_seconds")?,
-                        lease_token: a.string("lease_token")?,
-                        note: a.string("note")?,
-                    },
-                )
-                .await?;
-            Ok(rows::full_row(&todo))
-        }
-        "complete" | "fail" => {
-            let a = Args::parse(arguments, &["id", "result", "summary", "lease_token"])?;
-            let id = a.required_string("id")?;
-            let finish = Finish {
-                result: a.json("result"),
-                summary: a.string("summary")?,
-                lease_token: a.string("lease_token")?,
-            };
-            let todo = if name == "complete" {
-                store.complete(caller, &id, finish).await?
-            } else {
-                store.fail(caller, &id, finish).await?
-            };
-            Ok(rows::full_row(&todo))
-        }
-        "release" => {
-            let a = Args::parse(arguments, &["id", "summary", "lease_token"])?;
-            let id = a.required_string("id")?;
-            let todo = store
-                .release(
-                    caller,
-                    &id,
-                    ReleaseOptions {
-                        summary: a.string("summary")?,
-                        lease_token: a.string("lease_token")?,
-                    },
-                )
-                .await?;
-            Ok(rows::full_row(&todo))
-        }
-        "get_default_lease" => {
-            Args::parse(arguments, &[])?;
-            Ok(lease_view(endpoint.default_lease_ttl_seconds))
-        }
-        "set_default_lease" => {
-            let a = Args::parse(arguments, &["default_lease_ttl_seconds"])?;
-            let seconds = a.nullable_integer("default_lease_ttl_seconds")?;
-            let updated = store.set_default_lease(&endpoint.id, seconds).await?;
-            effects.tools_changed = true;
-            Ok(lease_view(updated.default_lease_ttl_seconds))
-        }
-        other => Err(ToolError::invalid(
-            "name",
-            format!("unknown tool {other:?}"),
-        )),
-    }
-}
-
-/// `clock_in`, `clock_out`, `presence`: idempotent, refusing any argument
-/// but `for` (so they can never be pointed at another endpoint).
-async fn self_verb(
     delivery: &Delivery,
     endpoint: &Endpoint,
-    name: &str,
-    arguments: Option<Value>,
+    tool: Tool,
+    effects: &mut SideEffects,
 ) -> Result<Value, ToolError> {
     let store = delivery.store();
-    let endpoint = match name {
-        "clock_in" => {
-            let a = Args::parse(arguments, &["for"])?;
-            // Validated even when it would not be used.
-            let for_ = match a.string("for")? {
-                None => presence::DEFAULT_CLOCK_IN,
-                Some(text) => {
-                    let d = parse_positive_duration(&text, "for")
-                        .map_err(|e| ToolError::invalid(e.field, e.message))?;
-                    if d > presence::MAX_CLOCK_IN {
-                        return Err(ToolError::invalid("for", "must be at most 8h"));
-                    }
-                    d
-                }
+    let caller = &endpoint.caller();
+    match tool {
+        Tool::ListTodos(a) => {
+            let limit = a.limit.unwrap_or(50).clamp(1, 200);
+            let todos = store
+                .list_todos(caller, a.queue.as_deref(), a.state, limit)
+                .await?;
+            to_json(rows::TodoList::of(&todos))
+        }
+        Tool::GetTodo(a) => {
+            let limit = a.attempts_limit.unwrap_or(20);
+            let todo = store.get_todo(caller, &a.id).await?;
+            let attempts = store.list_attempts(caller, &a.id, limit).await?;
+            to_json(rows::TodoDetail::of(&todo, &attempts))
+        }
+        Tool::Claim(a) => {
+            let claimed = store.claim(caller, &a.id, a.options()).await?;
+            to_json(rows::ClaimedRow::of(&claimed))
+        }
+        Tool::ClaimNext(a) => {
+            let claimed = store
+                .claim_next(caller, a.queue.as_deref(), a.options())
+                .await?;
+            to_json(rows::NextClaim::of(claimed.as_ref()))
+        }
+        Tool::Heartbeat(a) => {
+            let options = HeartbeatOptions {
+                lease_ttl_seconds: a.lease_ttl_seconds,
+                lease_token: a.lease_token,
+                note: a.note,
             };
-            presence::clock_in(delivery, endpoint, for_).await?
+            let todo = store.heartbeat(caller, &a.id, options).await?;
+            to_json(rows::full_row(&todo))
         }
-        "clock_out" => {
-            Args::parse(arguments, &[])?;
-            presence::clock_out(delivery, endpoint).await?
+        Tool::Complete(a) => {
+            let todo = store
+                .complete(caller, &a.id, finish(a.result, a.summary, a.lease_token))
+                .await?;
+            to_json(rows::full_row(&todo))
         }
-        _ => {
-            Args::parse(arguments, &[])?;
-            endpoint.clone()
+        Tool::Fail(a) => {
+            let todo = store
+                .fail(caller, &a.id, finish(a.result, a.summary, a.lease_token))
+                .await?;
+            to_json(rows::full_row(&todo))
         }
-    };
-    let endpoint = store.unscoped_get_endpoint(&endpoint.id).await?;
-    let view = presence::view(store, &endpoint, store.clock().now()).await;
-    Ok(serde_json::to_value(view).unwrap_or(Value::Null))
-}
-
-fn claim_options(a: &Args) -> Result<ClaimOptions, ToolError> {
-    Ok(ClaimOptions {
-        lease_ttl_seconds: a.integer("lease_ttl_seconds")?,
-        require_fence: a.boolean("require_fence")?.unwrap_or(false),
-        claimant: a.string("claimant")?,
-    })
-}
-
-fn add_claim_extras(out: &mut Value, claimed: &Claimed) {
-    if let Some(obj) = out.as_object_mut() {
-        obj.insert("attempt_seq".into(), json!(claimed.attempt_seq));
-        obj.insert("attempts_total".into(), json!(claimed.todo.attempts_total));
-        obj.insert(
-            "prior_attempts".into(),
-            claimed.prior_attempts.iter().map(rows::attempt).collect(),
-        );
-        if let Some(token) = &claimed.lease_token {
-            obj.insert("lease_token".into(), json!(token));
+        Tool::Release(a) => {
+            let options = ReleaseOptions {
+                summary: a.summary,
+                lease_token: a.lease_token,
+            };
+            let todo = store.release(caller, &a.id, options).await?;
+            to_json(rows::full_row(&todo))
         }
+        Tool::GetDefaultLease(_) => {
+            to_json(rows::LeaseView::of(endpoint.default_lease_ttl_seconds))
+        }
+        Tool::SetDefaultLease(a) => {
+            let updated = store
+                .set_default_lease(&endpoint.id, a.default_lease_ttl_seconds)
+                .await?;
+            effects.tools_changed = true;
+            to_json(rows::LeaseView::of(updated.default_lease_ttl_seconds))
+        }
+        // The self verbs: idempotent, on the caller's own row only.
+        Tool::ClockIn(a) => {
+            let endpoint = presence::clock_in(delivery, endpoint, a.duration()).await?;
+            presence_of(delivery, &endpoint).await
+        }
+        Tool::ClockOut(_) => {
+            let endpoint = presence::clock_out(delivery, endpoint).await?;
+            presence_of(delivery, &endpoint).await
+        }
+        Tool::Presence(_) => presence_of(delivery, endpoint).await,
     }
 }
 
-fn lease_view(default: Option<i64>) -> Value {
-    json!({
-        "default_lease_ttl_seconds": default,
-        "effective_lease_ttl_seconds": crate::domain::lease::effective_lease_seconds(default),
-        "server_default_lease_ttl_seconds": DEFAULT_LEASE_SECONDS,
-        "min": MIN_ENDPOINT_DEFAULT_LEASE_SECONDS,
-        "max": MAX_LEASE_SECONDS,
-    })
+fn finish(result: Option<Value>, summary: Option<String>, lease_token: Option<String>) -> Finish {
+    Finish {
+        result,
+        summary,
+        lease_token,
+    }
+}
+
+/// The endpoint's presence as read back from the store after a self verb.
+async fn presence_of(delivery: &Delivery, endpoint: &Endpoint) -> Result<Value, ToolError> {
+    let store = delivery.store();
+    let endpoint = store.unscoped_get_endpoint(&endpoint.id).await?;
+    to_json(presence::view(store, &endpoint, store.clock().now()).await)
 }

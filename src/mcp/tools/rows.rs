@@ -1,60 +1,417 @@
-//! The shapes agents see: full rows, compact rows, attempts.
+//! The shapes agents see: full rows, compact rows, attempts, and each tool's
+//! result. Every key is always present (`null` when absent) unless said.
+//!
+//! Results reach the client as `serde_json::Value` (`structuredContent`,
+//! and its text), whose objects keep their keys sorted: the field order
+//! here does not show on the wire.
 
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::Value;
 
 use crate::domain::Timestamp;
-use crate::store::{Attempt, Todo};
+use crate::domain::lease::{
+    DEFAULT_LEASE_SECONDS, MAX_LEASE_SECONDS, MIN_ENDPOINT_DEFAULT_LEASE_SECONDS,
+};
+use crate::store::{Attempt, Claimed, Todo};
 
-fn ts(t: Option<Timestamp>) -> Value {
-    t.map_or(Value::Null, |t| Value::String(t.to_rfc3339()))
+fn ts(t: Option<Timestamp>) -> Option<String> {
+    t.map(|t| t.to_rfc3339())
+}
+
+/// The columns shared by full and compact rows.
+#[derive(Debug, Serialize)]
+pub struct RowHead<'a> {
+    pub id: &'a str,
+    pub queue: &'a str,
+    pub title: &'a str,
+    pub kind: Option<&'a str>,
+    pub source: Option<&'a str>,
+    pub state: &'static str,
+    pub owner: Option<&'a str>,
+    pub attempt: i64,
+    pub max_attempts: i64,
+    pub lease_expires_at: Option<String>,
+    pub next_retry_at: Option<String>,
+    pub dead_letter: bool,
+    pub created_at: String,
+}
+
+impl<'a> RowHead<'a> {
+    fn of(t: &'a Todo) -> Self {
+        Self {
+            id: &t.id,
+            queue: &t.queue,
+            title: &t.title,
+            kind: t.kind.as_deref(),
+            source: t.source.as_deref(),
+            state: t.state.as_str(),
+            owner: t.owner.as_deref(),
+            attempt: t.attempt,
+            max_attempts: t.max_attempts,
+            lease_expires_at: ts(t.lease_expires_at),
+            next_retry_at: ts(t.next_retry_at),
+            dead_letter: t.dead_letter,
+            created_at: t.created_at.to_rfc3339(),
+        }
+    }
 }
 
 /// `id, queue, title, kind, source, state, owner, attempt, max_attempts,
-/// lease_expires_at, next_retry_at, dead_letter, created_at, payload`: every
-/// key always present, `null` when absent.
-pub fn full_row(t: &Todo) -> Value {
-    json!({
-        "id": t.id,
-        "queue": t.queue,
-        "title": t.title,
-        "kind": t.kind,
-        "source": t.source,
-        "state": t.state.as_str(),
-        "owner": t.owner,
-        "attempt": t.attempt,
-        "max_attempts": t.max_attempts,
-        "lease_expires_at": ts(t.lease_expires_at),
-        "next_retry_at": ts(t.next_retry_at),
-        "dead_letter": t.dead_letter,
-        "created_at": t.created_at.to_rfc3339(),
-        "payload": t.payload,
-    })
+/// lease_expires_at, next_retry_at, dead_letter, created_at, payload`.
+#[derive(Debug, Serialize)]
+pub struct FullRow<'a> {
+    #[serde(flatten)]
+    pub head: RowHead<'a>,
+    pub payload: Option<&'a Value>,
+}
+
+pub fn full_row(t: &Todo) -> FullRow<'_> {
+    FullRow {
+        head: RowHead::of(t),
+        payload: t.payload.as_ref(),
+    }
 }
 
 /// A list row: the full row without `payload`, with `payload_size` (bytes of JSON).
-pub fn compact_row(t: &Todo) -> Value {
-    let mut row = full_row(t);
-    let size = t.payload.as_ref().map_or(0, |p| p.to_string().len());
-    if let Some(obj) = row.as_object_mut() {
-        obj.remove("payload");
-        obj.insert("payload_size".into(), json!(size));
-    }
-    row
+#[derive(Debug, Serialize)]
+pub struct CompactRow<'a> {
+    #[serde(flatten)]
+    pub head: RowHead<'a>,
+    pub payload_size: usize,
 }
 
-pub fn attempt(a: &Attempt) -> Value {
-    json!({
-        "seq": a.seq,
-        "attempt": a.attempt,
-        "claimant": a.claimant,
-        "claimed_at": a.claimed_at.to_rfc3339(),
-        "last_heartbeat_at": ts(a.last_heartbeat_at),
-        "note": a.note,
-        "ended_at": ts(a.ended_at),
-        "outcome": a.outcome.map(|o| o.as_str()),
-        "disposition": a.disposition.map(|d| d.as_str()),
-        "died": a.died,
-        "summary": a.summary,
-        "summary_truncated": a.summary_truncated,
-    })
+pub fn compact_row(t: &Todo) -> CompactRow<'_> {
+    CompactRow {
+        head: RowHead::of(t),
+        payload_size: t.payload.as_ref().map_or(0, |p| p.to_string().len()),
+    }
+}
+
+#[derive(Debug, Serialize)]
+pub struct AttemptRow<'a> {
+    pub seq: i64,
+    pub attempt: i64,
+    pub claimant: Option<&'a str>,
+    pub claimed_at: String,
+    pub last_heartbeat_at: Option<String>,
+    pub note: Option<&'a str>,
+    pub ended_at: Option<String>,
+    pub outcome: Option<&'static str>,
+    pub disposition: Option<&'static str>,
+    pub died: bool,
+    pub summary: Option<&'a str>,
+    pub summary_truncated: bool,
+}
+
+pub fn attempt(a: &Attempt) -> AttemptRow<'_> {
+    AttemptRow {
+        seq: a.seq,
+        attempt: a.attempt,
+        claimant: a.claimant.as_deref(),
+        claimed_at: a.claimed_at.to_rfc3339(),
+        last_heartbeat_at: ts(a.last_heartbeat_at),
+        note: a.note.as_deref(),
+        ended_at: ts(a.ended_at),
+        outcome: a.outcome.map(|o| o.as_str()),
+        disposition: a.disposition.map(|d| d.as_str()),
+        died: a.died,
+        summary: a.summary.as_deref(),
+        summary_truncated: a.summary_truncated,
+    }
+}
+
+/// `list_todos`.
+#[derive(Debug, Serialize)]
+pub struct TodoList<'a> {
+    pub todos: Vec<CompactRow<'a>>,
+}
+
+impl<'a> TodoList<'a> {
+    pub fn of(todos: &'a [Todo]) -> Self {
+        Self {
+            todos: todos.iter().map(compact_row).collect(),
+        }
+    }
+}
+
+/// `get_todo`: the full row with the result and the attempt history.
+#[derive(Debug, Serialize)]
+pub struct TodoDetail<'a> {
+    #[serde(flatten)]
+    pub row: FullRow<'a>,
+    pub result: Option<&'a Value>,
+    pub attempts: Vec<AttemptRow<'a>>,
+    pub attempts_total: i64,
+    pub attempts_pruned: i64,
+}
+
+impl<'a> TodoDetail<'a> {
+    pub fn of(todo: &'a Todo, attempts: &'a [Attempt]) -> Self {
+        Self {
+            row: full_row(todo),
+            result: todo.result.as_ref(),
+            attempts: attempts.iter().map(attempt).collect(),
+            attempts_total: todo.attempts_total,
+            attempts_pruned: todo.attempts_pruned,
+        }
+    }
+}
+
+/// What a claim adds beside the row; `lease_token` only for a fenced claim.
+#[derive(Debug, Serialize)]
+pub struct ClaimExtras<'a> {
+    pub attempt_seq: i64,
+    pub attempts_total: i64,
+    pub prior_attempts: Vec<AttemptRow<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lease_token: Option<&'a str>,
+}
+
+impl<'a> ClaimExtras<'a> {
+    fn of(claimed: &'a Claimed) -> Self {
+        Self {
+            attempt_seq: claimed.attempt_seq,
+            attempts_total: claimed.todo.attempts_total,
+            prior_attempts: claimed.prior_attempts.iter().map(attempt).collect(),
+            lease_token: claimed.lease_token.as_deref(),
+        }
+    }
+}
+
+/// `claim`: the row and the claim's extras, side by side.
+#[derive(Debug, Serialize)]
+pub struct ClaimedRow<'a> {
+    #[serde(flatten)]
+    pub row: FullRow<'a>,
+    #[serde(flatten)]
+    pub extras: ClaimExtras<'a>,
+}
+
+impl<'a> ClaimedRow<'a> {
+    pub fn of(claimed: &'a Claimed) -> Self {
+        Self {
+            row: full_row(&claimed.todo),
+            extras: ClaimExtras::of(claimed),
+        }
+    }
+}
+
+/// `claim_next`: `{"empty": true}`, or the row under `todo` with the
+/// claim's extras beside it.
+#[derive(Debug, Serialize)]
+pub struct NextClaim<'a> {
+    pub empty: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub todo: Option<FullRow<'a>>,
+    #[serde(flatten)]
+    pub extras: Option<ClaimExtras<'a>>,
+}
+
+impl<'a> NextClaim<'a> {
+    pub fn of(claimed: Option<&'a Claimed>) -> Self {
+        Self {
+            empty: claimed.is_none(),
+            todo: claimed.map(|c| full_row(&c.todo)),
+            extras: claimed.map(ClaimExtras::of),
+        }
+    }
+}
+
+/// `get_default_lease`, `set_default_lease`.
+#[derive(Debug, Serialize)]
+pub struct LeaseView {
+    pub default_lease_ttl_seconds: Option<i64>,
+    pub effective_lease_ttl_seconds: i64,
+    pub server_default_lease_ttl_seconds: i64,
+    pub min: i64,
+    pub max: i64,
+}
+
+impl LeaseView {
+    pub fn of(default: Option<i64>) -> Self {
+        Self {
+            default_lease_ttl_seconds: default,
+            effective_lease_ttl_seconds: crate::domain::lease::effective_lease_seconds(default),
+            server_default_lease_ttl_seconds: DEFAULT_LEASE_SECONDS,
+            min: MIN_ENDPOINT_DEFAULT_LEASE_SECONDS,
+            max: MAX_LEASE_SECONDS,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::domain::todo::{Disposition, Outcome, TodoState};
+
+    fn at(ms: i64) -> Timestamp {
+        Timestamp::from_millis(1_700_000_000_000 + ms)
+    }
+
+    fn todo(full: bool) -> Todo {
+        let some = |s: &str| full.then(|| s.to_owned());
+        Todo {
+            id: "td_1".into(),
+            endpoint_id: "ep_1".into(),
+            queue: "inbox".into(),
+            title: "a title".into(),
+            kind: some("k"),
+            source: some("s"),
+            payload: full.then(|| json!({"b": [1, 2], "a": "x"})),
+            idempotency_key: some("idem"),
+            event_id: some("ev"),
+            state: if full {
+                TodoState::Claimed
+            } else {
+                TodoState::Pending
+            },
+            dead_letter: full,
+            owner: some("agent"),
+            lease_expires_at: full.then(|| at(1)),
+            fenced: full,
+            attempt: 2,
+            max_attempts: 5,
+            attempts_total: 3,
+            attempts_pruned: 1,
+            next_retry_at: full.then(|| at(2)),
+            result: full.then(|| json!({"ok": true})),
+            last_note: some("note"),
+            ring_attempts: 0,
+            last_ringed_at: None,
+            created_at: at(0),
+            updated_at: at(3),
+            claimed_at: full.then(|| at(4)),
+            completed_at: None,
+        }
+    }
+
+    fn attempt_of(full: bool) -> Attempt {
+        let some = |s: &str| full.then(|| s.to_owned());
+        Attempt {
+            seq: 7,
+            attempt: 1,
+            claimant: some("me"),
+            claimed_at: at(5),
+            last_heartbeat_at: full.then(|| at(6)),
+            note: some("n"),
+            ended_at: full.then(|| at(7)),
+            outcome: full.then_some(Outcome::Failed),
+            disposition: full.then_some(Disposition::RetryScheduled),
+            died: full,
+            summary: some("sum"),
+            summary_truncated: full,
+        }
+    }
+
+    // The json! builders these types replaced, kept as the oracle.
+    fn old_ts(t: Option<Timestamp>) -> Value {
+        t.map_or(Value::Null, |t| Value::String(t.to_rfc3339()))
+    }
+
+    fn old_full_row(t: &Todo) -> Value {
+        json!({
+            "id": t.id, "queue": t.queue, "title": t.title, "kind": t.kind,
+            "source": t.source, "state": t.state.as_str(), "owner": t.owner,
+            "attempt": t.attempt, "max_attempts": t.max_attempts,
+            "lease_expires_at": old_ts(t.lease_expires_at),
+            "next_retry_at": old_ts(t.next_retry_at), "dead_letter": t.dead_letter,
+            "created_at": t.created_at.to_rfc3339(), "payload": t.payload,
+        })
+    }
+
+    fn old_attempt(a: &Attempt) -> Value {
+        json!({
+            "seq": a.seq, "attempt": a.attempt, "claimant": a.claimant,
+            "claimed_at": a.claimed_at.to_rfc3339(),
+            "last_heartbeat_at": old_ts(a.last_heartbeat_at), "note": a.note,
+            "ended_at": old_ts(a.ended_at), "outcome": a.outcome.map(|o| o.as_str()),
+            "disposition": a.disposition.map(|d| d.as_str()), "died": a.died,
+            "summary": a.summary, "summary_truncated": a.summary_truncated,
+        })
+    }
+
+    fn old_claim_extras(out: &mut Value, claimed: &Claimed) {
+        let obj = out.as_object_mut().unwrap();
+        obj.insert("attempt_seq".into(), json!(claimed.attempt_seq));
+        obj.insert("attempts_total".into(), json!(claimed.todo.attempts_total));
+        obj.insert(
+            "prior_attempts".into(),
+            claimed.prior_attempts.iter().map(old_attempt).collect(),
+        );
+        if let Some(token) = &claimed.lease_token {
+            obj.insert("lease_token".into(), json!(token));
+        }
+    }
+
+    /// Same JSON, and the same text once it is a `Value` (what `ok` sends).
+    fn same(new: impl Serialize, old: Value) {
+        let new = serde_json::to_value(new).unwrap();
+        assert_eq!(new, old);
+        assert_eq!(new.to_string(), old.to_string());
+    }
+
+    #[test]
+    fn rows_are_what_the_json_builders_made() {
+        for full in [true, false] {
+            let t = todo(full);
+            same(full_row(&t), old_full_row(&t));
+
+            let mut compact = old_full_row(&t);
+            let obj = compact.as_object_mut().unwrap();
+            obj.remove("payload");
+            let size = t.payload.as_ref().map_or(0, |p| p.to_string().len());
+            obj.insert("payload_size".into(), json!(size));
+            same(compact_row(&t), compact.clone());
+            let todos = vec![t.clone(), t.clone()];
+            same(
+                TodoList::of(&todos),
+                json!({"todos": [compact.clone(), compact]}),
+            );
+
+            let attempts = vec![attempt_of(true), attempt_of(false)];
+            let mut detail = old_full_row(&t);
+            let obj = detail.as_object_mut().unwrap();
+            obj.insert("result".into(), t.result.clone().unwrap_or(Value::Null));
+            obj.insert(
+                "attempts".into(),
+                attempts.iter().map(old_attempt).collect(),
+            );
+            obj.insert("attempts_total".into(), json!(t.attempts_total));
+            obj.insert("attempts_pruned".into(), json!(t.attempts_pruned));
+            same(TodoDetail::of(&t, &attempts), detail);
+
+            let claimed = Claimed {
+                todo: t.clone(),
+                attempt_seq: 9,
+                prior_attempts: attempts.clone(),
+                lease_token: full.then(|| "lt_x".to_owned()),
+            };
+            let mut row = old_full_row(&t);
+            old_claim_extras(&mut row, &claimed);
+            same(ClaimedRow::of(&claimed), row);
+
+            let mut next = json!({"empty": false, "todo": old_full_row(&t)});
+            old_claim_extras(&mut next, &claimed);
+            same(NextClaim::of(Some(&claimed)), next);
+        }
+        same(NextClaim::of(None), json!({"empty": true}));
+    }
+
+    #[test]
+    fn lease_view_shape() {
+        for default in [None, Some(600)] {
+            same(
+                LeaseView::of(default),
+                json!({
+                    "default_lease_ttl_seconds": default,
+                    "effective_lease_ttl_seconds": default.unwrap_or(DEFAULT_LEASE_SECONDS),
+                    "server_default_lease_ttl_seconds": DEFAULT_LEASE_SECONDS,
+                    "min": MIN_ENDPOINT_DEFAULT_LEASE_SECONDS,
+                    "max": MAX_LEASE_SECONDS,
+                }),
+            );
+        }
+    }
 }

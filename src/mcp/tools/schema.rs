@@ -2,6 +2,8 @@
 
 use serde_json::{Value, json};
 
+use super::ToolName;
+
 fn nullable(ty: &str) -> Value {
     json!({"type": [ty, "null"]})
 }
@@ -136,11 +138,11 @@ fn summary_arg() -> Value {
     json!({"type": "string", "description": "What happened, kept in the attempt history (cut to 2048 bytes)."})
 }
 
-/// Every grantable tool's definition, by name. `effective_lease` goes into
+/// A tool's definition. `effective_lease` goes into
 /// the descriptions so an agent knows its lease without asking.
-pub fn definition(name: &str, effective_lease: i64) -> Option<Value> {
+pub fn definition(name: ToolName, effective_lease: i64) -> Value {
     let (description, input, output) = match name {
-        "list_todos" => (
+        ToolName::ListTodos => (
             "List this endpoint's todos, newest first (compact rows without payload).".to_owned(),
             object(
                 json!({
@@ -156,7 +158,7 @@ pub fn definition(name: &str, effective_lease: i64) -> Option<Value> {
                 "required": ["todos"]
             }),
         ),
-        "get_todo" => (
+        ToolName::GetTodo => (
             "Read one todo with its result and attempt history.".to_owned(),
             object(
                 json!({
@@ -175,7 +177,7 @@ pub fn definition(name: &str, effective_lease: i64) -> Option<Value> {
                 }))}),
             ),
         ),
-        "claim" => (
+        ToolName::Claim => (
             format!(
                 "Claim one todo by id. You hold it under a lease of {effective_lease} s unless you \
                  ask otherwise; heartbeat before it lapses, and end with complete, fail or release."
@@ -194,7 +196,7 @@ pub fn definition(name: &str, effective_lease: i64) -> Option<Value> {
                 json!({"properties": merge(row_properties(), claim_extras())}),
             ),
         ),
-        "claim_next" => (
+        ToolName::ClaimNext => (
             format!(
                 "Claim the oldest claimable todo (optionally in one queue). Returns {{empty:true}} \
                  when there is none. The lease is {effective_lease} s unless you ask otherwise."
@@ -217,7 +219,7 @@ pub fn definition(name: &str, effective_lease: i64) -> Option<Value> {
                 "required": ["empty"]
             }),
         ),
-        "heartbeat" => (
+        ToolName::Heartbeat => (
             "Extend the lease on a todo you hold (to the given TTL, else the endpoint default), \
              optionally with a short status note. A conflict means it is no longer yours: stop."
                 .to_owned(),
@@ -232,7 +234,7 @@ pub fn definition(name: &str, effective_lease: i64) -> Option<Value> {
             ),
             row_schema(),
         ),
-        "complete" => (
+        ToolName::Complete => (
             "Finish a todo you hold, with an optional JSON result.".to_owned(),
             object(
                 json!({
@@ -245,7 +247,7 @@ pub fn definition(name: &str, effective_lease: i64) -> Option<Value> {
             ),
             row_schema(),
         ),
-        "fail" => (
+        ToolName::Fail => (
             "Fail a todo you hold: it is retried after a backoff, or dead-lettered at its attempt cap."
                 .to_owned(),
             object(
@@ -259,7 +261,7 @@ pub fn definition(name: &str, effective_lease: i64) -> Option<Value> {
             ),
             row_schema(),
         ),
-        "release" => (
+        ToolName::Release => (
             "Give a todo you hold back to the queue at once, with no retry backoff (the claim \
              still counts toward its attempts)."
                 .to_owned(),
@@ -273,12 +275,12 @@ pub fn definition(name: &str, effective_lease: i64) -> Option<Value> {
             ),
             row_schema(),
         ),
-        "get_default_lease" => (
+        ToolName::GetDefaultLease => (
             "Read this endpoint's default lease.".to_owned(),
             object(json!({}), &[]),
             lease_schema(),
         ),
-        "set_default_lease" => (
+        ToolName::SetDefaultLease => (
             "Set this endpoint's default lease (60-86400 s, or null for the server default of \
              300 s). Affects later claims and heartbeats only."
                 .to_owned(),
@@ -288,7 +290,7 @@ pub fn definition(name: &str, effective_lease: i64) -> Option<Value> {
             ),
             lease_schema(),
         ),
-        "clock_in" => (
+        ToolName::ClockIn => (
             "You are back: doorbells ring again. Outside your shift this keeps you in for `for` \
              (Go duration, default 1h, at most 8h) or until your shift starts."
                 .to_owned(),
@@ -298,26 +300,25 @@ pub fn definition(name: &str, effective_lease: i64) -> Option<Value> {
             ),
             presence_schema(),
         ),
-        "clock_out" => (
+        ToolName::ClockOut => (
             "You are stopping: doorbells are held (pulls still work) until you clock in, a human \
              changes it, or your next shift boundary."
                 .to_owned(),
             object(json!({}), &[]),
             presence_schema(),
         ),
-        "presence" => (
+        ToolName::Presence => (
             "Read whether doorbells ring for you now, why, and until when.".to_owned(),
             object(json!({}), &[]),
             presence_schema(),
         ),
-        _ => return None,
     };
-    Some(json!({
-        "name": name,
+    json!({
+        "name": name.as_str(),
         "description": description,
         "inputSchema": input,
         "outputSchema": or_tool_error(output),
-    }))
+    })
 }
 
 /// The `structuredContent` of a tool error (`{"error": {code, message}}`).
@@ -361,7 +362,7 @@ mod tests {
 
     #[test]
     fn output_schemas_admit_the_success_shape_and_tool_errors() {
-        let def = definition("claim_next", 300).unwrap();
+        let def = definition(ToolName::ClaimNext, 300);
         let out = &def["outputSchema"];
         assert_eq!(out["type"], "object");
         assert!(out.get("required").is_none());
@@ -371,7 +372,7 @@ mod tests {
             out["properties"]["error"]["required"],
             json!(["code", "message"])
         );
-        let row = &definition("complete", 300).unwrap()["outputSchema"];
+        let row = &definition(ToolName::Complete, 300)["outputSchema"];
         assert_eq!(row["anyOf"][0]["required"], json!(ROW_REQUIRED));
     }
 }
