@@ -11,6 +11,7 @@ pub mod lease;
 pub mod liveness;
 pub mod presence;
 pub mod scope;
+pub mod server_key;
 pub mod shift;
 pub mod text;
 pub mod time;
