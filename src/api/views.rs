@@ -193,6 +193,9 @@ pub struct SessionRow {
     pub deaf_reason: Option<String>,
     /// Doorbells sent since its last request whose answer window passed.
     pub unanswered_doorbells: i64,
+    /// Seconds since the newest doorbell it has not answered with any
+    /// request; null when it answered every one.
+    pub unanswered_since_seconds: Option<i64>,
     /// Seconds since its last request began or ended.
     pub idle_seconds: i64,
 }

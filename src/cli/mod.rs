@@ -15,7 +15,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use commands::{admin, agent, auth, endpoint, shift, todo, token, webhook};
+use commands::{admin, agent, auth, doctor, endpoint, shift, todo, token, webhook};
 
 use crate::api::ApiRates;
 use crate::bus::pg::PgBusConfig;
@@ -71,6 +71,9 @@ pub enum Command {
     Logout(auth::LogoutArgs),
     /// Show the server in use, who you are there, and whether it is ready.
     Status(args::ClientArgs),
+    /// Check the login, the server and (given REF) an endpoint's sessions and
+    /// doorbells, and say what to do about what is wrong. Exit 1 if anything is.
+    Doctor(doctor::DoctorArgs),
     /// Make humans and their tokens, directly in the database (no server needed).
     Admin(admin::AdminArgs),
     /// Register and inspect agents.
@@ -239,6 +242,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Login(args) => auth::login(args).await,
         Command::Logout(args) => auth::logout(args),
         Command::Status(args) => auth::status(args).await,
+        Command::Doctor(args) => doctor::run(args).await,
         Command::Admin(args) => admin::run(args).await,
         Command::Agent(args) => agent::run(args).await,
         Command::Endpoint(args) => endpoint::run(args).await,

@@ -102,6 +102,11 @@ impl Session {
             .count()
     }
 
+    /// How long ago the last doorbell it has not answered was written.
+    pub fn unanswered_for(&self) -> Option<Duration> {
+        self.lock().rung_since_request.back().map(Instant::elapsed)
+    }
+
     /// How long since this session's last request began or ended.
     pub fn idle_for(&self) -> Duration {
         self.lock().last_activity.elapsed()

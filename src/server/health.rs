@@ -52,7 +52,12 @@ async fn readyz(State(state): State<HealthState>) -> impl IntoResponse {
     match state.store.readiness().await {
         Ok(()) => (
             StatusCode::OK,
-            Json(json!({"status": "ready", "instance": state.instance, "bus": bus})),
+            Json(json!({
+                "status": "ready",
+                "version": env!("CARGO_PKG_VERSION"),
+                "instance": state.instance,
+                "bus": bus,
+            })),
         ),
         Err(err) => {
             // The reason is logged in full; the probe gets a short, secret-free one.

@@ -58,6 +58,7 @@ fn sessions_view(doorbells: &Doorbells, endpoint_id: &str) -> SessionsView {
             streaming: s.is_streaming(),
             deaf_reason: doorbells.deaf_reason(s).map(|r| r.as_str().to_owned()),
             unanswered_doorbells: s.unanswered_rings(doorbells.unanswered_after()) as i64,
+            unanswered_since_seconds: s.unanswered_for().map(|d| d.as_secs() as i64),
             idle_seconds: s.idle_for().as_secs() as i64,
         })
         .collect();

@@ -5,6 +5,7 @@
 pub mod admin;
 pub mod agent;
 pub mod auth;
+pub mod doctor;
 pub mod endpoint;
 pub mod shift;
 pub mod todo;
