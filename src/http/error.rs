@@ -144,12 +144,17 @@ impl From<StoreError> for ApiError {
                 Self::new(StatusCode::FORBIDDEN, "forbidden", message)
             }
             StoreError::NotFound => Self::not_found(),
-            StoreError::Conflict(message) if message.contains("endpoint is revoked") => {
-                let mut e = Self::conflict(message);
-                e.detail.state = Some("revoked".into());
-                e
-            }
+            StoreError::EndpointRevoked => Self::revoked(),
+            StoreError::Taken(taken) => Self::conflict(taken.to_string()),
             StoreError::Conflict(message) => Self::conflict(message),
+            err @ StoreError::SchemaMismatch { .. } => {
+                tracing::warn!(error = %err, "database schema not current");
+                Self::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "unavailable",
+                    "the database is unavailable; try again",
+                )
+            }
             StoreError::Unavailable(detail) => {
                 tracing::warn!(error = %detail, "database unavailable");
                 Self::new(

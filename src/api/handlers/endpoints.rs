@@ -16,7 +16,7 @@ use crate::domain::todo::validate_queue_name;
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::mint::{new_endpoint_credential, new_slug};
 use crate::server::AppState;
-use crate::store::{AgentKind, Endpoint, EndpointActivity, NewEndpoint, StoreError};
+use crate::store::{AgentKind, Endpoint, EndpointActivity, NewEndpoint, StoreError, Taken};
 
 /// Views for endpoints, with their work counts and liveness.
 pub async fn endpoint_views(
@@ -189,8 +189,8 @@ pub async fn vend(
                     }),
                 ));
             }
-            Err(StoreError::Conflict(msg)) if msg.contains("slug or credential") => {
-                last_err = Some(StoreError::Conflict(msg));
+            Err(err @ StoreError::Taken(Taken::SlugOrCredential)) => {
+                last_err = Some(err);
             }
             Err(e) => return Err(e.into()),
         }
@@ -254,7 +254,7 @@ pub async fn edit(
         None => endpoint,
         Some(value) => match state.store.set_default_lease(&endpoint.id, value).await {
             Ok(updated) => updated,
-            Err(StoreError::Conflict(_)) => return Err(ApiError::revoked()),
+            Err(StoreError::EndpointRevoked) => return Err(ApiError::revoked()),
             Err(e) => return Err(e.into()),
         },
     };
@@ -293,7 +293,7 @@ pub async fn revoke(
                 "endpoint revoked"
             );
         }
-        Err(StoreError::Conflict(_)) => return Err(ApiError::revoked()),
+        Err(StoreError::EndpointRevoked) => return Err(ApiError::revoked()),
         Err(e) => return Err(e.into()),
     }
     let endpoint = state

@@ -11,7 +11,7 @@ use crate::domain::lease;
 use crate::store::dialect::placeholders;
 use crate::store::model::*;
 use crate::store::rows::{self, agent_columns, endpoint_columns};
-use crate::store::{StoreError, StoreResult};
+use crate::store::{StoreError, StoreResult, Taken};
 
 impl SqlStore {
     pub(super) async fn select_agents(
@@ -116,7 +116,7 @@ impl SqlStore {
                 match created {
                     Ok(agent) => (agent, true),
                     // Created concurrently by another request: use that one.
-                    Err(StoreError::Conflict(_)) => {
+                    Err(StoreError::Taken(Taken::AgentName(_))) => {
                         (self.select_agent(human_id, agent_name).await?, false)
                     }
                     Err(e) => return Err(e),
@@ -265,7 +265,7 @@ impl SqlStore {
         .await?;
         let endpoint = self.select_endpoint(endpoint_id).await?;
         if updated.rows_affected() == 0 {
-            return Err(StoreError::conflict("the endpoint is revoked"));
+            return Err(StoreError::EndpointRevoked);
         }
         Ok(endpoint)
     }

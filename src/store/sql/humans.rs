@@ -9,7 +9,7 @@ use crate::mint::new_id;
 use crate::store::error::is_unique_violation;
 use crate::store::model::*;
 use crate::store::rows;
-use crate::store::{StoreError, StoreResult};
+use crate::store::{StoreError, StoreResult, Taken};
 
 const TOKEN_COLUMNS: &str =
     "id, human_id, token_prefix, label, created_at, expires_at, revoked_at, last_used_at";
@@ -74,8 +74,8 @@ impl SqlStore {
         .fetch_optional(&self.writer)
         .await
         .map_err(|e| match is_unique_violation(&e) {
-            true => StoreError::conflict("token collision; try again"),
-            false => e.into(),
+            true => StoreError::Taken(Taken::ApiToken),
+            false => StoreError::from(e),
         })?;
         row.as_ref()
             .map(rows::api_token)

@@ -27,6 +27,7 @@ use sqlx::any::{AnyPoolOptions, install_default_drivers};
 use sqlx::{Any, AnyPool, Transaction};
 
 use super::dialect::Dialect;
+use super::error::WithContext;
 use super::migrate;
 use super::model::*;
 use super::{Store, StoreError, StoreResult};
@@ -157,10 +158,10 @@ impl SqlStore {
                     .connect(url)
                     .await
                     .map_err(|e| {
-                        StoreError::Unavailable(format!(
-                            "cannot connect to {}: {e}",
-                            redact_url_password(url)
-                        ))
+                        StoreError::Unavailable(Box::new(WithContext {
+                            context: format!("cannot connect to {}", redact_url_password(url)),
+                            source: Box::new(e),
+                        }))
                     })?;
                 warn_if_autovacuum_is_off(&pool).await;
                 Ok(Self {
@@ -179,7 +180,10 @@ impl SqlStore {
         options: &StoreOptions,
     ) -> StoreResult<Self> {
         let absolute = std::path::absolute(path).map_err(|e| {
-            StoreError::Unavailable(format!("cannot resolve {}: {e}", path.display()))
+            StoreError::Unavailable(Box::new(WithContext {
+                context: format!("cannot resolve {}", path.display()),
+                source: Box::new(e),
+            }))
         })?;
         let url = format!("sqlite://{}?mode=rwc", absolute.display());
         let pool = |max: u32| {
@@ -199,7 +203,10 @@ impl SqlStore {
                 })
         };
         let open_err = |e: sqlx::Error| {
-            StoreError::Unavailable(format!("cannot open {}: {e}", absolute.display()))
+            StoreError::Unavailable(Box::new(WithContext {
+                context: format!("cannot open {}", absolute.display()),
+                source: Box::new(e),
+            }))
         };
         let writer = pool(1).connect(&url).await.map_err(open_err)?;
         let reader = pool(4).connect(&url).await.map_err(open_err)?;
@@ -263,10 +270,8 @@ impl Store for SqlStore {
         let expected = migrate::latest_version(self.dialect);
         match self.schema_version().await? {
             Some(v) if v == expected => Ok(()),
-            Some(v) => Err(StoreError::Unavailable(format!(
-                "schema is at version {v}, this binary expects {expected}"
-            ))),
-            None => Err(StoreError::Unavailable("schema not applied".into())),
+            Some(found) => Err(StoreError::SchemaMismatch { found, expected }),
+            None => Err(StoreError::SchemaMismatch { found: 0, expected }),
         }
     }
 

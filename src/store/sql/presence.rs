@@ -30,7 +30,7 @@ impl SqlStore {
         .await?;
         if updated.rows_affected() == 0 {
             self.select_endpoint(endpoint_id).await?;
-            return Err(StoreError::conflict("the endpoint is revoked"));
+            return Err(StoreError::EndpointRevoked);
         }
         self.select_endpoint(endpoint_id).await
     }
@@ -75,7 +75,7 @@ impl SqlStore {
         };
         let current = rows::endpoint(&row)?;
         if !current.is_active() {
-            return Err(StoreError::conflict("the endpoint is revoked"));
+            return Err(StoreError::EndpointRevoked);
         }
         // Evaluate the override under the OLD shift first: removing a shift
         // must not revive a clock-out that had already ended.

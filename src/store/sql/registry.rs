@@ -11,7 +11,7 @@ use crate::mint::new_id;
 use crate::store::error::is_unique_violation;
 use crate::store::model::*;
 use crate::store::rows::{self, agent_columns, endpoint_columns};
-use crate::store::{StoreError, StoreResult};
+use crate::store::{StoreError, StoreResult, Taken};
 
 /// Why an endpoint stopped working; recorded in its dead-lettered todos.
 #[derive(Debug, Clone, Copy)]
@@ -52,8 +52,8 @@ impl SqlStore {
         .fetch_one(&self.writer)
         .await
         .map_err(|e| match is_unique_violation(&e) {
-            true => StoreError::conflict(format!("a human named {name:?} already exists")),
-            false => e.into(),
+            true => StoreError::Taken(Taken::HumanName(name.to_owned())),
+            false => StoreError::from(e),
         })?;
         rows::human(&row)
     }
@@ -78,8 +78,8 @@ impl SqlStore {
         .fetch_one(&self.writer)
         .await
         .map_err(|e| match is_unique_violation(&e) {
-            true => StoreError::conflict(format!("an agent named {:?} already exists", new.name)),
-            false => e.into(),
+            true => StoreError::Taken(Taken::AgentName(new.name.clone())),
+            false => StoreError::from(e),
         })?;
         rows::agent(&row)
     }
@@ -114,8 +114,8 @@ impl SqlStore {
         .execute(&self.writer)
         .await
         .map_err(|e| match is_unique_violation(&e) {
-            true => StoreError::conflict("an endpoint with this slug or credential already exists"),
-            false => e.into(),
+            true => StoreError::Taken(Taken::SlugOrCredential),
+            false => StoreError::from(e),
         })?;
         if inserted.rows_affected() == 0 {
             return Err(StoreError::NotFound);
@@ -154,7 +154,7 @@ impl SqlStore {
                 .await?;
             tx.rollback().await?;
             return Err(match exists {
-                Some(_) => StoreError::conflict("the endpoint is already revoked"),
+                Some(_) => StoreError::EndpointRevoked,
                 None => StoreError::NotFound,
             });
         }

@@ -18,7 +18,7 @@ use crate::store::dialect::placeholders;
 use crate::store::error::is_unique_violation;
 use crate::store::model::*;
 use crate::store::rows::{self, attempt_columns, todo_columns};
-use crate::store::{StoreError, StoreResult};
+use crate::store::{StoreError, StoreResult, Taken};
 
 /// The columns a claim sets; `$1` now, `$2` owner, `$3` lease expiry, `$4` fence hash.
 const CLAIM_SET: &str = "state = 'claimed', owner = $2, lease_expires_at = $3, \
@@ -113,7 +113,7 @@ impl SqlStore {
             return Err(StoreError::NotFound);
         };
         if endpoint.get::<String, _>("state") != "active" {
-            return Err(StoreError::conflict("the endpoint is revoked"));
+            return Err(StoreError::EndpointRevoked);
         }
         let queues: Vec<String> =
             serde_json::from_str(&endpoint.get::<String, _>("scope_queues")).unwrap_or_default();
@@ -254,9 +254,7 @@ impl SqlStore {
             .await?
         {
             Some(claimed) => Ok(claimed),
-            None => Err(StoreError::Internal(
-                "a claim by id returned nothing".into(),
-            )),
+            None => Err(StoreError::internal("a claim by id returned nothing")),
         }
     }
 
@@ -657,9 +655,7 @@ impl SqlStore {
             Ok(row) => row,
             Err(e) if is_unique_violation(&e) => {
                 tx.rollback().await?;
-                return Err(StoreError::conflict(
-                    "a live todo with the same idempotency key exists; finish or retry that one",
-                ));
+                return Err(Taken::IdempotencyKey.into());
             }
             Err(e) => return Err(e.into()),
         };
@@ -894,7 +890,7 @@ impl SqlStore {
             Err(e) => e.into(),
             Ok(Some(row)) => {
                 if row.get::<String, _>("endpoint_state") != "active" {
-                    StoreError::conflict("the todo's endpoint is revoked")
+                    StoreError::EndpointRevoked
                 } else {
                     let state: String = row.get("state");
                     StoreError::Conflict(format!("the todo is {state}, not {wanted}"))

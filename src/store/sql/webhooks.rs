@@ -41,7 +41,7 @@ impl SqlStore {
     ) -> StoreResult<Webhook> {
         let endpoint = self.select_endpoint_for(human_id, endpoint_id).await?;
         if !endpoint.is_active() {
-            return Err(StoreError::conflict("the endpoint is revoked"));
+            return Err(StoreError::EndpointRevoked);
         }
         if !endpoint.scope_queues.iter().any(|q| q == queue) {
             return Err(Invalid::new(
