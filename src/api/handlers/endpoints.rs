@@ -120,7 +120,7 @@ pub async fn vend(
     auth: HumanAuth,
     ApiJson(body): ApiJson<VendRequest>,
 ) -> ApiResult<(StatusCode, Json<VendView>)> {
-    crate::store::sql::validate_agent_name(&body.agent)
+    crate::domain::names::validate_agent_name(&body.agent)
         .map_err(|e| ApiError::invalid("agent", e.message))?;
     let kind = match body.kind.as_deref() {
         Some(k) => parse_kind(k)?,
