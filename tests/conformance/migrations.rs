@@ -6,7 +6,7 @@ use switchboard::store::migrate::latest_version;
 use switchboard::store::*;
 
 use crate::common::*;
-use crate::on_both_backends;
+use crate::exercise_on_both_backends;
 use crate::support::{TestStore, fixture, unmigrated_store_like};
 
 /// Catalog queries whose rows, rendered as text, describe the schema. Every
@@ -47,7 +47,7 @@ async fn schema(store: &SqlStore) -> Vec<String> {
     lines
 }
 
-async fn migrating_step_by_step_matches_migrating_at_once(ts: &TestStore) {
+async fn migrating_step_by_step_matches_migrating_at_once(_store: &dyn Store, ts: &TestStore) {
     let latest = latest_version(ts.store.dialect());
     assert!(latest >= 2, "the queue needs at least two migrations");
 
@@ -76,7 +76,7 @@ async fn migrating_step_by_step_matches_migrating_at_once(ts: &TestStore) {
     stepwise.finish().await;
 }
 
-async fn migrating_twice_is_a_no_op(ts: &TestStore) {
+async fn migrating_twice_is_a_no_op(_store: &dyn Store, ts: &TestStore) {
     let store = &*ts.store;
     let f = fixture(store, "ada").await;
     let todo = add_todo(store, &f, "survives").await;
@@ -90,7 +90,7 @@ async fn migrating_twice_is_a_no_op(ts: &TestStore) {
     store.readiness().await.expect("still ready");
 }
 
-async fn readiness_follows_the_schema_version(ts: &TestStore) {
+async fn readiness_follows_the_schema_version(_store: &dyn Store, ts: &TestStore) {
     let fresh = unmigrated_store_like(ts, "readiness").await;
     let store = &*fresh.store;
     assert_eq!(store.schema_version().await.unwrap(), None);
@@ -121,7 +121,7 @@ async fn readiness_follows_the_schema_version(ts: &TestStore) {
     fresh.finish().await;
 }
 
-on_both_backends!(
+exercise_on_both_backends!(
     migrating_step_by_step_matches_migrating_at_once,
     migrating_twice_is_a_no_op,
     readiness_follows_the_schema_version,
