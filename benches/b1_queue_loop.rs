@@ -14,7 +14,7 @@
 //!   UPDATEs, autocommit, no attempt history.
 //!
 //! The SQL text below mirrors `src/store/sql/todos.rs` (`claim_target`,
-//! pending path with no queue named; `finish_done`; `close_open_attempt`);
+//! pending path with no queue named; `complete`; `close_open_attempt`);
 //! keep them in step when the store's statements change.
 //!
 //! Configuration (environment): `B1_SECONDS` (default 20), `B1_REPEATS`
@@ -51,9 +51,10 @@ use sqlx::{AnyPool, AssertSqlSafe, Connection, Row};
 use switchboard::clock::SystemClock;
 use switchboard::domain::ids::sha256_hex;
 use switchboard::mint::random_token;
+use switchboard::store::prelude::*;
 use switchboard::store::sql::DatabaseLocation;
 use switchboard::store::{
-    AgentKind, Caller, ClaimOptions, Finish, NewEndpoint, SqlStore, Store, StoreOptions,
+    AgentKind, Caller, ClaimOptions, Finish, NewEndpoint, SqlStore, StoreOptions,
 };
 
 // ---------------------------------------------------------------------------

@@ -86,9 +86,10 @@ use switchboard::delivery::sessions::{SessionRegistry, StreamGuard};
 use switchboard::delivery::sweep::{SweepConfig, sweep_tick};
 use switchboard::delivery::{Doorbells, Trigger};
 use switchboard::domain::Timestamp;
+use switchboard::store::prelude::*;
 use switchboard::store::sql::DatabaseLocation;
 use switchboard::store::{
-    AgentKind, ClaimOptions, Finish, NewEndpoint, RingCandidate, SqlStore, Store, StoreOptions,
+    AgentKind, ClaimOptions, Finish, NewEndpoint, RingCandidate, SqlStore, StoreOptions,
 };
 use tokio::sync::mpsc::Receiver;
 

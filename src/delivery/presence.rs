@@ -473,9 +473,7 @@ pub async fn operator_clear(
 ) -> Result<Endpoint, crate::store::StoreError> {
     let store = delivery.store();
     if !endpoint.is_active() {
-        return Err(crate::store::StoreError::conflict(
-            "the endpoint is revoked",
-        ));
+        return Err(crate::store::StoreError::EndpointRevoked);
     }
     store.clear_presence_override(&endpoint.id, None).await?;
     let endpoint = store.unscoped_get_endpoint(&endpoint.id).await?;

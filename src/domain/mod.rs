@@ -9,6 +9,7 @@ pub mod ids;
 pub mod invalid;
 pub mod lease;
 pub mod liveness;
+pub mod names;
 pub mod presence;
 pub mod scope;
 pub mod server_key;

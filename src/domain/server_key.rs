@@ -100,8 +100,7 @@ mod tests {
             format!("mcp__{longest}__set_default_lease").len(),
             MAX_TOOL_NAME
         );
-        let err = validate_server_key(&"k".repeat(max + 1), SET_DEFAULT_LEASE, "name")
-            .unwrap_err();
+        let err = validate_server_key(&"k".repeat(max + 1), SET_DEFAULT_LEASE, "name").unwrap_err();
         assert_eq!(err.field, "name");
         assert!(err.message.contains("at most 40"), "{}", err.message);
     }

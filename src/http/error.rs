@@ -144,12 +144,17 @@ impl From<StoreError> for ApiError {
                 Self::new(StatusCode::FORBIDDEN, "forbidden", message)
             }
             StoreError::NotFound => Self::not_found(),
-            StoreError::Conflict(message) if message.contains("endpoint is revoked") => {
-                let mut e = Self::conflict(message);
-                e.detail.state = Some("revoked".into());
-                e
-            }
+            StoreError::EndpointRevoked => Self::revoked(),
+            StoreError::Taken(taken) => Self::conflict(taken.to_string()),
             StoreError::Conflict(message) => Self::conflict(message),
+            err @ StoreError::SchemaMismatch { .. } => {
+                tracing::warn!(error = %err, "database schema not current");
+                Self::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "unavailable",
+                    "the database is unavailable; try again",
+                )
+            }
             StoreError::Unavailable(detail) => {
                 tracing::warn!(error = %detail, "database unavailable");
                 Self::new(
@@ -186,3 +191,56 @@ impl IntoResponse for ApiError {
 }
 
 pub type ApiResult<T> = Result<T, ApiError>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::Taken;
+
+    fn api(err: StoreError) -> ApiError {
+        ApiError::from(err)
+    }
+
+    #[test]
+    fn a_lost_connection_is_503_unavailable() {
+        let reset = std::io::Error::new(std::io::ErrorKind::ConnectionReset, "reset by peer");
+        for err in [
+            sqlx::Error::Io(reset),
+            sqlx::Error::PoolTimedOut,
+            sqlx::Error::PoolClosed,
+            sqlx::Error::Protocol("unexpected end of stream".into()),
+        ] {
+            let e = api(err.into());
+            assert_eq!(e.status, StatusCode::SERVICE_UNAVAILABLE);
+            assert_eq!(e.detail.code, "unavailable");
+        }
+        let e = api(StoreError::SchemaMismatch {
+            found: 1,
+            expected: 3,
+        });
+        assert_eq!(e.status, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(e.detail.code, "unavailable");
+    }
+
+    #[test]
+    fn conflicts_keep_their_wire_shape() {
+        let e = api(StoreError::EndpointRevoked);
+        assert_eq!(e.status, StatusCode::CONFLICT);
+        assert_eq!(e.detail.code, "conflict");
+        assert_eq!(e.detail.state.as_deref(), Some("revoked"));
+        assert_eq!(e.detail.message, "the endpoint is revoked");
+
+        let e = api(StoreError::Taken(Taken::AgentName("worker".into())));
+        assert_eq!(e.status, StatusCode::CONFLICT);
+        assert_eq!(e.detail.message, "an agent named \"worker\" already exists");
+        assert_eq!(e.detail.state, None);
+
+        let e = api(StoreError::conflict("the todo is done"));
+        assert_eq!(e.status, StatusCode::CONFLICT);
+        assert_eq!(e.detail.state, None);
+
+        let e = api(StoreError::internal("boom"));
+        assert_eq!(e.status, StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(e.detail.message, "internal error");
+    }
+}

@@ -89,7 +89,7 @@ pub async fn receive(
     let created = match state.store.create_todo(new).await {
         Ok(created) => created,
         // Revoked between the lookup and the insert.
-        Err(StoreError::Conflict(message)) if message.contains("revoked") => {
+        Err(StoreError::EndpointRevoked) => {
             return Err(endpoint_revoked());
         }
         Err(e) => return Err(e.into()),

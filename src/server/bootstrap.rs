@@ -5,7 +5,7 @@
 use anyhow::Context;
 
 use crate::store::issue_api_token;
-use crate::store::{Store, StoreError};
+use crate::store::{Store, StoreError, Taken};
 
 pub const FIRST_HUMAN: &str = "admin";
 
@@ -16,7 +16,7 @@ pub async fn first_human(store: &dyn Store, public_url: &str) -> anyhow::Result<
     let human = match store.create_human(FIRST_HUMAN).await {
         Ok(human) => human,
         // Another instance bootstrapped at the same moment: it prints the token.
-        Err(StoreError::Conflict(_)) => return Ok(()),
+        Err(StoreError::Taken(Taken::HumanName(_))) => return Ok(()),
         Err(e) => return Err(e).context("creating the first human"),
     };
     let (token, _) = issue_api_token(store, &human.id, Some("first start".into()), None)

@@ -63,7 +63,7 @@ async fn readyz(State(state): State<HealthState>) -> impl IntoResponse {
             // The reason is logged in full; the probe gets a short, secret-free one.
             tracing::warn!(error = %err, "readiness check failed");
             let reason = match err {
-                StoreError::Unavailable(msg) if msg.starts_with("schema") => "schema not current",
+                StoreError::SchemaMismatch { .. } => "schema not current",
                 _ => "database unavailable",
             };
             (

@@ -112,7 +112,7 @@ pub async fn migrate(
     if let Some(current) = current_version(pool).await?
         && current > latest
     {
-        return Err(StoreError::Internal(format!(
+        return Err(StoreError::internal(format!(
             "the database schema is at version {current}, newer than this binary's {latest}; \
              run a newer switchboard"
         )));
@@ -144,10 +144,13 @@ pub async fn migrate(
             .execute(&mut *tx)
             .await
             .map_err(|e| {
-                StoreError::Internal(format!(
-                    "migration {:04}_{} failed: {e}",
-                    migration.version, migration.name
-                ))
+                StoreError::with_context(
+                    format!(
+                        "migration {:04}_{} failed",
+                        migration.version, migration.name
+                    ),
+                    e,
+                )
             })?;
         sqlx::query(
             "INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)",

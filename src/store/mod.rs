@@ -1,6 +1,10 @@
 //! The storage contract and its two backends.
 //!
-//! [`Store`] is the one contract every surface talks to. [`SqlStore`] implements
+//! [`Store`] is the one contract every surface talks to, the sum of small
+//! capability traits ([`TodoStore`], [`RegistryStore`] = [`HumanStore`] +
+//! [`AgentStore`] + [`EndpointStore`] + [`WebhookStore`], [`TokenStore`],
+//! [`PresenceStore`], [`RingStore`], [`SweepStore`], [`StatsStore`], over
+//! [`StoreBase`]); `use crate::store::prelude::*;` brings them all in scope. [`SqlStore`] implements
 //! it for SQLite (embedded, one server) and PostgreSQL (any number of
 //! instances); the SQL differs only where the dialects do, in [`dialect`].
 //! Every state change that must hold across instances is one guarded
@@ -23,35 +27,25 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-pub use error::{StoreError, StoreResult};
+pub use error::{StoreError, StoreResult, Taken};
 pub use issue::issue_api_token;
 pub use model::*;
 pub use sql::{DatabaseLocation, SqlStore, StoreOptions};
 
 use crate::clock::SharedClock;
 
+/// What every store is: its backend, its clock and whether it is ready.
 #[async_trait]
-pub trait Store: Send + Sync + 'static {
+pub trait StoreBase: Send + Sync + 'static {
     fn backend(&self) -> Backend;
     fn clock(&self) -> &SharedClock;
-
     /// Ok when the database answers and its schema is the one this binary expects.
     async fn readiness(&self) -> StoreResult<()>;
+}
 
-    // --- registry (the parts the queue needs; the registry issue extends it) ---
-    async fn create_human(&self, name: &str) -> StoreResult<Human>;
-    async fn create_agent(&self, human_id: &str, name: &str, kind: AgentKind)
-    -> StoreResult<Agent>;
-    async fn create_endpoint(&self, new: NewEndpoint) -> StoreResult<Endpoint>;
-    /// An endpoint by id, whoever owns it: for the server's own wiring only.
-    async fn unscoped_get_endpoint(&self, id: &str) -> StoreResult<Endpoint>;
-    /// Revokes one of `human_id`'s endpoints and dead-letters its live todos.
-    /// `Conflict` when it is already revoked.
-    async fn revoke_endpoint(&self, human_id: &str, endpoint_id: &str) -> StoreResult<Revoked>;
-    /// Revokes every active endpoint whose `expires_at` has passed.
-    async fn unscoped_expire_endpoints(&self, limit: i64) -> StoreResult<Vec<Revoked>>;
-
-    // --- todos, agent-facing ---
+/// Todos as their agent (through a [`Caller`]) and their human act on and read them.
+#[async_trait]
+pub trait TodoStore: Send + Sync {
     /// Creates a todo, or returns the live todo with the same idempotency key
     /// (`created: false`, nothing changed).
     async fn create_todo(&self, new: NewTodo) -> StoreResult<CreatedTodo>;
@@ -81,32 +75,52 @@ pub trait Store: Send + Sync + 'static {
     async fn complete(&self, caller: &Caller, id: &str, finish: Finish) -> StoreResult<Todo>;
     async fn fail(&self, caller: &Caller, id: &str, finish: Finish) -> StoreResult<Todo>;
     async fn release(&self, caller: &Caller, id: &str, opts: ReleaseOptions) -> StoreResult<Todo>;
-
-    // --- todos, human-facing ---
+    /// An agent's listing of its endpoint's todos, newest first.
+    async fn list_todos(
+        &self,
+        caller: &Caller,
+        queue: Option<&str>,
+        state: Option<crate::domain::todo::TodoState>,
+        limit: i64,
+    ) -> StoreResult<Vec<Todo>>;
     /// A human's retry of a failed or dead-lettered todo: back to pending with `attempt = 0`.
     async fn human_retry(&self, human_id: &str, id: &str) -> StoreResult<Todo>;
     /// A human's release of a claimed todo.
     async fn human_release(&self, human_id: &str, id: &str) -> StoreResult<Todo>;
+    async fn human_list_todos(
+        &self,
+        human_id: &str,
+        filter: &TodoFilter,
+        page: &PageRequest,
+    ) -> StoreResult<Page<Todo>>;
+    async fn human_get_todo(&self, human_id: &str, id: &str) -> StoreResult<Todo>;
+    async fn human_list_attempts(
+        &self,
+        human_id: &str,
+        todo_id: &str,
+        limit: i64,
+    ) -> StoreResult<Vec<Attempt>>;
+    async fn human_get_intake_event(
+        &self,
+        human_id: &str,
+        todo_id: &str,
+    ) -> StoreResult<IntakeEvent>;
+}
 
-    // --- humans and their API tokens ---
+/// Humans (part of [`RegistryStore`]).
+#[async_trait]
+pub trait HumanStore: Send + Sync {
+    async fn create_human(&self, name: &str) -> StoreResult<Human>;
     async fn count_humans(&self) -> StoreResult<i64>;
     async fn get_human(&self, id: &str) -> StoreResult<Human>;
     async fn find_human_by_name(&self, name: &str) -> StoreResult<Human>;
-    async fn create_api_token(&self, new: NewApiToken) -> StoreResult<ApiToken>;
-    /// The live (unrevoked, unexpired) token with this hash and its human.
-    async fn authenticate_api_token(
-        &self,
-        token_hash: &str,
-    ) -> StoreResult<Option<(Human, ApiToken)>>;
-    async fn list_api_tokens(
-        &self,
-        human_id: &str,
-        page: &PageRequest,
-    ) -> StoreResult<Page<ApiToken>>;
-    /// `Conflict` when already revoked.
-    async fn revoke_api_token(&self, human_id: &str, id: &str) -> StoreResult<ApiToken>;
+}
 
-    // --- agents and endpoints, as their human sees them ---
+/// Agents as their human sees them (part of [`RegistryStore`]).
+#[async_trait]
+pub trait AgentStore: Send + Sync {
+    async fn create_agent(&self, human_id: &str, name: &str, kind: AgentKind)
+    -> StoreResult<Agent>;
     async fn register_agent(&self, new: NewAgent) -> StoreResult<Agent>;
     async fn list_agents(&self, human_id: &str, page: &PageRequest) -> StoreResult<Page<Agent>>;
     async fn get_agent(&self, human_id: &str, name: &str) -> StoreResult<Agent>;
@@ -116,6 +130,17 @@ pub trait Store: Send + Sync + 'static {
         name: &str,
         patch: AgentPatch,
     ) -> StoreResult<Agent>;
+}
+
+/// Endpoints: vending, revoking, and agents reaching theirs (part of [`RegistryStore`]).
+#[async_trait]
+pub trait EndpointStore: Send + Sync {
+    async fn create_endpoint(&self, new: NewEndpoint) -> StoreResult<Endpoint>;
+    /// An endpoint by id, whoever owns it: for the server's own wiring only.
+    async fn unscoped_get_endpoint(&self, id: &str) -> StoreResult<Endpoint>;
+    /// Revokes one of `human_id`'s endpoints and dead-letters its live todos.
+    /// `Conflict` when it is already revoked.
+    async fn revoke_endpoint(&self, human_id: &str, endpoint_id: &str) -> StoreResult<Revoked>;
     /// Creates the endpoint, and the agent first when the human has none of
     /// that name (with `kind`). Returns whether the agent was created.
     async fn vend_endpoint(
@@ -149,36 +174,6 @@ pub trait Store: Send + Sync + 'static {
         &self,
         endpoint_ids: &[String],
     ) -> StoreResult<std::collections::HashMap<String, EndpointActivity>>;
-
-    // --- todos, read by their human or agent ---
-    async fn human_list_todos(
-        &self,
-        human_id: &str,
-        filter: &TodoFilter,
-        page: &PageRequest,
-    ) -> StoreResult<Page<Todo>>;
-    async fn human_get_todo(&self, human_id: &str, id: &str) -> StoreResult<Todo>;
-    async fn human_list_attempts(
-        &self,
-        human_id: &str,
-        todo_id: &str,
-        limit: i64,
-    ) -> StoreResult<Vec<Attempt>>;
-    async fn human_get_intake_event(
-        &self,
-        human_id: &str,
-        todo_id: &str,
-    ) -> StoreResult<IntakeEvent>;
-    /// An agent's listing of its endpoint's todos, newest first.
-    async fn list_todos(
-        &self,
-        caller: &Caller,
-        queue: Option<&str>,
-        state: Option<crate::domain::todo::TodoState>,
-        limit: i64,
-    ) -> StoreResult<Vec<Todo>>;
-
-    // --- agents reaching their endpoint (MCP) ---
     /// The active, unexpired endpoint whose credential has this hash.
     async fn authenticate_endpoint(&self, credential_hash: &str) -> StoreResult<Option<Endpoint>>;
     /// Stamps `last_seen_at` (never backwards) and, when given, the agent's
@@ -191,8 +186,11 @@ pub trait Store: Send + Sync + 'static {
     ) -> StoreResult<()>;
     /// How many pending todos the endpoint has.
     async fn count_pending(&self, endpoint_id: &str) -> StoreResult<i64>;
+}
 
-    // --- intake webhooks ---
+/// Intake webhooks (part of [`RegistryStore`]).
+#[async_trait]
+pub trait WebhookStore: Send + Sync {
     /// A webhook for one of the human's endpoints (by id) and a queue of its scope.
     async fn create_webhook(
         &self,
@@ -215,8 +213,29 @@ pub trait Store: Send + Sync + 'static {
     async fn delete_webhook(&self, human_id: &str, id: &str) -> StoreResult<()>;
     /// The webhook a delivery URL names, whoever owns it.
     async fn unscoped_find_webhook(&self, token_hash: &str) -> StoreResult<Option<WebhookTarget>>;
+}
 
-    // --- presence (05) ---
+/// Humans' API tokens.
+#[async_trait]
+pub trait TokenStore: Send + Sync {
+    async fn create_api_token(&self, new: NewApiToken) -> StoreResult<ApiToken>;
+    /// The live (unrevoked, unexpired) token with this hash and its human.
+    async fn authenticate_api_token(
+        &self,
+        token_hash: &str,
+    ) -> StoreResult<Option<(Human, ApiToken)>>;
+    async fn list_api_tokens(
+        &self,
+        human_id: &str,
+        page: &PageRequest,
+    ) -> StoreResult<Page<ApiToken>>;
+    /// `Conflict` when already revoked.
+    async fn revoke_api_token(&self, human_id: &str, id: &str) -> StoreResult<ApiToken>;
+}
+
+/// Presence (05): overrides, shifts, transitions and the evaluator's reads.
+#[async_trait]
+pub trait PresenceStore: Send + Sync {
     /// Writes an override on an active endpoint (`Conflict` when revoked).
     async fn set_presence_override(
         &self,
@@ -261,6 +280,11 @@ pub trait Store: Send + Sync + 'static {
         at: crate::domain::Timestamp,
     ) -> StoreResult<()>;
     async fn unscoped_endpoints_by_ids(&self, ids: &[String]) -> StoreResult<Vec<Endpoint>>;
+}
+
+/// Doorbells: what may ring, and claiming the rings that are due.
+#[async_trait]
+pub trait RingStore: Send + Sync {
     /// The endpoint's push-eligible pending todos, oldest first.
     async fn unscoped_digest_todos(&self, endpoint_id: &str) -> StoreResult<Vec<DigestTodo>>;
     /// Sets `last_ringed_at` on exactly these todos where still pending.
@@ -269,8 +293,6 @@ pub trait Store: Send + Sync + 'static {
         ids: &[String],
         at: crate::domain::Timestamp,
     ) -> StoreResult<u64>;
-
-    // --- doorbells ---
     /// The todo, if it may ring now: pending, created by authenticated
     /// intake (the sender gate), on an active endpoint.
     async fn unscoped_ringable_todo(&self, id: &str) -> StoreResult<Option<RingCandidate>>;
@@ -291,7 +313,6 @@ pub trait Store: Send + Sync + 'static {
         steps: &[std::time::Duration],
         limit: i64,
     ) -> StoreResult<Vec<RingCandidate>>;
-
     /// Claims the one ring of a todo that became ready (created, or pending
     /// again after a retry) for the calling instance: true for exactly one
     /// caller per readiness across instances, and only while the todo is
@@ -306,20 +327,28 @@ pub trait Store: Send + Sync + 'static {
         since: crate::domain::Timestamp,
         limit: i64,
     ) -> StoreResult<Vec<String>>;
+}
 
-    // --- background sweeps ---
+/// Background sweeps: the reaper, retries, endpoint expiry and retention.
+#[async_trait]
+pub trait SweepStore: Send + Sync {
     /// Lapsed leases nobody took over: back to pending, or dead letter at the cap.
     async fn unscoped_reap_lapsed_leases(&self, limit: i64) -> StoreResult<ReapReport>;
     /// Failed todos whose retry window elapsed: back to pending.
     async fn unscoped_schedule_due_retries(&self, limit: i64) -> StoreResult<Vec<TodoRef>>;
+    /// Revokes every active endpoint whose `expires_at` has passed.
+    async fn unscoped_expire_endpoints(&self, limit: i64) -> StoreResult<Vec<Revoked>>;
     /// Deletes terminal todos (done, dead letter) finished longer ago than `older_than`.
     async fn unscoped_prune_terminal_todos(
         &self,
         older_than: Duration,
         limit: i64,
     ) -> StoreResult<u64>;
+}
 
-    // --- metrics (`/metrics`, read at scrape time) ---
+/// Metrics reads (`/metrics`, read at scrape time).
+#[async_trait]
+pub trait StatsStore: Send + Sync {
     /// Todos per state, dead letters and the oldest pending todo's creation,
     /// over every endpoint, in one aggregate query. It scans the whole todos
     /// table (done rows included), so its cost grows with the retention window.
@@ -328,4 +357,45 @@ pub trait Store: Send + Sync + 'static {
     /// (sessions aside, which are in memory), in one query, at most `limit`
     /// endpoints (by id).
     async fn unscoped_liveness_inputs(&self, limit: i64) -> StoreResult<Vec<LivenessInputs>>;
+}
+
+/// The registry: humans, agents, endpoints and webhooks.
+pub trait RegistryStore: HumanStore + AgentStore + EndpointStore + WebhookStore {}
+
+impl<T: HumanStore + AgentStore + EndpointStore + WebhookStore> RegistryStore for T {}
+
+/// The whole storage contract: every capability. Surfaces hold an
+/// `Arc<dyn Store>`; bring the capability traits into scope with
+/// `use crate::store::prelude::*;`.
+pub trait Store:
+    StoreBase
+    + TodoStore
+    + RegistryStore
+    + TokenStore
+    + PresenceStore
+    + RingStore
+    + SweepStore
+    + StatsStore
+{
+}
+
+impl<T> Store for T where
+    T: StoreBase
+        + TodoStore
+        + RegistryStore
+        + TokenStore
+        + PresenceStore
+        + RingStore
+        + SweepStore
+        + StatsStore
+{
+}
+
+/// Every store trait, for `use crate::store::prelude::*;` (a supertrait's
+/// methods are callable only with the supertrait in scope).
+pub mod prelude {
+    pub use super::{
+        AgentStore, EndpointStore, HumanStore, PresenceStore, RegistryStore, RingStore, StatsStore,
+        Store, StoreBase, SweepStore, TodoStore, TokenStore, WebhookStore,
+    };
 }

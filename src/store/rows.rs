@@ -50,7 +50,7 @@ macro_rules! endpoint_columns {
 pub(crate) use endpoint_columns;
 
 fn corrupt(what: &str, value: &str) -> StoreError {
-    StoreError::Internal(format!("unexpected {what} {value:?} in the database"))
+    StoreError::internal(format!("unexpected {what} {value:?} in the database"))
 }
 
 fn ts(row: &AnyRow, col: &str) -> Result<Timestamp, StoreError> {
@@ -68,7 +68,7 @@ fn opt_json(row: &AnyRow, col: &str) -> Result<Option<serde_json::Value>, StoreE
         None => Ok(None),
         Some(text) => serde_json::from_str(&text)
             .map(Some)
-            .map_err(|e| StoreError::Internal(format!("column {col} holds invalid JSON: {e}"))),
+            .map_err(|e| StoreError::internal(format!("column {col} holds invalid JSON: {e}"))),
     }
 }
 
@@ -138,7 +138,7 @@ pub fn attempt(row: &AnyRow) -> Result<Attempt, StoreError> {
 fn string_list(row: &AnyRow, col: &str) -> Result<Vec<String>, StoreError> {
     let text: String = row.try_get(col)?;
     serde_json::from_str(&text)
-        .map_err(|e| StoreError::Internal(format!("column {col} holds invalid JSON: {e}")))
+        .map_err(|e| StoreError::internal(format!("column {col} holds invalid JSON: {e}")))
 }
 
 pub fn endpoint(row: &AnyRow) -> Result<Endpoint, StoreError> {

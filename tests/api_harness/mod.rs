@@ -320,7 +320,8 @@ pub async fn open_store(database: &Path) -> switchboard::store::SqlStore {
 /// What an agent would do over MCP, done on the store: claim the oldest
 /// pending todo of the endpoint, then optionally fail it.
 pub async fn claim_next(database: &Path, endpoint_id: &str, then_fail: bool) -> String {
-    use switchboard::store::{ClaimOptions, Finish, Store};
+    use switchboard::store::prelude::*;
+    use switchboard::store::{ClaimOptions, Finish};
     let store = open_store(database).await;
     let endpoint = store
         .unscoped_get_endpoint(endpoint_id)

@@ -6,7 +6,7 @@ use switchboard::domain::todo::{Disposition, Outcome};
 use switchboard::store::*;
 
 use crate::common::*;
-use crate::on_both_backends;
+use crate::exercise_on_both_backends;
 use crate::support::{TestStore, fixture};
 
 fn claimant(name: &str) -> ClaimOptions {
@@ -30,8 +30,7 @@ fn finish_saying(summary: &str) -> Finish {
     }
 }
 
-async fn a_claim_opens_an_attempt_record(ts: &TestStore) {
-    let store = &*ts.store;
+async fn a_claim_opens_an_attempt_record(store: &dyn Store, ts: &TestStore) {
     let f = fixture(store, "ada").await;
     let todo = add_todo(store, &f, "t").await;
     let claimed = store
@@ -69,7 +68,7 @@ impl Ending {
         }
     }
 
-    async fn end(self, store: &SqlStore, caller: &Caller, id: &str, summary: &str) {
+    async fn end(self, store: &dyn Store, caller: &Caller, id: &str, summary: &str) {
         let result = match self {
             Self::Complete => store.complete(caller, id, finish_saying(summary)).await,
             Self::FailWithRetry | Self::FailAtCap => {
@@ -81,8 +80,10 @@ impl Ending {
     }
 }
 
-async fn the_holder_closes_its_attempt_with_outcome_and_disposition(ts: &TestStore) {
-    let store = &*ts.store;
+async fn the_holder_closes_its_attempt_with_outcome_and_disposition(
+    store: &dyn Store,
+    ts: &TestStore,
+) {
     let f = fixture(store, "ada").await;
     for ending in [
         Ending::Complete,
@@ -108,12 +109,15 @@ async fn the_holder_closes_its_attempt_with_outcome_and_disposition(ts: &TestSto
         assert_eq!(closed.ended_at, Some(ts.clock.now()), "{ending:?}");
         assert_eq!(closed.summary.as_deref(), Some("what happened"));
         assert!(!closed.summary_truncated);
-        assert_eq!(count_open_attempts(store, &todo.id).await, 0, "{ending:?}");
+        assert_eq!(
+            count_open_attempts(&ts.store, &todo.id).await,
+            0,
+            "{ending:?}"
+        );
     }
 }
 
-async fn a_long_summary_is_cut_on_a_character_boundary(ts: &TestStore) {
-    let store = &*ts.store;
+async fn a_long_summary_is_cut_on_a_character_boundary(store: &dyn Store, _ts: &TestStore) {
     let f = fixture(store, "ada").await;
     // "€" is 3 bytes, so 2048 bytes falls inside a character: the cut keeps 682.
     let long = "€".repeat(1_000);
@@ -134,8 +138,7 @@ async fn a_long_summary_is_cut_on_a_character_boundary(ts: &TestStore) {
     }
 }
 
-async fn a_claimant_is_stripped_of_controls_and_cut(ts: &TestStore) {
-    let store = &*ts.store;
+async fn a_claimant_is_stripped_of_controls_and_cut(store: &dyn Store, _ts: &TestStore) {
     let f = fixture(store, "ada").await;
     let noisy = format!("bot\u{1b}[31m\n-{}", "é".repeat(100));
     let todo = add_todo(store, &f, "t").await;
@@ -153,8 +156,7 @@ async fn a_claimant_is_stripped_of_controls_and_cut(ts: &TestStore) {
     assert_eq!(recorded.len(), 128);
 }
 
-async fn a_claim_returns_the_five_latest_closed_attempts(ts: &TestStore) {
-    let store = &*ts.store;
+async fn a_claim_returns_the_five_latest_closed_attempts(store: &dyn Store, _ts: &TestStore) {
     let f = fixture(store, "ada").await;
     let todo = add_todo(store, &f, "t").await;
     for round in 1..=7 {
@@ -189,8 +191,7 @@ async fn a_claim_returns_the_five_latest_closed_attempts(ts: &TestStore) {
     assert!(claimed.prior_attempts.iter().all(|a| a.ended_at.is_some()));
 }
 
-async fn closed_attempts_beyond_fifty_are_pruned_and_counted(ts: &TestStore) {
-    let store = &*ts.store;
+async fn closed_attempts_beyond_fifty_are_pruned_and_counted(store: &dyn Store, ts: &TestStore) {
     let f = fixture(store, "ada").await;
     let todo = add_todo(store, &f, "t").await;
     // Releases never hit the attempt cap, so one todo can be claimed 55 times.
@@ -209,7 +210,7 @@ async fn closed_attempts_beyond_fifty_are_pruned_and_counted(ts: &TestStore) {
     assert_eq!(released.attempts_pruned, 5);
     assert_eq!(get(store, &f.caller, &todo.id).await, released);
 
-    assert_eq!(count_attempt_rows(store, &todo.id).await, 50);
+    assert_eq!(count_attempt_rows(&ts.store, &todo.id).await, 50);
     let kept: Vec<i64> = attempts(store, &f.caller, &todo.id)
         .await
         .iter()
@@ -218,8 +219,7 @@ async fn closed_attempts_beyond_fifty_are_pruned_and_counted(ts: &TestStore) {
     assert_eq!(kept, (6..=55).rev().collect::<Vec<_>>(), "the oldest go");
 }
 
-async fn reaped_attempts_are_pruned_too(ts: &TestStore) {
-    let store = &*ts.store;
+async fn reaped_attempts_are_pruned_too(store: &dyn Store, ts: &TestStore) {
     let f = fixture(store, "ada").await;
     // Enough attempts that the reaper requeues every time.
     let todo = create(store, capped_todo(&f, "t", 100)).await;
@@ -229,13 +229,12 @@ async fn reaped_attempts_are_pruned_too(ts: &TestStore) {
         let report = store.unscoped_reap_lapsed_leases(10).await.unwrap();
         assert_eq!(report.requeued.len(), 1);
     }
-    assert_eq!(count_attempt_rows(store, &todo.id).await, 50);
+    assert_eq!(count_attempt_rows(&ts.store, &todo.id).await, 50);
     let reaped = get(store, &f.caller, &todo.id).await;
     assert_eq!((reaped.attempts_total, reaped.attempts_pruned), (55, 5));
 }
 
-async fn a_revoked_attempt_is_pruned_too(ts: &TestStore) {
-    let store = &*ts.store;
+async fn a_revoked_attempt_is_pruned_too(store: &dyn Store, ts: &TestStore) {
     let f = fixture(store, "ada").await;
     let todo = add_todo(store, &f, "t").await;
     for _ in 0..50 {
@@ -251,7 +250,7 @@ async fn a_revoked_attempt_is_pruned_too(ts: &TestStore) {
         .await
         .unwrap();
 
-    assert_eq!(count_attempt_rows(store, &todo.id).await, 50);
+    assert_eq!(count_attempt_rows(&ts.store, &todo.id).await, 50);
     let dead = get(store, &f.caller, &todo.id).await;
     assert_eq!((dead.attempts_total, dead.attempts_pruned), (51, 1));
     let newest = last_attempt(store, &f.caller, &todo.id).await;
@@ -259,7 +258,7 @@ async fn a_revoked_attempt_is_pruned_too(ts: &TestStore) {
     assert_eq!(newest.outcome, Some(Outcome::Revoked));
 }
 
-on_both_backends!(
+exercise_on_both_backends!(
     a_claim_opens_an_attempt_record,
     the_holder_closes_its_attempt_with_outcome_and_disposition,
     a_long_summary_is_cut_on_a_character_boundary,

@@ -4,11 +4,10 @@ use switchboard::clock::Clock;
 use switchboard::store::*;
 
 use crate::common::*;
-use crate::on_both_backends;
+use crate::exercise_on_both_backends;
 use crate::support::{TestStore, fixture};
 
-async fn successive_fails_follow_the_backoff_schedule(ts: &TestStore) {
-    let store = &*ts.store;
+async fn successive_fails_follow_the_backoff_schedule(store: &dyn Store, ts: &TestStore) {
     let f = fixture(store, "ada").await;
     // A cap above the number of fails keeps every fail a retry, not a dead letter.
     let todo = create(store, capped_todo(&f, "flaky", 10)).await;
@@ -33,4 +32,4 @@ async fn successive_fails_follow_the_backoff_schedule(ts: &TestStore) {
     assert_eq!(windows, expected_windows);
 }
 
-on_both_backends!(successive_fails_follow_the_backoff_schedule);
+exercise_on_both_backends!(successive_fails_follow_the_backoff_schedule);

@@ -41,25 +41,25 @@ pub fn capped_todo(f: &Fixture, title: &str, max_attempts: i64) -> NewTodo {
 }
 
 /// Creates a todo that must be new (no dedup hit).
-pub async fn create(store: &SqlStore, new: NewTodo) -> Todo {
+pub async fn create(store: &dyn Store, new: NewTodo) -> Todo {
     let created = store.create_todo(new).await.expect("create_todo");
     assert!(created.created, "expected a new todo, got a dedup hit");
     created.todo
 }
 
-pub async fn add_todo(store: &SqlStore, f: &Fixture, title: &str) -> Todo {
+pub async fn add_todo(store: &dyn Store, f: &Fixture, title: &str) -> Todo {
     create(store, inbox_todo(f, title)).await
 }
 
 /// Claims `id` with default options (unfenced, default lease).
-pub async fn claim(store: &SqlStore, caller: &Caller, id: &str) -> Claimed {
+pub async fn claim(store: &dyn Store, caller: &Caller, id: &str) -> Claimed {
     store
         .claim(caller, id, ClaimOptions::default())
         .await
         .expect("claim")
 }
 
-pub async fn claim_with_ttl(store: &SqlStore, caller: &Caller, id: &str, ttl: i64) -> Claimed {
+pub async fn claim_with_ttl(store: &dyn Store, caller: &Caller, id: &str, ttl: i64) -> Claimed {
     store
         .claim(
             caller,
@@ -73,7 +73,7 @@ pub async fn claim_with_ttl(store: &SqlStore, caller: &Caller, id: &str, ttl: i6
         .expect("claim with ttl")
 }
 
-pub async fn fenced_claim(store: &SqlStore, caller: &Caller, id: &str) -> (Claimed, String) {
+pub async fn fenced_claim(store: &dyn Store, caller: &Caller, id: &str) -> (Claimed, String) {
     let claimed = store
         .claim(
             caller,
@@ -92,19 +92,19 @@ pub async fn fenced_claim(store: &SqlStore, caller: &Caller, id: &str) -> (Claim
     (claimed, token)
 }
 
-pub async fn get(store: &SqlStore, caller: &Caller, id: &str) -> Todo {
+pub async fn get(store: &dyn Store, caller: &Caller, id: &str) -> Todo {
     store.get_todo(caller, id).await.expect("get_todo")
 }
 
 /// Every kept attempt record of a todo, newest first.
-pub async fn attempts(store: &SqlStore, caller: &Caller, id: &str) -> Vec<Attempt> {
+pub async fn attempts(store: &dyn Store, caller: &Caller, id: &str) -> Vec<Attempt> {
     store
         .list_attempts(caller, id, 50)
         .await
         .expect("list_attempts")
 }
 
-pub async fn last_attempt(store: &SqlStore, caller: &Caller, id: &str) -> Attempt {
+pub async fn last_attempt(store: &dyn Store, caller: &Caller, id: &str) -> Attempt {
     attempts(store, caller, id)
         .await
         .into_iter()
@@ -113,7 +113,7 @@ pub async fn last_attempt(store: &SqlStore, caller: &Caller, id: &str) -> Attemp
 }
 
 /// The todo and its history: what a refused call must leave untouched.
-pub async fn snapshot(store: &SqlStore, caller: &Caller, id: &str) -> (Todo, Vec<Attempt>) {
+pub async fn snapshot(store: &dyn Store, caller: &Caller, id: &str) -> (Todo, Vec<Attempt>) {
     (
         get(store, caller, id).await,
         attempts(store, caller, id).await,
@@ -131,10 +131,11 @@ pub fn assert_closed_as(attempt: &Attempt, outcome: Outcome, disposition: Dispos
     );
 }
 
+/// A conflict on the wire: `Conflict`, `EndpointRevoked` or `Taken`.
 pub fn assert_conflict<T: Debug>(result: StoreResult<T>) {
     match result {
-        Err(StoreError::Conflict(_)) => {}
-        other => panic!("expected Conflict, got {other:?}"),
+        Err(err) if err.code() == "conflict" => {}
+        other => panic!("expected a conflict, got {other:?}"),
     }
 }
 
@@ -212,7 +213,7 @@ impl HolderVerb {
 
     pub async fn call(
         self,
-        store: &SqlStore,
+        store: &dyn Store,
         caller: &Caller,
         id: &str,
         lease_token: Option<&str>,
@@ -249,7 +250,7 @@ fn finish(lease_token: Option<String>) -> Finish {
 /// Calls every holder verb on `id` and checks each is a `Conflict` that
 /// leaves the todo and its history exactly as they were.
 pub async fn assert_holder_verbs_conflict(
-    store: &SqlStore,
+    store: &dyn Store,
     caller: &Caller,
     id: &str,
     lease_token: Option<&str>,
@@ -258,7 +259,10 @@ pub async fn assert_holder_verbs_conflict(
     for verb in HolderVerb::ALL {
         let result = verb.call(store, caller, id, lease_token).await;
         assert!(
-            matches!(result, Err(StoreError::Conflict(_))),
+            matches!(
+                result,
+                Err(StoreError::Conflict(_) | StoreError::EndpointRevoked)
+            ),
             "{verb:?} should conflict, got {result:?}"
         );
         assert_eq!(

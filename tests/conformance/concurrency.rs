@@ -9,7 +9,7 @@ use switchboard::store::*;
 use tokio::sync::Barrier;
 
 use crate::common::*;
-use crate::on_both_backends;
+use crate::exercise_on_both_backends;
 use crate::support::{TestStore, fixture};
 
 const WORKERS: usize = 16;
@@ -34,8 +34,7 @@ async fn drain(store: Arc<SqlStore>, caller: Caller, start: Arc<Barrier>) -> Vec
     claimed
 }
 
-async fn concurrent_claim_next_callers_never_share_a_todo(ts: &TestStore) {
-    let store = &*ts.store;
+async fn concurrent_claim_next_callers_never_share_a_todo(store: &dyn Store, ts: &TestStore) {
     let f = fixture(store, "ada").await;
     let mut created = HashSet::new();
     for n in 0..TODOS {
@@ -66,8 +65,7 @@ async fn drain_concurrently(ts: &TestStore, caller: &Caller) -> Vec<String> {
     claims
 }
 
-async fn concurrent_takeovers_never_share_a_todo(ts: &TestStore) {
-    let store = &*ts.store;
+async fn concurrent_takeovers_never_share_a_todo(store: &dyn Store, ts: &TestStore) {
     let f = fixture(store, "ada").await;
     let mut created = HashSet::new();
     for n in 0..TODOS / 2 {
@@ -90,12 +88,11 @@ async fn concurrent_takeovers_never_share_a_todo(ts: &TestStore) {
         let todo = get(store, &f.caller, id).await;
         assert_eq!(todo.state, TodoState::Done);
         assert_eq!(todo.attempts_total, 2, "one claim, one takeover: {id}");
-        assert_eq!(count_attempt_rows(store, id).await, 2);
+        assert_eq!(count_attempt_rows(&ts.store, id).await, 2);
     }
 }
 
-async fn racing_creates_with_one_key_make_one_todo(ts: &TestStore) {
-    let store = &*ts.store;
+async fn racing_creates_with_one_key_make_one_todo(store: &dyn Store, ts: &TestStore) {
     let f = fixture(store, "ada").await;
     let start = Arc::new(Barrier::new(WORKERS));
     let creators: Vec<_> = (0..WORKERS)
@@ -120,11 +117,10 @@ async fn racing_creates_with_one_key_make_one_todo(ts: &TestStore) {
     assert_eq!(created, 1, "exactly one create makes the todo");
     let ids: HashSet<&str> = results.iter().map(|r| r.todo.id.as_str()).collect();
     assert_eq!(ids.len(), 1, "every dedup hit returns that todo: {ids:?}");
-    assert_eq!(count_todos(store).await, 1);
+    assert_eq!(count_todos(&ts.store).await, 1);
 }
 
-async fn racing_claims_of_one_todo_have_one_winner(ts: &TestStore) {
-    let store = &*ts.store;
+async fn racing_claims_of_one_todo_have_one_winner(store: &dyn Store, ts: &TestStore) {
     let f = fixture(store, "ada").await;
     for _ in 0..RACES {
         let todo = add_todo(store, &f, "contended").await;
@@ -154,11 +150,11 @@ async fn racing_claims_of_one_todo_have_one_winner(ts: &TestStore) {
         assert_conflict(loser);
         let after = get(store, &f.caller, &todo.id).await;
         assert_eq!((after.attempt, after.attempts_total), (1, 1));
-        assert_eq!(count_attempt_rows(store, &todo.id).await, 1);
+        assert_eq!(count_attempt_rows(&ts.store, &todo.id).await, 1);
     }
 }
 
-on_both_backends!(
+exercise_on_both_backends!(
     concurrent_claim_next_callers_never_share_a_todo,
     concurrent_takeovers_never_share_a_todo,
     racing_creates_with_one_key_make_one_todo,

@@ -4,7 +4,7 @@ use switchboard::domain::todo::TodoState;
 use switchboard::store::*;
 
 use crate::common::*;
-use crate::on_both_backends;
+use crate::exercise_on_both_backends;
 use crate::support::{Fixture, TestStore, fixture};
 
 /// Creates the same key again and checks it hits `live`: the very same todo
@@ -15,7 +15,7 @@ async fn assert_dedup_hit(ts: &TestStore, f: &Fixture, live: &Todo) {
     // A later delivery: the clock moved, so any write would show in updated_at.
     advance_secs(ts, 1);
     let before = snapshot(store, &f.caller, &live.id).await;
-    let count_before = count_todos(store).await;
+    let count_before = count_todos(&ts.store).await;
 
     let again = store
         .create_todo(keyed_todo(f, "a different title", key))
@@ -24,26 +24,23 @@ async fn assert_dedup_hit(ts: &TestStore, f: &Fixture, live: &Todo) {
     assert!(!again.created);
     assert_eq!(again.todo, before.0, "the live todo, unchanged");
     assert_eq!(snapshot(store, &f.caller, &live.id).await, before);
-    assert_eq!(count_todos(store).await, count_before);
+    assert_eq!(count_todos(&ts.store).await, count_before);
 }
 
-async fn dedup_hits_a_pending_todo(ts: &TestStore) {
-    let store = &*ts.store;
+async fn dedup_hits_a_pending_todo(store: &dyn Store, ts: &TestStore) {
     let f = fixture(store, "ada").await;
     let live = create(store, keyed_todo(&f, "t", "delivery-1")).await;
     assert_dedup_hit(ts, &f, &live).await;
 }
 
-async fn dedup_hits_a_claimed_todo(ts: &TestStore) {
-    let store = &*ts.store;
+async fn dedup_hits_a_claimed_todo(store: &dyn Store, ts: &TestStore) {
     let f = fixture(store, "ada").await;
     let live = create(store, keyed_todo(&f, "t", "delivery-1")).await;
     claim(store, &f.caller, &live.id).await;
     assert_dedup_hit(ts, &f, &live).await;
 }
 
-async fn dedup_hits_a_failed_todo_waiting_for_its_retry(ts: &TestStore) {
-    let store = &*ts.store;
+async fn dedup_hits_a_failed_todo_waiting_for_its_retry(store: &dyn Store, ts: &TestStore) {
     let f = fixture(store, "ada").await;
     let live = create(store, keyed_todo(&f, "t", "delivery-1")).await;
     claim(store, &f.caller, &live.id).await;
@@ -55,8 +52,7 @@ async fn dedup_hits_a_failed_todo_waiting_for_its_retry(ts: &TestStore) {
     assert_dedup_hit(ts, &f, &live).await;
 }
 
-async fn a_done_todo_frees_its_key(ts: &TestStore) {
-    let store = &*ts.store;
+async fn a_done_todo_frees_its_key(store: &dyn Store, _ts: &TestStore) {
     let f = fixture(store, "ada").await;
     let first = create(store, keyed_todo(&f, "t", "delivery-1")).await;
     claim(store, &f.caller, &first.id).await;
@@ -74,8 +70,7 @@ async fn a_done_todo_frees_its_key(ts: &TestStore) {
     );
 }
 
-async fn a_dead_letter_frees_its_key(ts: &TestStore) {
-    let store = &*ts.store;
+async fn a_dead_letter_frees_its_key(store: &dyn Store, _ts: &TestStore) {
     let f = fixture(store, "ada").await;
     let first = create(
         store,
@@ -96,17 +91,15 @@ async fn a_dead_letter_frees_its_key(ts: &TestStore) {
     assert_ne!(second.id, first.id);
 }
 
-async fn todos_without_a_key_are_never_deduplicated(ts: &TestStore) {
-    let store = &*ts.store;
+async fn todos_without_a_key_are_never_deduplicated(store: &dyn Store, ts: &TestStore) {
     let f = fixture(store, "ada").await;
     let a = add_todo(store, &f, "same title").await;
     let b = add_todo(store, &f, "same title").await;
     assert_ne!(a.id, b.id);
-    assert_eq!(count_todos(store).await, 2);
+    assert_eq!(count_todos(&ts.store).await, 2);
 }
 
-async fn the_same_key_on_two_endpoints_makes_two_todos(ts: &TestStore) {
-    let store = &*ts.store;
+async fn the_same_key_on_two_endpoints_makes_two_todos(store: &dyn Store, ts: &TestStore) {
     let ada = fixture(store, "ada").await;
     let bob = fixture(store, "bob").await;
     let for_ada = create(store, keyed_todo(&ada, "t", "delivery-1")).await;
@@ -119,8 +112,7 @@ async fn the_same_key_on_two_endpoints_makes_two_todos(ts: &TestStore) {
     assert_dedup_hit(ts, &bob, &for_bob).await;
 }
 
-async fn retrying_a_dead_letter_whose_key_is_taken_conflicts(ts: &TestStore) {
-    let store = &*ts.store;
+async fn retrying_a_dead_letter_whose_key_is_taken_conflicts(store: &dyn Store, _ts: &TestStore) {
     let f = fixture(store, "ada").await;
     let dead = create(
         store,
@@ -141,7 +133,10 @@ async fn retrying_a_dead_letter_whose_key_is_taken_conflicts(ts: &TestStore) {
         snapshot(store, &f.caller, &newer.id).await,
     );
 
-    assert_conflict(store.human_retry(&f.human.id, &dead.id).await);
+    assert!(matches!(
+        store.human_retry(&f.human.id, &dead.id).await,
+        Err(StoreError::Taken(Taken::IdempotencyKey))
+    ));
     let after = (
         snapshot(store, &f.caller, &dead.id).await,
         snapshot(store, &f.caller, &newer.id).await,
@@ -158,8 +153,7 @@ async fn retrying_a_dead_letter_whose_key_is_taken_conflicts(ts: &TestStore) {
     assert_eq!(retried.state, TodoState::Pending);
 }
 
-async fn a_dedup_hit_records_no_intake_event(ts: &TestStore) {
-    let store = &*ts.store;
+async fn a_dedup_hit_records_no_intake_event(store: &dyn Store, ts: &TestStore) {
     let f = fixture(store, "ada").await;
     let with_event = |title: &str| NewTodo {
         intake: Some(NewIntakeEvent {
@@ -174,19 +168,19 @@ async fn a_dedup_hit_records_no_intake_event(ts: &TestStore) {
     };
     let first = create(store, with_event("t")).await;
     assert!(first.event_id.is_some());
-    assert_eq!(count_intake_events(store).await, 1);
+    assert_eq!(count_intake_events(&ts.store).await, 1);
 
     let again = store.create_todo(with_event("t")).await.unwrap();
     assert!(!again.created);
     assert_eq!(again.todo, first);
     assert_eq!(
-        count_intake_events(store).await,
+        count_intake_events(&ts.store).await,
         1,
         "the duplicate delivery's event is not kept"
     );
 }
 
-on_both_backends!(
+exercise_on_both_backends!(
     dedup_hits_a_pending_todo,
     dedup_hits_a_claimed_todo,
     dedup_hits_a_failed_todo_waiting_for_its_retry,

@@ -8,7 +8,7 @@ use switchboard::mint::random_token;
 use switchboard::store::*;
 
 use crate::common::*;
-use crate::on_both_backends;
+use crate::exercise_on_both_backends;
 use crate::support::{TestStore, fixture};
 
 fn is_base64url(token: &str) -> bool {
@@ -26,8 +26,7 @@ async fn stored_token_hash(store: &SqlStore, id: &str) -> Option<String> {
         .get(0)
 }
 
-async fn a_fenced_claim_returns_a_one_time_token(ts: &TestStore) {
-    let store = &*ts.store;
+async fn a_fenced_claim_returns_a_one_time_token(store: &dyn Store, ts: &TestStore) {
     let f = fixture(store, "ada").await;
     let by_id = add_todo(store, &f, "by id").await;
     let next = add_todo(store, &f, "next").await;
@@ -37,7 +36,7 @@ async fn a_fenced_claim_returns_a_one_time_token(ts: &TestStore) {
     assert_eq!(token.len(), 22, "16 bytes of base64url: {token}");
     assert!(is_base64url(&token), "{token}");
     assert_eq!(
-        stored_token_hash(store, &by_id.id).await,
+        stored_token_hash(&ts.store, &by_id.id).await,
         Some(sha256_hex(&token)),
         "only the hash is stored"
     );
@@ -59,8 +58,7 @@ async fn a_fenced_claim_returns_a_one_time_token(ts: &TestStore) {
     assert_ne!(other, token, "tokens are per claim");
 }
 
-async fn a_missing_or_wrong_token_conflicts(ts: &TestStore) {
-    let store = &*ts.store;
+async fn a_missing_or_wrong_token_conflicts(store: &dyn Store, _ts: &TestStore) {
     let f = fixture(store, "ada").await;
     let todo = add_todo(store, &f, "t").await;
     let (_, token) = fenced_claim(store, &f.caller, &todo.id).await;
@@ -73,8 +71,7 @@ async fn a_missing_or_wrong_token_conflicts(ts: &TestStore) {
     assert_holder_verbs_conflict(store, &f.caller, &todo.id, Some("")).await;
 }
 
-async fn a_stale_token_from_a_released_claim_conflicts(ts: &TestStore) {
-    let store = &*ts.store;
+async fn a_stale_token_from_a_released_claim_conflicts(store: &dyn Store, _ts: &TestStore) {
     let f = fixture(store, "ada").await;
     let todo = add_todo(store, &f, "t").await;
     let (_, stale) = fenced_claim(store, &f.caller, &todo.id).await;
@@ -95,8 +92,7 @@ async fn a_stale_token_from_a_released_claim_conflicts(ts: &TestStore) {
     assert_holder_verbs_conflict(store, &f.caller, &todo.id, Some(&stale)).await;
 }
 
-async fn a_stale_token_after_a_takeover_conflicts(ts: &TestStore) {
-    let store = &*ts.store;
+async fn a_stale_token_after_a_takeover_conflicts(store: &dyn Store, ts: &TestStore) {
     let f = fixture(store, "ada").await;
     let todo = add_todo(store, &f, "t").await;
     let (_, stale) = fenced_claim(store, &f.caller, &todo.id).await;
@@ -119,8 +115,7 @@ async fn a_stale_token_after_a_takeover_conflicts(ts: &TestStore) {
     assert_eq!(done.state, TodoState::Done);
 }
 
-async fn the_right_token_works_for_every_holder_verb(ts: &TestStore) {
-    let store = &*ts.store;
+async fn the_right_token_works_for_every_holder_verb(store: &dyn Store, _ts: &TestStore) {
     let f = fixture(store, "ada").await;
     for verb in HolderVerb::ALL {
         let todo = add_todo(store, &f, "t").await;
@@ -142,8 +137,7 @@ async fn the_right_token_works_for_every_holder_verb(ts: &TestStore) {
     }
 }
 
-async fn the_token_lasts_as_long_as_the_lease(ts: &TestStore) {
-    let store = &*ts.store;
+async fn the_token_lasts_as_long_as_the_lease(store: &dyn Store, ts: &TestStore) {
     let f = fixture(store, "ada").await;
     let todo = add_todo(store, &f, "t").await;
     let (_, token) = fenced_claim(store, &f.caller, &todo.id).await;
@@ -162,8 +156,7 @@ async fn the_token_lasts_as_long_as_the_lease(ts: &TestStore) {
     assert_eq!(done.state, TodoState::Done);
 }
 
-async fn an_unfenced_claim_ignores_any_token(ts: &TestStore) {
-    let store = &*ts.store;
+async fn an_unfenced_claim_ignores_any_token(store: &dyn Store, _ts: &TestStore) {
     let f = fixture(store, "ada").await;
     for verb in HolderVerb::ALL {
         let todo = add_todo(store, &f, "t").await;
@@ -175,7 +168,7 @@ async fn an_unfenced_claim_ignores_any_token(ts: &TestStore) {
     }
 }
 
-on_both_backends!(
+exercise_on_both_backends!(
     a_fenced_claim_returns_a_one_time_token,
     a_missing_or_wrong_token_conflicts,
     a_stale_token_from_a_released_claim_conflicts,

@@ -6,11 +6,11 @@ use switchboard::domain::todo::TodoState;
 use switchboard::store::*;
 
 use crate::common::*;
-use crate::on_both_backends;
+use crate::exercise_on_both_backends;
 use crate::support::{Fixture, TestStore, endpoint_with, fixture};
 
 /// A fixture whose endpoint has a default lease of `secs`.
-async fn fixture_with_default_lease(store: &SqlStore, secs: i64) -> Fixture {
+async fn fixture_with_default_lease(store: &dyn Store, secs: i64) -> Fixture {
     let human = store.create_human("ada").await.unwrap();
     let f = endpoint_with(store, human, "worker", &["inbox"], |new| {
         new.default_lease_ttl_seconds = Some(secs)
@@ -24,8 +24,7 @@ fn bare_heartbeat() -> HeartbeatOptions {
     HeartbeatOptions::default()
 }
 
-async fn per_call_lease_wins_over_the_endpoint_default(ts: &TestStore) {
-    let store = &*ts.store;
+async fn per_call_lease_wins_over_the_endpoint_default(store: &dyn Store, ts: &TestStore) {
     let f = fixture_with_default_lease(store, 600).await;
     let todo = add_todo(store, &f, "t").await;
     let claimed = claim_with_ttl(store, &f.caller, &todo.id, 90).await;
@@ -35,8 +34,7 @@ async fn per_call_lease_wins_over_the_endpoint_default(ts: &TestStore) {
     );
 }
 
-async fn the_endpoint_default_applies_without_a_per_call_lease(ts: &TestStore) {
-    let store = &*ts.store;
+async fn the_endpoint_default_applies_without_a_per_call_lease(store: &dyn Store, ts: &TestStore) {
     let f = fixture_with_default_lease(store, 600).await;
     let todo = add_todo(store, &f, "t").await;
     let claimed = claim(store, &f.caller, &todo.id).await;
@@ -46,8 +44,7 @@ async fn the_endpoint_default_applies_without_a_per_call_lease(ts: &TestStore) {
     );
 }
 
-async fn the_lease_defaults_to_300_seconds(ts: &TestStore) {
-    let store = &*ts.store;
+async fn the_lease_defaults_to_300_seconds(store: &dyn Store, ts: &TestStore) {
     let f = fixture(store, "ada").await;
     assert_eq!(f.caller.default_lease_ttl_seconds, None);
     let todo = add_todo(store, &f, "t").await;
@@ -63,8 +60,7 @@ async fn the_lease_defaults_to_300_seconds(ts: &TestStore) {
     );
 }
 
-async fn a_per_call_lease_above_a_day_is_clamped(ts: &TestStore) {
-    let store = &*ts.store;
+async fn a_per_call_lease_above_a_day_is_clamped(store: &dyn Store, ts: &TestStore) {
     let f = fixture(store, "ada").await;
     let todo = add_todo(store, &f, "t").await;
     let claimed = claim_with_ttl(store, &f.caller, &todo.id, 86_401).await;
@@ -85,8 +81,7 @@ async fn a_per_call_lease_above_a_day_is_clamped(ts: &TestStore) {
     assert_eq!(beat.lease_expires_at, day);
 }
 
-async fn a_non_positive_lease_is_refused_and_claims_nothing(ts: &TestStore) {
-    let store = &*ts.store;
+async fn a_non_positive_lease_is_refused_and_claims_nothing(store: &dyn Store, ts: &TestStore) {
     let f = fixture(store, "ada").await;
     let todo = add_todo(store, &f, "t").await;
     for ttl in [0, -1, -86_400] {
@@ -105,11 +100,10 @@ async fn a_non_positive_lease_is_refused_and_claims_nothing(ts: &TestStore) {
     }
     let untouched = get(store, &f.caller, &todo.id).await;
     assert_eq!(untouched, todo, "nothing was claimed");
-    assert_eq!(count_attempt_rows(store, &todo.id).await, 0);
+    assert_eq!(count_attempt_rows(&ts.store, &todo.id).await, 0);
 }
 
-async fn a_non_positive_heartbeat_lease_is_refused(ts: &TestStore) {
-    let store = &*ts.store;
+async fn a_non_positive_heartbeat_lease_is_refused(store: &dyn Store, ts: &TestStore) {
     let f = fixture(store, "ada").await;
     let todo = add_todo(store, &f, "t").await;
     claim(store, &f.caller, &todo.id).await;
@@ -128,8 +122,7 @@ async fn a_non_positive_heartbeat_lease_is_refused(ts: &TestStore) {
     assert_eq!(snapshot(store, &f.caller, &todo.id).await, before);
 }
 
-async fn a_bare_heartbeat_resets_to_the_endpoint_default(ts: &TestStore) {
-    let store = &*ts.store;
+async fn a_bare_heartbeat_resets_to_the_endpoint_default(store: &dyn Store, ts: &TestStore) {
     let f = fixture_with_default_lease(store, 600).await;
     let todo = add_todo(store, &f, "t").await;
     claim_with_ttl(store, &f.caller, &todo.id, 3_600).await;
@@ -142,8 +135,10 @@ async fn a_bare_heartbeat_resets_to_the_endpoint_default(ts: &TestStore) {
     assert_eq!(beat.lease_expires_at, Some(ts.clock.now().add_secs(600)));
 }
 
-async fn a_bare_heartbeat_resets_to_300_without_an_endpoint_default(ts: &TestStore) {
-    let store = &*ts.store;
+async fn a_bare_heartbeat_resets_to_300_without_an_endpoint_default(
+    store: &dyn Store,
+    ts: &TestStore,
+) {
     let f = fixture(store, "ada").await;
     let todo = add_todo(store, &f, "t").await;
     claim_with_ttl(store, &f.caller, &todo.id, 3_600).await;
@@ -157,8 +152,7 @@ async fn a_bare_heartbeat_resets_to_300_without_an_endpoint_default(ts: &TestSto
     assert_eq!(beat.state, TodoState::Claimed);
 }
 
-async fn a_heartbeat_with_a_lease_uses_it(ts: &TestStore) {
-    let store = &*ts.store;
+async fn a_heartbeat_with_a_lease_uses_it(store: &dyn Store, ts: &TestStore) {
     let f = fixture_with_default_lease(store, 600).await;
     let todo = add_todo(store, &f, "t").await;
     claim(store, &f.caller, &todo.id).await;
@@ -178,7 +172,7 @@ async fn a_heartbeat_with_a_lease_uses_it(ts: &TestStore) {
     assert_eq!(beat.lease_expires_at, Some(ts.clock.now().add_secs(120)));
 }
 
-on_both_backends!(
+exercise_on_both_backends!(
     per_call_lease_wins_over_the_endpoint_default,
     the_endpoint_default_applies_without_a_per_call_lease,
     the_lease_defaults_to_300_seconds,

@@ -7,11 +7,10 @@ use switchboard::domain::todo::{Disposition, Outcome, TodoState};
 use switchboard::store::*;
 
 use crate::common::*;
-use crate::on_both_backends;
+use crate::exercise_on_both_backends;
 use crate::support::{TestStore, fixture};
 
-async fn create_makes_a_pending_todo(ts: &TestStore) {
-    let store = &*ts.store;
+async fn create_makes_a_pending_todo(store: &dyn Store, ts: &TestStore) {
     let f = fixture(store, "ada").await;
     let todo = add_todo(store, &f, "Review PR 12").await;
     assert!(todo.id.starts_with("td_"), "{}", todo.id);
@@ -27,8 +26,7 @@ async fn create_makes_a_pending_todo(ts: &TestStore) {
     assert_eq!(get(store, &f.caller, &todo.id).await, todo);
 }
 
-async fn claim_sets_owner_lease_and_attempt(ts: &TestStore) {
-    let store = &*ts.store;
+async fn claim_sets_owner_lease_and_attempt(store: &dyn Store, ts: &TestStore) {
     let f = fixture(store, "ada").await;
     let todo = add_todo(store, &f, "t").await;
     advance_secs(ts, 5);
@@ -47,8 +45,7 @@ async fn claim_sets_owner_lease_and_attempt(ts: &TestStore) {
     assert_eq!(get(store, &f.caller, &todo.id).await, claimed.todo);
 }
 
-async fn claim_next_is_fifo_within_the_granted_queues(ts: &TestStore) {
-    let store = &*ts.store;
+async fn claim_next_is_fifo_within_the_granted_queues(store: &dyn Store, ts: &TestStore) {
     let f = fixture(store, "ada").await;
     let mut expected = Vec::new();
     for (queue, title) in [
@@ -84,8 +81,10 @@ async fn claim_next_is_fifo_within_the_granted_queues(ts: &TestStore) {
     assert!(none.is_none(), "everything is claimed: {none:?}");
 }
 
-async fn heartbeat_extends_the_lease_without_consuming_an_attempt(ts: &TestStore) {
-    let store = &*ts.store;
+async fn heartbeat_extends_the_lease_without_consuming_an_attempt(
+    store: &dyn Store,
+    ts: &TestStore,
+) {
     let f = fixture(store, "ada").await;
     let todo = add_todo(store, &f, "t").await;
     claim(store, &f.caller, &todo.id).await;
@@ -104,11 +103,10 @@ async fn heartbeat_extends_the_lease_without_consuming_an_attempt(ts: &TestStore
     let open = last_attempt(store, &f.caller, &todo.id).await;
     assert_eq!(open.last_heartbeat_at, Some(now));
     assert_eq!(open.ended_at, None, "a heartbeat keeps the attempt open");
-    assert_eq!(count_attempt_rows(store, &todo.id).await, 1);
+    assert_eq!(count_attempt_rows(&ts.store, &todo.id).await, 1);
 }
 
-async fn complete_stores_the_result_and_ends_the_lease(ts: &TestStore) {
-    let store = &*ts.store;
+async fn complete_stores_the_result_and_ends_the_lease(store: &dyn Store, ts: &TestStore) {
     let f = fixture(store, "ada").await;
     let todo = add_todo(store, &f, "t").await;
     claim(store, &f.caller, &todo.id).await;
@@ -133,8 +131,7 @@ async fn complete_stores_the_result_and_ends_the_lease(ts: &TestStore) {
     assert_eq!(get(store, &f.caller, &todo.id).await, done);
 }
 
-async fn fail_below_the_cap_schedules_a_retry(ts: &TestStore) {
-    let store = &*ts.store;
+async fn fail_below_the_cap_schedules_a_retry(store: &dyn Store, ts: &TestStore) {
     let f = fixture(store, "ada").await;
     let todo = add_todo(store, &f, "t").await;
     claim(store, &f.caller, &todo.id).await;
@@ -162,8 +159,7 @@ async fn fail_below_the_cap_schedules_a_retry(ts: &TestStore) {
     assert_eq!(get(store, &f.caller, &todo.id).await, failed);
 }
 
-async fn fail_at_the_cap_dead_letters(ts: &TestStore) {
-    let store = &*ts.store;
+async fn fail_at_the_cap_dead_letters(store: &dyn Store, ts: &TestStore) {
     let f = fixture(store, "ada").await;
     let todo = create(store, capped_todo(&f, "t", 1)).await;
     claim(store, &f.caller, &todo.id).await;
@@ -180,8 +176,7 @@ async fn fail_at_the_cap_dead_letters(ts: &TestStore) {
     assert_eq!(get(store, &f.caller, &todo.id).await, failed);
 }
 
-async fn release_requeues_without_backoff(ts: &TestStore) {
-    let store = &*ts.store;
+async fn release_requeues_without_backoff(store: &dyn Store, _ts: &TestStore) {
     let f = fixture(store, "ada").await;
     let todo = add_todo(store, &f, "t").await;
     claim(store, &f.caller, &todo.id).await;
@@ -201,8 +196,7 @@ async fn release_requeues_without_backoff(ts: &TestStore) {
     assert_eq!(again.todo.attempt, 2);
 }
 
-async fn reaper_requeues_a_lapsed_lease_below_the_cap(ts: &TestStore) {
-    let store = &*ts.store;
+async fn reaper_requeues_a_lapsed_lease_below_the_cap(store: &dyn Store, ts: &TestStore) {
     let f = fixture(store, "ada").await;
     let todo = add_todo(store, &f, "t").await;
     claim_with_ttl(store, &f.caller, &todo.id, 60).await;
@@ -230,8 +224,7 @@ async fn reaper_requeues_a_lapsed_lease_below_the_cap(ts: &TestStore) {
     assert_closed_as(&closed, Outcome::Reaped, Disposition::Requeued);
 }
 
-async fn reaper_dead_letters_a_lapsed_lease_at_the_cap(ts: &TestStore) {
-    let store = &*ts.store;
+async fn reaper_dead_letters_a_lapsed_lease_at_the_cap(store: &dyn Store, ts: &TestStore) {
     let f = fixture(store, "ada").await;
     let todo = create(store, capped_todo(&f, "t", 1)).await;
     claim_with_ttl(store, &f.caller, &todo.id, 60).await;
@@ -251,8 +244,7 @@ async fn reaper_dead_letters_a_lapsed_lease_at_the_cap(ts: &TestStore) {
     assert_closed_as(&closed, Outcome::Reaped, Disposition::DeadLettered);
 }
 
-async fn retry_scheduler_requeues_an_elapsed_window(ts: &TestStore) {
-    let store = &*ts.store;
+async fn retry_scheduler_requeues_an_elapsed_window(store: &dyn Store, ts: &TestStore) {
     let f = fixture(store, "ada").await;
     let todo = add_todo(store, &f, "t").await;
     claim(store, &f.caller, &todo.id).await;
@@ -287,8 +279,7 @@ async fn retry_scheduler_requeues_an_elapsed_window(ts: &TestStore) {
     assert_eq!(requeued.attempt, 1, "the scheduler does not reset attempts");
 }
 
-async fn human_retry_resets_a_failed_todo(ts: &TestStore) {
-    let store = &*ts.store;
+async fn human_retry_resets_a_failed_todo(store: &dyn Store, _ts: &TestStore) {
     let f = fixture(store, "ada").await;
     let todo = add_todo(store, &f, "t").await;
     claim(store, &f.caller, &todo.id).await;
@@ -314,8 +305,7 @@ async fn human_retry_resets_a_failed_todo(ts: &TestStore) {
     assert_eq!(get(store, &f.caller, &todo.id).await, retried);
 }
 
-async fn human_retry_revives_a_dead_letter(ts: &TestStore) {
-    let store = &*ts.store;
+async fn human_retry_revives_a_dead_letter(store: &dyn Store, _ts: &TestStore) {
     let f = fixture(store, "ada").await;
     let todo = create(store, capped_todo(&f, "t", 1)).await;
     claim(store, &f.caller, &todo.id).await;
@@ -345,8 +335,7 @@ async fn human_retry_revives_a_dead_letter(ts: &TestStore) {
     assert_eq!((again.todo.attempt, again.todo.attempts_total), (1, 2));
 }
 
-async fn human_release_requeues_a_claimed_todo(ts: &TestStore) {
-    let store = &*ts.store;
+async fn human_release_requeues_a_claimed_todo(store: &dyn Store, _ts: &TestStore) {
     let f = fixture(store, "ada").await;
     let todo = add_todo(store, &f, "t").await;
     claim(store, &f.caller, &todo.id).await;
@@ -360,8 +349,7 @@ async fn human_release_requeues_a_claimed_todo(ts: &TestStore) {
     assert_closed_as(&closed, Outcome::Released, Disposition::Requeued);
 }
 
-async fn human_verbs_on_a_foreign_todo_are_not_found(ts: &TestStore) {
-    let store = &*ts.store;
+async fn human_verbs_on_a_foreign_todo_are_not_found(store: &dyn Store, _ts: &TestStore) {
     let f = fixture(store, "ada").await;
     let stranger = store.create_human("eve").await.unwrap();
     let failed = create(store, capped_todo(&f, "failed", 1)).await;
@@ -397,7 +385,7 @@ async fn human_verbs_on_a_foreign_todo_are_not_found(ts: &TestStore) {
     assert_eq!(after, before);
 }
 
-on_both_backends!(
+exercise_on_both_backends!(
     create_makes_a_pending_todo,
     claim_sets_owner_lease_and_attempt,
     claim_next_is_fifo_within_the_granted_queues,

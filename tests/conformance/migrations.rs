@@ -6,8 +6,8 @@ use switchboard::store::migrate::latest_version;
 use switchboard::store::*;
 
 use crate::common::*;
-use crate::on_both_backends;
-use crate::support::{TestStore, fixture, unmigrated_store_like};
+use crate::exercise_on_both_backends;
+use crate::support::{TestStore, fixture, second_handle, unmigrated_store_like};
 
 /// Catalog queries whose rows, rendered as text, describe the schema. Every
 /// column is cast to text so the `Any` driver can decode it.
@@ -47,7 +47,7 @@ async fn schema(store: &SqlStore) -> Vec<String> {
     lines
 }
 
-async fn migrating_step_by_step_matches_migrating_at_once(ts: &TestStore) {
+async fn migrating_step_by_step_matches_migrating_at_once(_store: &dyn Store, ts: &TestStore) {
     let latest = latest_version(ts.store.dialect());
     assert!(latest >= 2, "the queue needs at least two migrations");
 
@@ -76,7 +76,7 @@ async fn migrating_step_by_step_matches_migrating_at_once(ts: &TestStore) {
     stepwise.finish().await;
 }
 
-async fn migrating_twice_is_a_no_op(ts: &TestStore) {
+async fn migrating_twice_is_a_no_op(_store: &dyn Store, ts: &TestStore) {
     let store = &*ts.store;
     let f = fixture(store, "ada").await;
     let todo = add_todo(store, &f, "survives").await;
@@ -90,16 +90,25 @@ async fn migrating_twice_is_a_no_op(ts: &TestStore) {
     store.readiness().await.expect("still ready");
 }
 
-async fn readiness_follows_the_schema_version(ts: &TestStore) {
+async fn readiness_follows_the_schema_version(_store: &dyn Store, ts: &TestStore) {
     let fresh = unmigrated_store_like(ts, "readiness").await;
     let store = &*fresh.store;
     assert_eq!(store.schema_version().await.unwrap(), None);
-    assert!(store.readiness().await.is_err(), "no schema yet");
+    assert!(
+        matches!(
+            store.readiness().await,
+            Err(StoreError::SchemaMismatch { found: 0, .. })
+        ),
+        "no schema yet"
+    );
 
     store.migrate(Some(1)).await.unwrap();
     let partial = store.readiness().await;
     assert!(
-        matches!(partial, Err(StoreError::Unavailable(_))),
+        matches!(
+            partial,
+            Err(StoreError::SchemaMismatch { found: 1, expected }) if expected > 1
+        ),
         "an older schema is not ready: {partial:?}"
     );
 
@@ -112,8 +121,43 @@ async fn readiness_follows_the_schema_version(ts: &TestStore) {
     fresh.finish().await;
 }
 
-on_both_backends!(
+/// A closed pool, or (PostgreSQL) a connection the server terminated under
+/// the store, is `Unavailable`: never `Internal`, never a schema mismatch.
+async fn a_lost_database_is_unavailable(store: &dyn Store, ts: &TestStore) {
+    let closed = second_handle(ts).await;
+    closed.readiness().await.expect("ready while open");
+    closed.close().await;
+    let err = closed
+        .readiness()
+        .await
+        .expect_err("a closed pool is not ready");
+    assert!(matches!(err, StoreError::Unavailable(_)), "{err:?}");
+
+    if ts.backend() == Backend::Postgres {
+        let cut = second_handle(ts).await;
+        cut.readiness().await.expect("ready while connected");
+        // Terminate every other session on this database: `cut`'s idle one dies.
+        sqlx::query(
+            "SELECT pg_terminate_backend(pid)::text FROM pg_stat_activity \
+             WHERE datname = current_database() AND pid <> pg_backend_pid()",
+        )
+        .fetch_all(ts.store.pool())
+        .await
+        .expect("terminate sessions");
+        let err = cut
+            .count_humans()
+            .await
+            .expect_err("the connection was terminated");
+        assert!(matches!(err, StoreError::Unavailable(_)), "{err:?}");
+        cut.close().await;
+    }
+    // The suite's own store still answers (its pool replaces dead connections).
+    let _ = store.readiness().await;
+}
+
+exercise_on_both_backends!(
     migrating_step_by_step_matches_migrating_at_once,
     migrating_twice_is_a_no_op,
     readiness_follows_the_schema_version,
+    a_lost_database_is_unavailable,
 );

@@ -10,7 +10,7 @@ use switchboard::domain::Timestamp;
 use switchboard::domain::presence::{Override, Presence, Schedule};
 use switchboard::store::*;
 
-use crate::on_both_backends;
+use crate::exercise_on_both_backends;
 use crate::support::{TestStore, fixture, second_handle};
 
 fn agent_override(value: Presence, set_at: Timestamp, until: Option<Timestamp>) -> Override {
@@ -35,8 +35,8 @@ fn dead_under_old_shift(now: Timestamp) -> impl for<'e> Fn(&'e Endpoint) -> bool
     }
 }
 
-async fn racing_evaluators_claim_each_transition_exactly_once(ts: &TestStore) {
-    let f = fixture(&ts.store, "ada").await;
+async fn racing_evaluators_claim_each_transition_exactly_once(store: &dyn Store, ts: &TestStore) {
+    let f = fixture(store, "ada").await;
     let other = second_handle(ts).await;
     let (a, b): (&dyn Store, &dyn Store) = (&*ts.store, &other);
     let id = &f.endpoint.id;
@@ -58,7 +58,7 @@ async fn racing_evaluators_claim_each_transition_exactly_once(ts: &TestStore) {
         // Once claimed, nobody claims the same value again.
         assert!(!a.claim_presence_transition(id, new, "shift").await.unwrap());
         assert!(!b.claim_presence_transition(id, new, "shift").await.unwrap());
-        let row = ts.store.unscoped_get_endpoint(id).await.unwrap();
+        let row = store.unscoped_get_endpoint(id).await.unwrap();
         assert_eq!(row.presence_seen, new.as_str());
         assert_eq!(row.presence_changed_at, Some(ts.clock_now()));
         assert_eq!(row.presence_changed_by.as_deref(), Some("shift"));
@@ -67,12 +67,12 @@ async fn racing_evaluators_claim_each_transition_exactly_once(ts: &TestStore) {
     other.close().await;
 }
 
-async fn a_transition_claim_records_who_and_when(ts: &TestStore) {
-    let f = fixture(&ts.store, "ada").await;
+async fn a_transition_claim_records_who_and_when(store: &dyn Store, ts: &TestStore) {
+    let f = fixture(store, "ada").await;
     let id = &f.endpoint.id;
     assert_eq!(f.endpoint.presence_seen, "in", "seen in by default");
     assert!(
-        !ts.store
+        !store
             .claim_presence_transition(id, Presence::In, "agent")
             .await
             .unwrap(),
@@ -80,28 +80,28 @@ async fn a_transition_claim_records_who_and_when(ts: &TestStore) {
     );
     ts.clock.advance(Duration::from_secs(60));
     assert!(
-        ts.store
+        store
             .claim_presence_transition(id, Presence::Out, "operator:hu_1")
             .await
             .unwrap()
     );
-    let row = ts.store.unscoped_get_endpoint(id).await.unwrap();
+    let row = store.unscoped_get_endpoint(id).await.unwrap();
     assert_eq!(row.presence_seen, "out");
     assert_eq!(row.presence_changed_at, Some(ts.clock_now()));
     assert_eq!(row.presence_changed_by.as_deref(), Some("operator:hu_1"));
 }
 
-async fn set_shift_clears_an_override_dead_under_the_old_shift(ts: &TestStore) {
-    let f = fixture(&ts.store, "ada").await;
+async fn set_shift_clears_an_override_dead_under_the_old_shift(store: &dyn Store, ts: &TestStore) {
+    let f = fixture(store, "ada").await;
     let id = &f.endpoint.id;
     let keep_all = |_: &Endpoint| false;
-    ts.store
+    store
         .set_shift(id, Some("Mon-Fri 09:00-13:00"), &keep_all)
         .await
         .unwrap();
     // Clocked out at Mon 10:00: the 13:00 boundary ends it.
     ts.clock.set(at("2026-01-05T10:00:00Z"));
-    ts.store
+    store
         .set_presence_override(id, &agent_override(Presence::Out, ts.clock_now(), None))
         .await
         .unwrap();
@@ -123,12 +123,12 @@ async fn set_shift_clears_an_override_dead_under_the_old_shift(ts: &TestStore) {
     );
 
     // An override still live under the old shift survives the change.
-    ts.store
+    store
         .set_shift(id, Some("Mon-Fri 09:00-13:00"), &keep_all)
         .await
         .unwrap();
     let set_at = ts.clock_now();
-    ts.store
+    store
         .set_presence_override(id, &agent_override(Presence::Out, set_at, None))
         .await
         .unwrap();
@@ -152,7 +152,7 @@ async fn set_shift_clears_an_override_dead_under_the_old_shift(ts: &TestStore) {
         *seen.lock().unwrap() = e.shift.clone();
         false
     };
-    ts.store
+    store
         .set_shift(id, Some("09:00-10:00"), &spy)
         .await
         .unwrap();
@@ -162,11 +162,11 @@ async fn set_shift_clears_an_override_dead_under_the_old_shift(ts: &TestStore) {
     );
 }
 
-async fn a_guarded_clear_leaves_a_newer_override_alone(ts: &TestStore) {
-    let f = fixture(&ts.store, "ada").await;
+async fn a_guarded_clear_leaves_a_newer_override_alone(store: &dyn Store, ts: &TestStore) {
+    let f = fixture(store, "ada").await;
     let id = &f.endpoint.id;
     let old_set_at = ts.clock_now();
-    ts.store
+    store
         .set_presence_override(
             id,
             &agent_override(Presence::Out, old_set_at, Some(old_set_at.add_secs(60))),
@@ -176,7 +176,7 @@ async fn a_guarded_clear_leaves_a_newer_override_alone(ts: &TestStore) {
     // A reader finds the old one dead; meanwhile a newer override was written.
     ts.clock.advance(Duration::from_secs(120));
     let new_set_at = ts.clock_now();
-    ts.store
+    store
         .set_presence_override(
             id,
             &Override {
@@ -187,43 +187,43 @@ async fn a_guarded_clear_leaves_a_newer_override_alone(ts: &TestStore) {
         .await
         .unwrap();
     assert!(
-        !ts.store
+        !store
             .clear_presence_override(id, Some(old_set_at))
             .await
             .unwrap(),
         "the guard does not match the newer override"
     );
-    let row = ts.store.unscoped_get_endpoint(id).await.unwrap();
+    let row = store.unscoped_get_endpoint(id).await.unwrap();
     assert_eq!(row.presence_override.as_deref(), Some("out"));
     assert_eq!(row.override_set_at, Some(new_set_at));
     assert_eq!(row.override_by.as_deref(), Some("operator:hu_1"));
     assert_eq!(row.override_until, None);
 
     assert!(
-        ts.store
+        store
             .clear_presence_override(id, Some(new_set_at))
             .await
             .unwrap()
     );
-    let row = ts.store.unscoped_get_endpoint(id).await.unwrap();
+    let row = store.unscoped_get_endpoint(id).await.unwrap();
     assert_eq!(
         (row.presence_override, row.override_set_at, row.override_by),
         (None, None, None)
     );
     assert!(
-        !ts.store.clear_presence_override(id, None).await.unwrap(),
+        !store.clear_presence_override(id, None).await.unwrap(),
         "nothing left to clear"
     );
 }
 
-async fn racing_guarded_clears_clear_once(ts: &TestStore) {
-    let f = fixture(&ts.store, "ada").await;
+async fn racing_guarded_clears_clear_once(store: &dyn Store, ts: &TestStore) {
+    let f = fixture(store, "ada").await;
     let other = second_handle(ts).await;
     let (a, b): (&dyn Store, &dyn Store) = (&*ts.store, &other);
     let id = &f.endpoint.id;
     for _ in 0..20 {
         let set_at = ts.clock_now();
-        ts.store
+        store
             .set_presence_override(id, &agent_override(Presence::Out, set_at, None))
             .await
             .unwrap();
@@ -237,8 +237,8 @@ async fn racing_guarded_clears_clear_once(ts: &TestStore) {
     other.close().await;
 }
 
-async fn digest_todos_and_marking_touch_only_what_they_name(ts: &TestStore) {
-    let f = fixture(&ts.store, "ada").await;
+async fn digest_todos_and_marking_touch_only_what_they_name(store: &dyn Store, ts: &TestStore) {
+    let f = fixture(store, "ada").await;
     let intake = || NewIntakeEvent {
         trust_mode: TrustMode::Operator,
         actor: "human:test".into(),
@@ -264,7 +264,7 @@ async fn digest_todos_and_marking_touch_only_what_they_name(ts: &TestStore) {
         .await
         .unwrap()
         .todo;
-    ts.store
+    store
         .create_todo(NewTodo::new(&f.endpoint.id, "inbox", "pull-only"))
         .await
         .unwrap();
@@ -280,7 +280,7 @@ async fn digest_todos_and_marking_touch_only_what_they_name(ts: &TestStore) {
         "push-eligible, oldest first"
     );
     // Claimed before the marking: no longer pending, not marked.
-    ts.store
+    store
         .claim(&f.caller, &b.id, ClaimOptions::default())
         .await
         .unwrap();
@@ -313,7 +313,7 @@ async fn digest_todos_and_marking_touch_only_what_they_name(ts: &TestStore) {
     );
 }
 
-on_both_backends!(
+exercise_on_both_backends!(
     racing_evaluators_claim_each_transition_exactly_once,
     a_transition_claim_records_who_and_when,
     set_shift_clears_an_override_dead_under_the_old_shift,

@@ -5,18 +5,16 @@
 use switchboard::store::*;
 
 use crate::common::*;
-use crate::on_both_backends;
+use crate::exercise_on_both_backends;
 use crate::support::{Fixture, TestStore, endpoint_for, fixture, vend};
 
-async fn holder_verbs_on_a_pending_todo_conflict(ts: &TestStore) {
-    let store = &*ts.store;
+async fn holder_verbs_on_a_pending_todo_conflict(store: &dyn Store, _ts: &TestStore) {
     let f = fixture(store, "ada").await;
     let todo = add_todo(store, &f, "t").await;
     assert_holder_verbs_conflict(store, &f.caller, &todo.id, None).await;
 }
 
-async fn holder_verbs_on_a_done_todo_conflict(ts: &TestStore) {
-    let store = &*ts.store;
+async fn holder_verbs_on_a_done_todo_conflict(store: &dyn Store, _ts: &TestStore) {
     let f = fixture(store, "ada").await;
     let todo = add_todo(store, &f, "t").await;
     claim(store, &f.caller, &todo.id).await;
@@ -27,8 +25,7 @@ async fn holder_verbs_on_a_done_todo_conflict(ts: &TestStore) {
     assert_holder_verbs_conflict(store, &f.caller, &todo.id, None).await;
 }
 
-async fn holder_verbs_on_a_failed_todo_conflict(ts: &TestStore) {
-    let store = &*ts.store;
+async fn holder_verbs_on_a_failed_todo_conflict(store: &dyn Store, _ts: &TestStore) {
     let f = fixture(store, "ada").await;
     let waiting = add_todo(store, &f, "retry window open").await;
     let dead = create(store, capped_todo(&f, "dead letter", 1)).await;
@@ -42,7 +39,7 @@ async fn holder_verbs_on_a_failed_todo_conflict(ts: &TestStore) {
 /// Everyone who is not the todo's endpoint: another human's endpoint, another
 /// endpoint of the same human, and another endpoint of the same agent (which
 /// even shares the lease owner `agent:<id>`).
-async fn foreign_callers(store: &SqlStore, f: &Fixture) -> Vec<Caller> {
+async fn foreign_callers(store: &dyn Store, f: &Fixture) -> Vec<Caller> {
     let other_human = fixture(store, "eve").await.caller;
     let same_human = endpoint_for(store, f.human.clone(), "helper", &["inbox"])
         .await
@@ -52,8 +49,7 @@ async fn foreign_callers(store: &SqlStore, f: &Fixture) -> Vec<Caller> {
     vec![other_human, same_human, same_agent]
 }
 
-async fn every_verb_on_a_foreign_todo_is_not_found(ts: &TestStore) {
-    let store = &*ts.store;
+async fn every_verb_on_a_foreign_todo_is_not_found(store: &dyn Store, _ts: &TestStore) {
     let f = fixture(store, "ada").await;
     let pending = add_todo(store, &f, "pending").await;
     let held = add_todo(store, &f, "held").await;
@@ -101,8 +97,7 @@ async fn every_verb_on_a_foreign_todo_is_not_found(ts: &TestStore) {
     assert_eq!(after, before, "foreign calls changed a todo");
 }
 
-async fn claim_of_a_live_lease_conflicts(ts: &TestStore) {
-    let store = &*ts.store;
+async fn claim_of_a_live_lease_conflicts(store: &dyn Store, ts: &TestStore) {
     let f = fixture(store, "ada").await;
     let todo = add_todo(store, &f, "t").await;
     claim_with_ttl(store, &f.caller, &todo.id, 60).await;
@@ -124,8 +119,7 @@ async fn claim_of_a_live_lease_conflicts(ts: &TestStore) {
     assert_eq!(snapshot(store, &f.caller, &todo.id).await, before);
 }
 
-async fn claim_within_the_retry_window_conflicts(ts: &TestStore) {
-    let store = &*ts.store;
+async fn claim_within_the_retry_window_conflicts(store: &dyn Store, ts: &TestStore) {
     let f = fixture(store, "ada").await;
     let todo = add_todo(store, &f, "t").await;
     claim(store, &f.caller, &todo.id).await;
@@ -149,8 +143,7 @@ async fn claim_within_the_retry_window_conflicts(ts: &TestStore) {
     assert_eq!(snapshot(store, &f.caller, &todo.id).await, before);
 }
 
-async fn claim_of_a_dead_letter_conflicts(ts: &TestStore) {
-    let store = &*ts.store;
+async fn claim_of_a_dead_letter_conflicts(store: &dyn Store, ts: &TestStore) {
     let f = fixture(store, "ada").await;
     let todo = create(store, capped_todo(&f, "t", 1)).await;
     claim(store, &f.caller, &todo.id).await;
@@ -174,8 +167,7 @@ async fn claim_of_a_dead_letter_conflicts(ts: &TestStore) {
     assert_eq!(snapshot(store, &f.caller, &todo.id).await, before);
 }
 
-async fn claim_of_a_done_todo_conflicts(ts: &TestStore) {
-    let store = &*ts.store;
+async fn claim_of_a_done_todo_conflicts(store: &dyn Store, _ts: &TestStore) {
     let f = fixture(store, "ada").await;
     let todo = add_todo(store, &f, "t").await;
     claim(store, &f.caller, &todo.id).await;
@@ -193,8 +185,7 @@ async fn claim_of_a_done_todo_conflicts(ts: &TestStore) {
     assert_eq!(snapshot(store, &f.caller, &todo.id).await, before);
 }
 
-async fn human_verbs_in_the_wrong_state_conflict(ts: &TestStore) {
-    let store = &*ts.store;
+async fn human_verbs_in_the_wrong_state_conflict(store: &dyn Store, _ts: &TestStore) {
     let f = fixture(store, "ada").await;
     let pending = add_todo(store, &f, "pending").await;
     let claimed = add_todo(store, &f, "claimed").await;
@@ -218,7 +209,7 @@ async fn human_verbs_in_the_wrong_state_conflict(ts: &TestStore) {
     }
 }
 
-on_both_backends!(
+exercise_on_both_backends!(
     holder_verbs_on_a_pending_todo_conflict,
     holder_verbs_on_a_done_todo_conflict,
     holder_verbs_on_a_failed_todo_conflict,

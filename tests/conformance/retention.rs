@@ -4,13 +4,13 @@
 use switchboard::store::*;
 
 use crate::common::*;
-use crate::on_both_backends;
+use crate::exercise_on_both_backends;
 use crate::support::{Fixture, TestStore, fixture};
 
 const DAY: u64 = 86_400;
 const THIRTY_DAYS: std::time::Duration = std::time::Duration::from_secs(30 * DAY);
 
-async fn done_todo(store: &SqlStore, f: &Fixture, new: NewTodo) -> Todo {
+async fn done_todo(store: &dyn Store, f: &Fixture, new: NewTodo) -> Todo {
     let todo = create(store, new).await;
     claim(store, &f.caller, &todo.id).await;
     store
@@ -19,7 +19,7 @@ async fn done_todo(store: &SqlStore, f: &Fixture, new: NewTodo) -> Todo {
         .unwrap()
 }
 
-async fn dead_letter(store: &SqlStore, f: &Fixture, title: &str) -> Todo {
+async fn dead_letter(store: &dyn Store, f: &Fixture, title: &str) -> Todo {
     let todo = create(store, capped_todo(f, title, 1)).await;
     claim(store, &f.caller, &todo.id).await;
     store
@@ -42,8 +42,7 @@ fn with_intake_event(f: &Fixture, title: &str) -> NewTodo {
     }
 }
 
-async fn pruning_deletes_only_old_terminal_todos(ts: &TestStore) {
-    let store = &*ts.store;
+async fn pruning_deletes_only_old_terminal_todos(store: &dyn Store, ts: &TestStore) {
     let f = fixture(store, "ada").await;
     let old_done = done_todo(store, &f, with_intake_event(&f, "old done")).await;
     let old_dead = dead_letter(store, &f, "old dead").await;
@@ -76,7 +75,7 @@ async fn pruning_deletes_only_old_terminal_todos(ts: &TestStore) {
     ] {
         kept.push(snapshot(store, &f.caller, &todo.id).await);
     }
-    assert_eq!(count_intake_events(store).await, 1);
+    assert_eq!(count_intake_events(&ts.store).await, 1);
 
     let deleted = store
         .unscoped_prune_terminal_todos(THIRTY_DAYS, 100)
@@ -97,13 +96,13 @@ async fn pruning_deletes_only_old_terminal_todos(ts: &TestStore) {
             gone.title
         );
         assert_eq!(
-            count_attempt_rows(store, &gone.id).await,
+            count_attempt_rows(&ts.store, &gone.id).await,
             0,
             "history goes too"
         );
     }
     assert_eq!(
-        count_intake_events(store).await,
+        count_intake_events(&ts.store).await,
         0,
         "its intake event goes too"
     );
@@ -113,8 +112,7 @@ async fn pruning_deletes_only_old_terminal_todos(ts: &TestStore) {
     }
 }
 
-async fn pruning_respects_the_batch_limit(ts: &TestStore) {
-    let store = &*ts.store;
+async fn pruning_respects_the_batch_limit(store: &dyn Store, ts: &TestStore) {
     let f = fixture(store, "ada").await;
     for n in 0..5 {
         done_todo(store, &f, inbox_todo(&f, &format!("done {n}"))).await;
@@ -131,11 +129,10 @@ async fn pruning_respects_the_batch_limit(ts: &TestStore) {
         );
     }
     assert_eq!(batches, vec![2, 2, 1, 0]);
-    assert_eq!(count_todos(store).await, 0);
+    assert_eq!(count_todos(&ts.store).await, 0);
 }
 
-async fn pruning_keeps_terminal_todos_younger_than_the_age(ts: &TestStore) {
-    let store = &*ts.store;
+async fn pruning_keeps_terminal_todos_younger_than_the_age(store: &dyn Store, ts: &TestStore) {
     let f = fixture(store, "ada").await;
     let done = done_todo(store, &f, inbox_todo(&f, "done")).await;
     advance_secs(ts, 29 * DAY);
@@ -147,7 +144,7 @@ async fn pruning_keeps_terminal_todos_younger_than_the_age(ts: &TestStore) {
     assert_eq!(get(store, &f.caller, &done.id).await, done);
 }
 
-on_both_backends!(
+exercise_on_both_backends!(
     pruning_deletes_only_old_terminal_todos,
     pruning_respects_the_batch_limit,
     pruning_keeps_terminal_todos_younger_than_the_age,

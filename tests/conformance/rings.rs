@@ -7,7 +7,7 @@ use std::time::Duration;
 use switchboard::store::*;
 
 use crate::common::*;
-use crate::on_both_backends;
+use crate::exercise_on_both_backends;
 use crate::support::{TestStore, endpoint_for, fixture};
 
 /// 5 min, 20 min, 1 h, 6 h, 6 h.
@@ -40,9 +40,9 @@ async fn due(ts: &TestStore, endpoints: &[String]) -> Vec<RingCandidate> {
         .expect("claim due rings")
 }
 
-async fn a_never_claimed_todo_is_rerung_on_schedule_then_never(ts: &TestStore) {
-    let f = fixture(&ts.store, "ada").await;
-    let todo = create(&ts.store, rung_todo(&f.endpoint.id, "ring me")).await;
+async fn a_never_claimed_todo_is_rerung_on_schedule_then_never(store: &dyn Store, ts: &TestStore) {
+    let f = fixture(store, "ada").await;
+    let todo = create(store, rung_todo(&f.endpoint.id, "ring me")).await;
     let hosted = vec![f.endpoint.id.clone()];
     // Minutes after creation at which ring k is due: 5, 25, 85, 445, 805.
     let mut elapsed_min = 0u64;
@@ -60,7 +60,7 @@ async fn a_never_claimed_todo_is_rerung_on_schedule_then_never(ts: &TestStore) {
         assert_eq!(rung.len(), 1, "ring {} is due at +{due_at_min} min", k + 1);
         assert_eq!(rung[0].id, todo.id);
         assert_eq!(rung[0].ring_attempts, k as i64 + 1);
-        let stored = get(&ts.store, &f.caller, &todo.id).await;
+        let stored = get(store, &f.caller, &todo.id).await;
         assert_eq!(stored.ring_attempts, k as i64 + 1);
         assert_eq!(stored.last_ringed_at, Some(ts.clock_now()));
     }
@@ -71,10 +71,10 @@ async fn a_never_claimed_todo_is_rerung_on_schedule_then_never(ts: &TestStore) {
     );
 }
 
-async fn an_unhosted_endpoint_keeps_its_whole_budget(ts: &TestStore) {
-    let f = fixture(&ts.store, "ada").await;
-    let other = endpoint_for(&ts.store, f.human.clone(), "other", &["inbox"]).await;
-    let waiting = create(&ts.store, rung_todo(&f.endpoint.id, "waits all night")).await;
+async fn an_unhosted_endpoint_keeps_its_whole_budget(store: &dyn Store, ts: &TestStore) {
+    let f = fixture(store, "ada").await;
+    let other = endpoint_for(store, f.human.clone(), "other", &["inbox"]).await;
+    let waiting = create(store, rung_todo(&f.endpoint.id, "waits all night")).await;
     advance_secs(ts, 2 * 86_400);
     // Only `other` is hosted here: `f`'s todo is neither selected nor counted.
     assert!(
@@ -82,37 +82,31 @@ async fn an_unhosted_endpoint_keeps_its_whole_budget(ts: &TestStore) {
             .await
             .is_empty()
     );
-    assert_eq!(
-        get(&ts.store, &f.caller, &waiting.id).await.ring_attempts,
-        0
-    );
+    assert_eq!(get(store, &f.caller, &waiting.id).await.ring_attempts, 0);
 }
 
-async fn pull_only_and_claimed_todos_never_ring(ts: &TestStore) {
-    let f = fixture(&ts.store, "ada").await;
-    let pull_only = add_todo(&ts.store, &f, "no intake event").await;
-    let claimed = create(&ts.store, rung_todo(&f.endpoint.id, "being worked")).await;
-    claim(&ts.store, &f.caller, &claimed.id).await;
+async fn pull_only_and_claimed_todos_never_ring(store: &dyn Store, ts: &TestStore) {
+    let f = fixture(store, "ada").await;
+    let pull_only = add_todo(store, &f, "no intake event").await;
+    let claimed = create(store, rung_todo(&f.endpoint.id, "being worked")).await;
+    claim(store, &f.caller, &claimed.id).await;
     advance_secs(ts, 3_600);
     assert!(
         due(ts, std::slice::from_ref(&f.endpoint.id))
             .await
             .is_empty()
     );
-    assert_eq!(
-        get(&ts.store, &f.caller, &pull_only.id).await.ring_attempts,
-        0
-    );
+    assert_eq!(get(store, &f.caller, &pull_only.id).await.ring_attempts, 0);
 }
 
-async fn one_sweep_interleaves_endpoints_and_respects_the_cap(ts: &TestStore) {
-    let a = fixture(&ts.store, "ada").await;
-    let b = endpoint_for(&ts.store, a.human.clone(), "bee", &["inbox"]).await;
+async fn one_sweep_interleaves_endpoints_and_respects_the_cap(store: &dyn Store, ts: &TestStore) {
+    let a = fixture(store, "ada").await;
+    let b = endpoint_for(store, a.human.clone(), "bee", &["inbox"]).await;
     for i in 0..3 {
-        create(&ts.store, rung_todo(&a.endpoint.id, &format!("a{i}"))).await;
+        create(store, rung_todo(&a.endpoint.id, &format!("a{i}"))).await;
         advance_secs(ts, 1);
     }
-    create(&ts.store, rung_todo(&b.endpoint.id, "b0")).await;
+    create(store, rung_todo(&b.endpoint.id, "b0")).await;
     advance_secs(ts, 600);
     let hosted = vec![a.endpoint.id.clone(), b.endpoint.id.clone()];
     let first_two = ts
@@ -131,10 +125,10 @@ async fn one_sweep_interleaves_endpoints_and_respects_the_cap(ts: &TestStore) {
     assert!(rest.iter().all(|c| c.endpoint_id == a.endpoint.id));
 }
 
-async fn two_sweeps_at_once_count_each_ring_once(ts: &TestStore) {
-    let f = fixture(&ts.store, "ada").await;
+async fn two_sweeps_at_once_count_each_ring_once(store: &dyn Store, ts: &TestStore) {
+    let f = fixture(store, "ada").await;
     for i in 0..20 {
-        create(&ts.store, rung_todo(&f.endpoint.id, &format!("t{i}"))).await;
+        create(store, rung_todo(&f.endpoint.id, &format!("t{i}"))).await;
     }
     advance_secs(ts, 301);
     let hosted = vec![f.endpoint.id.clone()];
@@ -150,12 +144,12 @@ async fn two_sweeps_at_once_count_each_ring_once(ts: &TestStore) {
     assert_eq!(ids.len(), 20);
 }
 
-async fn only_endpoints_with_a_due_ring_are_named(ts: &TestStore) {
-    let a = fixture(&ts.store, "ada").await;
-    let b = endpoint_for(&ts.store, a.human.clone(), "bee", &["inbox"]).await;
-    let c = endpoint_for(&ts.store, a.human.clone(), "cee", &["inbox"]).await;
-    create(&ts.store, rung_todo(&a.endpoint.id, "due soon")).await;
-    add_todo(&ts.store, &b, "pull-only never rings").await;
+async fn only_endpoints_with_a_due_ring_are_named(store: &dyn Store, ts: &TestStore) {
+    let a = fixture(store, "ada").await;
+    let b = endpoint_for(store, a.human.clone(), "bee", &["inbox"]).await;
+    let c = endpoint_for(store, a.human.clone(), "cee", &["inbox"]).await;
+    create(store, rung_todo(&a.endpoint.id, "due soon")).await;
+    add_todo(store, &b, "pull-only never rings").await;
     let hosted = vec![
         a.endpoint.id.clone(),
         b.endpoint.id.clone(),
@@ -184,7 +178,7 @@ async fn only_endpoints_with_a_due_ring_are_named(ts: &TestStore) {
     );
 }
 
-on_both_backends!(
+exercise_on_both_backends!(
     only_endpoints_with_a_due_ring_are_named,
     a_never_claimed_todo_is_rerung_on_schedule_then_never,
     an_unhosted_endpoint_keeps_its_whole_budget,

@@ -6,11 +6,10 @@ use switchboard::clock::Clock;
 use switchboard::store::*;
 
 use crate::common::*;
-use crate::on_both_backends;
+use crate::exercise_on_both_backends;
 use crate::support::{TestStore, endpoint_for, fixture};
 
-async fn queue_stats_count_every_state_across_endpoints(ts: &TestStore) {
-    let store = &*ts.store;
+async fn queue_stats_count_every_state_across_endpoints(store: &dyn Store, ts: &TestStore) {
     assert_eq!(
         store.unscoped_queue_stats().await.unwrap(),
         QueueStats::default(),
@@ -69,8 +68,7 @@ async fn queue_stats_count_every_state_across_endpoints(ts: &TestStore) {
     );
 }
 
-async fn liveness_inputs_describe_active_endpoints(ts: &TestStore) {
-    let store = &*ts.store;
+async fn liveness_inputs_describe_active_endpoints(store: &dyn Store, ts: &TestStore) {
     let f = fixture(store, "ada").await;
     let leased = endpoint_with_lease(store, &f, 120).await;
     let gone = endpoint_for(
@@ -119,7 +117,7 @@ async fn liveness_inputs_describe_active_endpoints(ts: &TestStore) {
     claim(store, &f.caller, &todo.id).await;
     sqlx::query("UPDATE endpoints SET presence_seen = 'out' WHERE id = $1")
         .bind(&f.endpoint.id)
-        .execute(store.pool())
+        .execute(ts.store.pool())
         .await
         .unwrap();
     let mine = mine_of(store, &f.endpoint.id).await;
@@ -137,13 +135,17 @@ async fn liveness_inputs_describe_active_endpoints(ts: &TestStore) {
     assert_eq!(capped[0].endpoint_id, expected[0]);
 }
 
-async fn endpoint_with_lease(store: &SqlStore, f: &crate::support::Fixture, secs: i64) -> Endpoint {
+async fn endpoint_with_lease(
+    store: &dyn Store,
+    f: &crate::support::Fixture,
+    secs: i64,
+) -> Endpoint {
     let mut new = crate::support::new_endpoint(&f.agent, &["inbox"]);
     new.default_lease_ttl_seconds = Some(secs);
     store.create_endpoint(new).await.unwrap()
 }
 
-async fn mine_of(store: &SqlStore, endpoint_id: &str) -> LivenessInputs {
+async fn mine_of(store: &dyn Store, endpoint_id: &str) -> LivenessInputs {
     store
         .unscoped_liveness_inputs(100)
         .await
@@ -153,7 +155,7 @@ async fn mine_of(store: &SqlStore, endpoint_id: &str) -> LivenessInputs {
         .expect("the endpoint is active")
 }
 
-on_both_backends!(
+exercise_on_both_backends!(
     queue_stats_count_every_state_across_endpoints,
     liveness_inputs_describe_active_endpoints,
 );

@@ -6,7 +6,7 @@ use switchboard::domain::todo::{Disposition, Outcome, TodoState};
 use switchboard::store::*;
 
 use crate::common::*;
-use crate::on_both_backends;
+use crate::exercise_on_both_backends;
 use crate::support::{TestStore, fixture};
 
 /// Checks the state right after a takeover: a fresh lease for `caller`, one
@@ -31,11 +31,10 @@ async fn assert_taken_over(ts: &TestStore, caller: &Caller, claimed: &Claimed, a
         vec![history[1].clone()],
         "the new holder sees how the last attempt ended"
     );
-    assert_eq!(count_open_attempts(store, &claimed.todo.id).await, 1);
+    assert_eq!(count_open_attempts(&ts.store, &claimed.todo.id).await, 1);
 }
 
-async fn claim_next_takes_over_a_lapsed_lease(ts: &TestStore) {
-    let store = &*ts.store;
+async fn claim_next_takes_over_a_lapsed_lease(store: &dyn Store, ts: &TestStore) {
     let f = fixture(store, "ada").await;
     let todo = add_todo(store, &f, "t").await;
     claim_with_ttl(store, &f.caller, &todo.id, 60).await;
@@ -50,8 +49,7 @@ async fn claim_next_takes_over_a_lapsed_lease(ts: &TestStore) {
     assert_taken_over(ts, &f.caller, &claimed, 2).await;
 }
 
-async fn claim_by_id_takes_over_a_lapsed_lease(ts: &TestStore) {
-    let store = &*ts.store;
+async fn claim_by_id_takes_over_a_lapsed_lease(store: &dyn Store, ts: &TestStore) {
     let f = fixture(store, "ada").await;
     let todo = add_todo(store, &f, "t").await;
     claim_with_ttl(store, &f.caller, &todo.id, 60).await;
@@ -61,8 +59,7 @@ async fn claim_by_id_takes_over_a_lapsed_lease(ts: &TestStore) {
     assert_taken_over(ts, &f.caller, &claimed, 2).await;
 }
 
-async fn another_session_of_the_endpoint_takes_over(ts: &TestStore) {
-    let store = &*ts.store;
+async fn another_session_of_the_endpoint_takes_over(store: &dyn Store, ts: &TestStore) {
     let f = fixture(store, "ada").await;
     let todo = add_todo(store, &f, "t").await;
     claim_with_ttl(store, &f.caller, &todo.id, 60).await;
@@ -84,8 +81,7 @@ async fn another_session_of_the_endpoint_takes_over(ts: &TestStore) {
     assert_taken_over(ts, &session, &claimed, 2).await;
 }
 
-async fn a_live_lease_is_not_taken_over(ts: &TestStore) {
-    let store = &*ts.store;
+async fn a_live_lease_is_not_taken_over(store: &dyn Store, ts: &TestStore) {
     let f = fixture(store, "ada").await;
     let todo = add_todo(store, &f, "t").await;
     claim_with_ttl(store, &f.caller, &todo.id, 60).await;
@@ -100,8 +96,7 @@ async fn a_live_lease_is_not_taken_over(ts: &TestStore) {
     assert_eq!(snapshot(store, &f.caller, &todo.id).await, before);
 }
 
-async fn a_lapsed_lease_at_the_cap_is_left_to_the_reaper(ts: &TestStore) {
-    let store = &*ts.store;
+async fn a_lapsed_lease_at_the_cap_is_left_to_the_reaper(store: &dyn Store, ts: &TestStore) {
     let f = fixture(store, "ada").await;
     let todo = create(store, capped_todo(&f, "t", 1)).await;
     claim_with_ttl(store, &f.caller, &todo.id, 60).await;
@@ -125,8 +120,7 @@ async fn a_lapsed_lease_at_the_cap_is_left_to_the_reaper(ts: &TestStore) {
     assert!(get(store, &f.caller, &todo.id).await.dead_letter);
 }
 
-async fn a_failed_todo_is_claimable_once_its_window_elapses(ts: &TestStore) {
-    let store = &*ts.store;
+async fn a_failed_todo_is_claimable_once_its_window_elapses(store: &dyn Store, ts: &TestStore) {
     let f = fixture(store, "ada").await;
     let todo = add_todo(store, &f, "t").await;
     claim(store, &f.caller, &todo.id).await;
@@ -150,7 +144,7 @@ async fn a_failed_todo_is_claimable_once_its_window_elapses(ts: &TestStore) {
     assert_closed_as(&history[1], Outcome::Failed, Disposition::RetryScheduled);
 }
 
-on_both_backends!(
+exercise_on_both_backends!(
     claim_next_takes_over_a_lapsed_lease,
     claim_by_id_takes_over_a_lapsed_lease,
     another_session_of_the_endpoint_takes_over,

@@ -80,17 +80,23 @@ pub async fn unmigrated_sqlite_store() -> TestStore {
     }
 }
 
-/// A fresh PostgreSQL database, or `None` (with a visible message) when
+/// A fresh, migrated PostgreSQL database (a copy of the migrated template,
+/// see [`migrated_template`]), or `None` (with a visible message) when
 /// `SWITCHBOARD_TEST_DATABASE_URL` is not set.
 pub async fn postgres_store(test_name: &str) -> Option<TestStore> {
-    let ts = unmigrated_postgres_store(test_name).await?;
-    ts.store.migrate(None).await.expect("migrate postgres");
-    Some(ts)
+    let admin_url = postgres_admin_url(test_name)?;
+    let template = migrated_template(&admin_url).await;
+    Some(open_postgres_copy(admin_url, Some(template)).await)
 }
 
 /// A fresh PostgreSQL database with no schema at all, or `None` (with a
 /// visible message) when `SWITCHBOARD_TEST_DATABASE_URL` is not set.
 pub async fn unmigrated_postgres_store(test_name: &str) -> Option<TestStore> {
+    let admin_url = postgres_admin_url(test_name)?;
+    Some(open_postgres_copy(admin_url, None).await)
+}
+
+fn postgres_admin_url(test_name: &str) -> Option<String> {
     let Ok(admin_url) = std::env::var(PG_ENV) else {
         assert!(
             std::env::var_os(REQUIRE_PG_ENV).is_none(),
@@ -99,17 +105,114 @@ pub async fn unmigrated_postgres_store(test_name: &str) -> Option<TestStore> {
         eprintln!("SKIPPED (PostgreSQL): {test_name}: set {PG_ENV} to run the PostgreSQL suite");
         return None;
     };
+    Some(admin_url)
+}
+
+async fn admin_connection(admin_url: &str) -> PgConnection {
+    PgConnection::connect(admin_url)
+        .await
+        .unwrap_or_else(|e| panic!("{PG_ENV} is set but PostgreSQL is unreachable: {e}"))
+}
+
+/// Runs `sql` on `admin`, retrying while PostgreSQL still counts a just-closed
+/// session as connected to the source database ("being accessed by other users").
+async fn execute_retrying_busy_source(admin: &mut PgConnection, sql: &str) {
+    for attempt in 0.. {
+        match sqlx::raw_sql(sqlx::AssertSqlSafe(sql.to_owned()))
+            .execute(&mut *admin)
+            .await
+        {
+            Ok(_) => return,
+            // 55006 object_in_use: a session on the source has not ended yet.
+            Err(sqlx::Error::Database(e))
+                if e.code().as_deref() == Some("55006") && attempt < 100 =>
+            {
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+            Err(e) => panic!("{sql}: {e}"),
+        }
+    }
+}
+
+/// The name of a database migrated to this binary's schema, created once per
+/// schema: the name carries a hash of the migrations, so a template is never
+/// stale, and it is built under another name and renamed when complete, under
+/// an advisory lock, so concurrent test binaries neither race nor see a half
+/// migrated template. Tests copy it (`CREATE DATABASE … TEMPLATE`) instead of
+/// migrating; it is left in place for the next run.
+pub async fn migrated_template(admin_url: &str) -> String {
+    static TEMPLATE: tokio::sync::OnceCell<String> = tokio::sync::OnceCell::const_new();
+    TEMPLATE
+        .get_or_init(|| build_template(admin_url.to_owned()))
+        .await
+        .clone()
+}
+
+async fn build_template(admin_url: String) -> String {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    for m in switchboard::store::migrate::migrations(switchboard::store::dialect::Dialect::Postgres)
+    {
+        (m.version, m.name, m.sql).hash(&mut hasher);
+    }
+    let template = format!("sb_tpl_{:016x}", hasher.finish());
+    let mut admin = admin_connection(&admin_url).await;
+    // One builder at a time across processes (the key is arbitrary but fixed).
+    sqlx::query("SELECT pg_advisory_lock(7347201)")
+        .execute(&mut admin)
+        .await
+        .expect("take the template lock");
+    let exists = sqlx::query("SELECT 1 FROM pg_database WHERE datname = $1")
+        .bind(&template)
+        .fetch_optional(&mut admin)
+        .await
+        .expect("look for the template")
+        .is_some();
+    if !exists {
+        let building = format!("{template}_building");
+        execute_retrying_busy_source(
+            &mut admin,
+            &format!("DROP DATABASE IF EXISTS {building} WITH (FORCE)"),
+        )
+        .await;
+        execute_retrying_busy_source(&mut admin, &format!("CREATE DATABASE {building}")).await;
+        let store = SqlStore::connect(
+            &DatabaseLocation::Postgres(replace_database(&admin_url, &building)),
+            ManualClock::at_fixed_start(),
+            &StoreOptions::default(),
+        )
+        .await
+        .expect("open the template");
+        store.migrate(None).await.expect("migrate the template");
+        // CREATE DATABASE … TEMPLATE needs no other session on the template.
+        store.close().await;
+        execute_retrying_busy_source(
+            &mut admin,
+            &format!("ALTER DATABASE {building} RENAME TO {template}"),
+        )
+        .await;
+    }
+    sqlx::query("SELECT pg_advisory_unlock(7347201)")
+        .execute(&mut admin)
+        .await
+        .expect("release the template lock");
+    let _ = admin.close().await;
+    template
+}
+
+/// Creates a fresh database (a copy of `template`, or empty) and opens it.
+async fn open_postgres_copy(admin_url: String, template: Option<String>) -> TestStore {
     let database = format!(
         "sb_test_{}",
         random_token(9).to_lowercase().replace(['-', '_'], "x")
     );
-    let mut admin = PgConnection::connect(&admin_url)
-        .await
-        .unwrap_or_else(|e| panic!("{PG_ENV} is set but PostgreSQL is unreachable: {e}"));
-    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE DATABASE {database}")))
-        .execute(&mut admin)
-        .await
-        .expect("create test database");
+    let mut admin = admin_connection(&admin_url).await;
+    let create = match &template {
+        Some(template) => format!("CREATE DATABASE {database} TEMPLATE {template}"),
+        None => format!("CREATE DATABASE {database}"),
+    };
+    execute_retrying_busy_source(&mut admin, &create).await;
+    let _ = admin.close().await;
     let url = replace_database(&admin_url, &database);
     let clock = ManualClock::at_fixed_start();
     let store = SqlStore::connect(
@@ -122,14 +225,14 @@ pub async fn unmigrated_postgres_store(test_name: &str) -> Option<TestStore> {
     )
     .await
     .expect("open postgres");
-    Some(TestStore {
+    TestStore {
         store: Arc::new(store),
         clock,
         cleanup: Cleanup::Postgres {
             admin_url,
             database,
         },
-    })
+    }
 }
 
 /// Another fresh, unmigrated database on the same backend as `like`, for
@@ -177,6 +280,30 @@ pub fn replace_database(url: &str, database: &str) -> String {
     out
 }
 
+/// What the helpers accept as a store: `&dyn Store` (a conformance case),
+/// `&SqlStore` or `&Arc<SqlStore>` (a test holding the concrete store).
+pub trait StoreHandle: Sync {
+    fn as_store(&self) -> &dyn Store;
+}
+
+impl StoreHandle for dyn Store {
+    fn as_store(&self) -> &dyn Store {
+        self
+    }
+}
+
+impl StoreHandle for SqlStore {
+    fn as_store(&self) -> &dyn Store {
+        self
+    }
+}
+
+impl StoreHandle for Arc<SqlStore> {
+    fn as_store(&self) -> &dyn Store {
+        &**self
+    }
+}
+
 /// One human with one agent and one endpoint (queues `inbox`, `reviews`).
 pub struct Fixture {
     pub human: Human,
@@ -185,18 +312,20 @@ pub struct Fixture {
     pub caller: Caller,
 }
 
-pub async fn fixture(store: &SqlStore, human_name: &str) -> Fixture {
+pub async fn fixture(store: &(impl StoreHandle + ?Sized), human_name: &str) -> Fixture {
+    let store = store.as_store();
     let human = store.create_human(human_name).await.expect("human");
     endpoint_for(store, human, "worker", &["inbox", "reviews"]).await
 }
 
 /// Registers `agent_name` for `human` and vends it an endpoint on `queues`.
 pub async fn endpoint_for(
-    store: &SqlStore,
+    store: &(impl StoreHandle + ?Sized),
     human: Human,
     agent_name: &str,
     queues: &[&str],
 ) -> Fixture {
+    let store = store.as_store();
     let agent = store
         .create_agent(&human.id, agent_name, AgentKind::Task)
         .await
@@ -211,7 +340,8 @@ pub async fn endpoint_for(
     }
 }
 
-pub async fn vend(store: &SqlStore, agent: &Agent, queues: &[&str]) -> Endpoint {
+pub async fn vend(store: &(impl StoreHandle + ?Sized), agent: &Agent, queues: &[&str]) -> Endpoint {
+    let store = store.as_store();
     store
         .create_endpoint(new_endpoint(agent, queues))
         .await
@@ -235,12 +365,13 @@ pub fn new_endpoint(agent: &Agent, queues: &[&str]) -> NewEndpoint {
 
 /// As [`endpoint_for`], with the vend adjusted by `customize` (an expiry, a default lease).
 pub async fn endpoint_with(
-    store: &SqlStore,
+    store: &(impl StoreHandle + ?Sized),
     human: Human,
     agent_name: &str,
     queues: &[&str],
     customize: impl FnOnce(&mut NewEndpoint),
 ) -> Fixture {
+    let store = store.as_store();
     let agent = store
         .create_agent(&human.id, agent_name, AgentKind::Task)
         .await
@@ -279,6 +410,38 @@ macro_rules! on_both_backends {
                         return;
                     };
                     super::$name(&ts).await;
+                    ts.finish().await;
+                }
+            )*
+        }
+    };
+}
+
+/// Generates one test per backend from an `async fn(&dyn Store, &TestStore)`
+/// (the shape of River's driver tests): the case talks to the contract; the
+/// `TestStore` gives it the clock and, where a case needs raw SQL, the
+/// concrete store.
+#[macro_export]
+macro_rules! exercise_on_both_backends {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $name() {
+                    let ts = $crate::support::sqlite_store().await;
+                    super::$name(&*ts.store, &ts).await;
+                    ts.finish().await;
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $name() {
+                    let Some(ts) = $crate::support::postgres_store(stringify!($name)).await else {
+                        return;
+                    };
+                    super::$name(&*ts.store, &ts).await;
                     ts.finish().await;
                 }
             )*

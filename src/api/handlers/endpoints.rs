@@ -19,7 +19,7 @@ use crate::domain::ids::{SHOWN_PREFIX_CHARS, sha256_hex};
 use crate::domain::todo::validate_queue_name;
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::mint::{new_endpoint_credential, new_slug};
-use crate::store::{AgentKind, Endpoint, EndpointActivity, NewEndpoint, StoreError};
+use crate::store::{AgentKind, Endpoint, EndpointActivity, NewEndpoint, StoreError, Taken};
 
 /// Views for endpoints, with their work counts and liveness.
 pub async fn endpoint_views(
@@ -143,7 +143,7 @@ pub async fn vend(
     auth: HumanAuth,
     ApiJson(body): ApiJson<VendRequest>,
 ) -> ApiResult<(StatusCode, Json<VendView>)> {
-    crate::store::sql::validate_agent_name(&body.agent)
+    crate::domain::names::validate_agent_name(&body.agent)
         .map_err(|e| ApiError::invalid("agent", e.message))?;
     let kind = match body.kind.as_deref() {
         Some(k) => parse_kind(k)?,
@@ -212,8 +212,8 @@ pub async fn vend(
                     }),
                 ));
             }
-            Err(StoreError::Conflict(msg)) if msg.contains("slug or credential") => {
-                last_err = Some(StoreError::Conflict(msg));
+            Err(err @ StoreError::Taken(Taken::SlugOrCredential)) => {
+                last_err = Some(err);
             }
             Err(e) => return Err(e.into()),
         }
@@ -277,7 +277,7 @@ pub async fn edit(
         None => endpoint,
         Some(value) => match state.store.set_default_lease(&endpoint.id, value).await {
             Ok(updated) => updated,
-            Err(StoreError::Conflict(_)) => return Err(ApiError::revoked()),
+            Err(StoreError::EndpointRevoked) => return Err(ApiError::revoked()),
             Err(e) => return Err(e.into()),
         },
     };
@@ -316,7 +316,7 @@ pub async fn revoke(
                 "endpoint revoked"
             );
         }
-        Err(StoreError::Conflict(_)) => return Err(ApiError::revoked()),
+        Err(StoreError::EndpointRevoked) => return Err(ApiError::revoked()),
         Err(e) => return Err(e.into()),
     }
     let endpoint = state

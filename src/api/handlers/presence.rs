@@ -47,7 +47,7 @@ async fn body(state: &ApiState, endpoint: &Endpoint) -> ApiResult<Json<PresenceB
 /// A write on a revoked endpoint is a 409 with `"state":"revoked"`.
 fn refused(e: StoreError) -> ApiError {
     match e {
-        StoreError::Conflict(_) => ApiError::revoked(),
+        StoreError::EndpointRevoked => ApiError::revoked(),
         other => other.into(),
     }
 }

@@ -103,7 +103,7 @@ pub async fn push(
     };
     let created = match state.store.create_todo(new).await {
         Ok(created) => created,
-        Err(StoreError::Conflict(msg)) if msg.contains("revoked") => {
+        Err(StoreError::EndpointRevoked) => {
             return Err(ApiError::revoked());
         }
         Err(e) => return Err(e.into()),

@@ -15,7 +15,8 @@ use crate::cli::args::lifetime;
 use crate::cli::output::{human_span, print_pairs};
 use crate::clock::SystemClock;
 use crate::store::issue_api_token;
-use crate::store::{Human, SqlStore, Store, StoreError, StoreOptions};
+use crate::store::prelude::*;
+use crate::store::{Human, SqlStore, StoreError, StoreOptions};
 
 #[derive(Debug, Args)]
 pub struct AdminArgs {

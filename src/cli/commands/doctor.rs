@@ -142,7 +142,10 @@ async fn examine(args: &DoctorArgs) -> Vec<Finding> {
     match client.get(&["me"], &[]).await {
         Ok(me) => {
             let me = me.json().unwrap_or_default();
-            findings.push(Finding::ok("token", format!("signed in as {}", text(&me, "name"))));
+            findings.push(Finding::ok(
+                "token",
+                format!("signed in as {}", text(&me, "name")),
+            ));
         }
         Err(e) => {
             findings.push(Finding::problem(
@@ -216,7 +219,10 @@ pub fn examine_endpoint(e: &Value) -> Vec<Finding> {
         findings.push(Finding::problem(
             "endpoint",
             format!("{slug} is revoked"),
-            format!("vend a new one: `switchboard endpoint vend {}`", text(e, "agent")),
+            format!(
+                "vend a new one: `switchboard endpoint vend {}`",
+                text(e, "agent")
+            ),
         ));
         return findings;
     }
@@ -344,7 +350,10 @@ mod tests {
     #[test]
     fn a_hearing_endpoint_has_no_problem() {
         let findings = examine_endpoint(&endpoint(None));
-        assert!(findings.iter().all(|f| f.level != Level::Problem), "{findings:#?}");
+        assert!(
+            findings.iter().all(|f| f.level != Level::Problem),
+            "{findings:#?}"
+        );
     }
 
     #[test]
@@ -354,7 +363,11 @@ mod tests {
             .iter()
             .find(|f| f.level == Level::Problem)
             .expect("a problem");
-        assert!(problem.detail.contains("rung 3 times"), "{}", problem.detail);
+        assert!(
+            problem.detail.contains("rung 3 times"),
+            "{}",
+            problem.detail
+        );
         let fix = problem.fix.as_deref().unwrap();
         assert!(
             fix.contains("--dangerously-load-development-channels server:switchboard-reviewer"),

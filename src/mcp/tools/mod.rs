@@ -67,10 +67,25 @@ impl From<StoreError> for ToolError {
                 code: "not_found",
                 message: "no such todo in this endpoint".into(),
             },
+            StoreError::EndpointRevoked => Self {
+                code: "conflict",
+                message: "the endpoint is revoked".into(),
+            },
+            StoreError::Taken(taken) => Self {
+                code: "conflict",
+                message: taken.to_string(),
+            },
             StoreError::Conflict(message) => Self {
                 code: "conflict",
                 message,
             },
+            err @ StoreError::SchemaMismatch { .. } => {
+                tracing::error!(error = %err, "tool call failed");
+                Self {
+                    code: "internal",
+                    message: "internal error".into(),
+                }
+            }
             StoreError::Unavailable(detail) | StoreError::Internal(detail) => {
                 tracing::error!(error = %detail, "tool call failed");
                 Self {

@@ -7,16 +7,15 @@
 //! see "database is locked"; PostgreSQL gets one pool and row locks.
 
 mod agents;
+mod endpoints;
 mod humans;
-mod listing;
 mod paging;
 mod presence;
-mod registry;
 mod rings;
 mod stats;
-pub use registry::validate_agent_name;
 mod sweeps;
 mod todos;
+mod tokens;
 mod webhooks;
 
 use std::path::{Path, PathBuf};
@@ -27,9 +26,10 @@ use sqlx::any::{AnyPoolOptions, install_default_drivers};
 use sqlx::{Any, AnyPool, Transaction};
 
 use super::dialect::Dialect;
+use super::error::WithContext;
 use super::migrate;
 use super::model::*;
-use super::{Store, StoreError, StoreResult};
+use super::{StoreBase, StoreError, StoreResult};
 use crate::clock::SharedClock;
 use crate::domain::Timestamp;
 
@@ -189,10 +189,10 @@ impl SqlStore {
                     .connect(url)
                     .await
                     .map_err(|e| {
-                        StoreError::Unavailable(format!(
-                            "cannot connect to {}: {e}",
-                            redact_url_password(url)
-                        ))
+                        StoreError::Unavailable(Box::new(WithContext {
+                            context: format!("cannot connect to {}", redact_url_password(url)),
+                            source: Box::new(e),
+                        }))
                     })?;
                 warn_if_autovacuum_is_off(&pool).await;
                 Ok(Self {
@@ -211,7 +211,10 @@ impl SqlStore {
         options: &StoreOptions,
     ) -> StoreResult<Self> {
         let absolute = std::path::absolute(path).map_err(|e| {
-            StoreError::Unavailable(format!("cannot resolve {}: {e}", path.display()))
+            StoreError::Unavailable(Box::new(WithContext {
+                context: format!("cannot resolve {}", path.display()),
+                source: Box::new(e),
+            }))
         })?;
         let url = format!("sqlite://{}?mode=rwc", absolute.display());
         let pool = |max: u32| {
@@ -231,7 +234,10 @@ impl SqlStore {
                 })
         };
         let open_err = |e: sqlx::Error| {
-            StoreError::Unavailable(format!("cannot open {}: {e}", absolute.display()))
+            StoreError::Unavailable(Box::new(WithContext {
+                context: format!("cannot open {}", absolute.display()),
+                source: Box::new(e),
+            }))
         };
         let writer = pool(1).connect(&url).await.map_err(open_err)?;
         let reader = pool(4).connect(&url).await.map_err(open_err)?;
@@ -282,7 +288,7 @@ impl SqlStore {
 }
 
 #[async_trait]
-impl Store for SqlStore {
+impl StoreBase for SqlStore {
     fn backend(&self) -> Backend {
         self.dialect.backend()
     }
@@ -295,428 +301,9 @@ impl Store for SqlStore {
         let expected = migrate::latest_version(self.dialect);
         match self.schema_version().await? {
             Some(v) if v == expected => Ok(()),
-            Some(v) => Err(StoreError::Unavailable(format!(
-                "schema is at version {v}, this binary expects {expected}"
-            ))),
-            None => Err(StoreError::Unavailable("schema not applied".into())),
+            Some(found) => Err(StoreError::SchemaMismatch { found, expected }),
+            None => Err(StoreError::SchemaMismatch { found: 0, expected }),
         }
-    }
-
-    async fn create_human(&self, name: &str) -> StoreResult<Human> {
-        self.insert_human(name).await
-    }
-
-    async fn create_agent(
-        &self,
-        human_id: &str,
-        name: &str,
-        kind: AgentKind,
-    ) -> StoreResult<Agent> {
-        self.insert_agent(NewAgent {
-            human_id: human_id.to_owned(),
-            name: name.to_owned(),
-            kind,
-            expected_interval_seconds: None,
-            description: None,
-        })
-        .await
-    }
-
-    async fn create_endpoint(&self, new: NewEndpoint) -> StoreResult<Endpoint> {
-        self.insert_endpoint(new).await
-    }
-
-    async fn unscoped_get_endpoint(&self, id: &str) -> StoreResult<Endpoint> {
-        self.select_endpoint(id).await
-    }
-
-    async fn revoke_endpoint(&self, human_id: &str, endpoint_id: &str) -> StoreResult<Revoked> {
-        self.revoke(human_id, endpoint_id).await
-    }
-
-    async fn unscoped_expire_endpoints(&self, limit: i64) -> StoreResult<Vec<Revoked>> {
-        self.expire_endpoints(limit).await
-    }
-
-    async fn create_todo(&self, new: NewTodo) -> StoreResult<CreatedTodo> {
-        self.insert_todo(new).await
-    }
-
-    async fn get_todo(&self, caller: &Caller, id: &str) -> StoreResult<Todo> {
-        self.select_todo(caller, id).await
-    }
-
-    async fn list_attempts(
-        &self,
-        caller: &Caller,
-        todo_id: &str,
-        limit: i64,
-    ) -> StoreResult<Vec<Attempt>> {
-        self.select_attempts(caller, todo_id, limit).await
-    }
-
-    async fn claim(&self, caller: &Caller, id: &str, opts: ClaimOptions) -> StoreResult<Claimed> {
-        self.claim_by_id(caller, id, opts).await
-    }
-
-    async fn claim_next(
-        &self,
-        caller: &Caller,
-        queue: Option<&str>,
-        opts: ClaimOptions,
-    ) -> StoreResult<Option<Claimed>> {
-        self.claim_oldest(caller, queue, opts).await
-    }
-
-    async fn heartbeat(
-        &self,
-        caller: &Caller,
-        id: &str,
-        opts: HeartbeatOptions,
-    ) -> StoreResult<Todo> {
-        self.extend_lease(caller, id, opts).await
-    }
-
-    async fn complete(&self, caller: &Caller, id: &str, finish: Finish) -> StoreResult<Todo> {
-        self.finish_done(caller, id, finish).await
-    }
-
-    async fn fail(&self, caller: &Caller, id: &str, finish: Finish) -> StoreResult<Todo> {
-        self.finish_failed(caller, id, finish).await
-    }
-
-    async fn release(&self, caller: &Caller, id: &str, opts: ReleaseOptions) -> StoreResult<Todo> {
-        self.release_held(caller, id, opts).await
-    }
-
-    async fn human_retry(&self, human_id: &str, id: &str) -> StoreResult<Todo> {
-        self.retry_for_human(human_id, id).await
-    }
-
-    async fn human_release(&self, human_id: &str, id: &str) -> StoreResult<Todo> {
-        self.release_for_human(human_id, id).await
-    }
-
-    async fn count_humans(&self) -> StoreResult<i64> {
-        self.count_all_humans().await
-    }
-
-    async fn get_human(&self, id: &str) -> StoreResult<Human> {
-        self.select_human(id).await
-    }
-
-    async fn find_human_by_name(&self, name: &str) -> StoreResult<Human> {
-        self.select_human_by_name(name).await
-    }
-
-    async fn create_api_token(&self, new: NewApiToken) -> StoreResult<ApiToken> {
-        self.insert_api_token(new).await
-    }
-
-    async fn authenticate_api_token(
-        &self,
-        token_hash: &str,
-    ) -> StoreResult<Option<(Human, ApiToken)>> {
-        self.authenticate_token(token_hash).await
-    }
-
-    async fn list_api_tokens(
-        &self,
-        human_id: &str,
-        page: &PageRequest,
-    ) -> StoreResult<Page<ApiToken>> {
-        self.select_api_tokens(human_id, page).await
-    }
-
-    async fn revoke_api_token(&self, human_id: &str, id: &str) -> StoreResult<ApiToken> {
-        self.revoke_token(human_id, id).await
-    }
-
-    async fn register_agent(&self, new: NewAgent) -> StoreResult<Agent> {
-        self.insert_agent(new).await
-    }
-
-    async fn list_agents(&self, human_id: &str, page: &PageRequest) -> StoreResult<Page<Agent>> {
-        self.select_agents(human_id, page).await
-    }
-
-    async fn get_agent(&self, human_id: &str, name: &str) -> StoreResult<Agent> {
-        self.select_agent(human_id, name).await
-    }
-
-    async fn update_agent(
-        &self,
-        human_id: &str,
-        name: &str,
-        patch: AgentPatch,
-    ) -> StoreResult<Agent> {
-        self.patch_agent(human_id, name, patch).await
-    }
-
-    async fn vend_endpoint(
-        &self,
-        human_id: &str,
-        agent_name: &str,
-        kind: AgentKind,
-        new: NewEndpoint,
-    ) -> StoreResult<(Agent, Endpoint, bool)> {
-        self.vend(human_id, agent_name, kind, new).await
-    }
-
-    async fn list_endpoints(
-        &self,
-        human_id: &str,
-        page: &PageRequest,
-    ) -> StoreResult<Page<Endpoint>> {
-        self.select_endpoints(human_id, page).await
-    }
-
-    async fn endpoints_of_agents(
-        &self,
-        human_id: &str,
-        agent_ids: &[String],
-    ) -> StoreResult<Vec<Endpoint>> {
-        self.select_endpoints_of_agents(human_id, agent_ids).await
-    }
-
-    async fn get_endpoint(&self, human_id: &str, reference: &str) -> StoreResult<Endpoint> {
-        self.select_endpoint_for(human_id, reference).await
-    }
-
-    async fn set_default_lease(
-        &self,
-        endpoint_id: &str,
-        seconds: Option<i64>,
-    ) -> StoreResult<Endpoint> {
-        self.update_default_lease(endpoint_id, seconds).await
-    }
-
-    async fn delete_endpoint(&self, human_id: &str, endpoint_id: &str) -> StoreResult<()> {
-        self.remove_endpoint(human_id, endpoint_id).await
-    }
-
-    async fn endpoint_activity(
-        &self,
-        endpoint_ids: &[String],
-    ) -> StoreResult<std::collections::HashMap<String, EndpointActivity>> {
-        self.select_activity(endpoint_ids).await
-    }
-
-    async fn human_list_todos(
-        &self,
-        human_id: &str,
-        filter: &TodoFilter,
-        page: &PageRequest,
-    ) -> StoreResult<Page<Todo>> {
-        self.select_todos_for_human(human_id, filter, page).await
-    }
-
-    async fn human_get_todo(&self, human_id: &str, id: &str) -> StoreResult<Todo> {
-        self.select_todo_for_human(human_id, id).await
-    }
-
-    async fn human_list_attempts(
-        &self,
-        human_id: &str,
-        todo_id: &str,
-        limit: i64,
-    ) -> StoreResult<Vec<Attempt>> {
-        self.select_attempts_for_human(human_id, todo_id, limit)
-            .await
-    }
-
-    async fn human_get_intake_event(
-        &self,
-        human_id: &str,
-        todo_id: &str,
-    ) -> StoreResult<IntakeEvent> {
-        self.select_event_for_human(human_id, todo_id).await
-    }
-
-    async fn list_todos(
-        &self,
-        caller: &Caller,
-        queue: Option<&str>,
-        state: Option<crate::domain::todo::TodoState>,
-        limit: i64,
-    ) -> StoreResult<Vec<Todo>> {
-        self.select_todos_for_caller(caller, queue, state, limit)
-            .await
-    }
-
-    async fn authenticate_endpoint(&self, credential_hash: &str) -> StoreResult<Option<Endpoint>> {
-        self.select_endpoint_by_credential(credential_hash).await
-    }
-
-    async fn stamp_endpoint_seen(
-        &self,
-        endpoint_id: &str,
-        seen_at: Timestamp,
-        last_contact: Option<Timestamp>,
-    ) -> StoreResult<()> {
-        self.update_endpoint_seen(endpoint_id, seen_at, last_contact)
-            .await
-    }
-
-    async fn count_pending(&self, endpoint_id: &str) -> StoreResult<i64> {
-        self.select_pending_count(endpoint_id).await
-    }
-
-    async fn create_webhook(
-        &self,
-        human_id: &str,
-        endpoint_id: &str,
-        queue: &str,
-        token_hash: &str,
-        signing_secret: Option<&str>,
-    ) -> StoreResult<Webhook> {
-        self.insert_webhook(human_id, endpoint_id, queue, token_hash, signing_secret)
-            .await
-    }
-
-    async fn get_webhook(&self, human_id: &str, id: &str) -> StoreResult<Webhook> {
-        self.select_webhook(human_id, id).await
-    }
-
-    async fn list_webhooks(&self, human_id: &str, endpoint_id: &str) -> StoreResult<Vec<Webhook>> {
-        self.select_webhooks(human_id, endpoint_id).await
-    }
-
-    async fn rotate_webhook(
-        &self,
-        human_id: &str,
-        id: &str,
-        token_hash: &str,
-        signing_secret: Option<&str>,
-    ) -> StoreResult<Webhook> {
-        self.replace_webhook_secrets(human_id, id, token_hash, signing_secret)
-            .await
-    }
-
-    async fn delete_webhook(&self, human_id: &str, id: &str) -> StoreResult<()> {
-        self.remove_webhook(human_id, id).await
-    }
-
-    async fn unscoped_find_webhook(&self, token_hash: &str) -> StoreResult<Option<WebhookTarget>> {
-        self.select_webhook_by_token(token_hash).await
-    }
-
-    async fn set_presence_override(
-        &self,
-        endpoint_id: &str,
-        override_: &crate::domain::presence::Override,
-    ) -> StoreResult<Endpoint> {
-        self.write_override(endpoint_id, override_).await
-    }
-
-    async fn clear_presence_override(
-        &self,
-        endpoint_id: &str,
-        only_if_set_at: Option<Timestamp>,
-    ) -> StoreResult<bool> {
-        self.erase_override(endpoint_id, only_if_set_at).await
-    }
-
-    async fn set_shift(
-        &self,
-        endpoint_id: &str,
-        shift: Option<&str>,
-        override_dead_under_old_shift: &(dyn for<'e> Fn(&'e Endpoint) -> bool + Send + Sync),
-    ) -> StoreResult<Endpoint> {
-        self.write_shift(endpoint_id, shift, override_dead_under_old_shift)
-            .await
-    }
-
-    async fn claim_presence_transition(
-        &self,
-        endpoint_id: &str,
-        new: crate::domain::presence::Presence,
-        by: &str,
-    ) -> StoreResult<bool> {
-        self.claim_transition(endpoint_id, new, by).await
-    }
-
-    async fn unscoped_presence_candidates(
-        &self,
-        after_id: Option<&str>,
-        limit: i64,
-    ) -> StoreResult<Vec<Endpoint>> {
-        self.select_presence_candidates(after_id, limit).await
-    }
-
-    async fn set_presence_recheck(&self, endpoint: &Endpoint, at: Timestamp) -> StoreResult<()> {
-        self.write_presence_recheck(endpoint, at).await
-    }
-
-    async fn unscoped_endpoints_by_ids(&self, ids: &[String]) -> StoreResult<Vec<Endpoint>> {
-        self.select_endpoints_by_ids(ids).await
-    }
-
-    async fn unscoped_digest_todos(&self, endpoint_id: &str) -> StoreResult<Vec<DigestTodo>> {
-        self.select_digest_todos(endpoint_id).await
-    }
-
-    async fn unscoped_mark_rung(&self, ids: &[String], at: Timestamp) -> StoreResult<u64> {
-        self.mark_todos_rung(ids, at).await
-    }
-
-    async fn unscoped_ringable_todo(&self, id: &str) -> StoreResult<Option<RingCandidate>> {
-        self.select_ringable(id).await
-    }
-
-    async fn unscoped_claim_ready_ring(&self, id: &str) -> StoreResult<Option<RingCandidate>> {
-        self.claim_ready_ring(id).await
-    }
-
-    async fn unscoped_unrung_since(
-        &self,
-        endpoint_ids: &[String],
-        since: Timestamp,
-        limit: i64,
-    ) -> StoreResult<Vec<String>> {
-        self.select_unrung_since(endpoint_ids, since, limit).await
-    }
-
-    async fn unscoped_endpoints_with_due_rings(
-        &self,
-        endpoint_ids: &[String],
-        steps: &[Duration],
-    ) -> StoreResult<Vec<String>> {
-        self.select_endpoints_with_due_rings(endpoint_ids, steps)
-            .await
-    }
-
-    async fn unscoped_claim_due_rings(
-        &self,
-        endpoint_ids: &[String],
-        steps: &[Duration],
-        limit: i64,
-    ) -> StoreResult<Vec<RingCandidate>> {
-        self.claim_due_rings(endpoint_ids, steps, limit).await
-    }
-
-    async fn unscoped_reap_lapsed_leases(&self, limit: i64) -> StoreResult<ReapReport> {
-        self.reap_lapsed(limit).await
-    }
-
-    async fn unscoped_schedule_due_retries(&self, limit: i64) -> StoreResult<Vec<TodoRef>> {
-        self.requeue_due_retries(limit).await
-    }
-
-    async fn unscoped_prune_terminal_todos(
-        &self,
-        older_than: Duration,
-        limit: i64,
-    ) -> StoreResult<u64> {
-        self.prune_terminal(older_than, limit).await
-    }
-
-    async fn unscoped_queue_stats(&self) -> StoreResult<QueueStats> {
-        self.select_queue_stats().await
-    }
-
-    async fn unscoped_liveness_inputs(&self, limit: i64) -> StoreResult<Vec<LivenessInputs>> {
-        self.select_liveness_inputs(limit).await
     }
 }
 

@@ -1,17 +1,19 @@
 //! Presence inputs and the transition ledger on the endpoint row (`05-presence.md`).
 
-use sqlx::{AssertSqlSafe, Row};
-
 use super::SqlStore;
 use crate::domain::Timestamp;
 use crate::domain::presence::{Override, Presence};
 use crate::store::dialect::json_list;
 use crate::store::model::*;
-use crate::store::rows::{self, endpoint_columns};
-use crate::store::{StoreError, StoreResult};
+use crate::store::prelude::*;
+use crate::store::rows::endpoint_columns;
+use crate::store::{StoreError, StoreResult, rows};
+use async_trait::async_trait;
+use sqlx::AssertSqlSafe;
 
-impl SqlStore {
-    pub(super) async fn write_override(
+#[async_trait]
+impl PresenceStore for SqlStore {
+    async fn set_presence_override(
         &self,
         endpoint_id: &str,
         o: &Override,
@@ -29,13 +31,13 @@ impl SqlStore {
         .execute(&self.writer)
         .await?;
         if updated.rows_affected() == 0 {
-            self.select_endpoint(endpoint_id).await?;
-            return Err(StoreError::conflict("the endpoint is revoked"));
+            self.unscoped_get_endpoint(endpoint_id).await?;
+            return Err(StoreError::EndpointRevoked);
         }
-        self.select_endpoint(endpoint_id).await
+        self.unscoped_get_endpoint(endpoint_id).await
     }
 
-    pub(super) async fn erase_override(
+    async fn clear_presence_override(
         &self,
         endpoint_id: &str,
         only_if_set_at: Option<Timestamp>,
@@ -53,7 +55,7 @@ impl SqlStore {
         Ok(cleared.rows_affected() > 0)
     }
 
-    pub(super) async fn write_shift(
+    async fn set_shift(
         &self,
         endpoint_id: &str,
         shift: Option<&str>,
@@ -75,7 +77,7 @@ impl SqlStore {
         };
         let current = rows::endpoint(&row)?;
         if !current.is_active() {
-            return Err(StoreError::conflict("the endpoint is revoked"));
+            return Err(StoreError::EndpointRevoked);
         }
         // Evaluate the override under the OLD shift first: removing a shift
         // must not revive a clock-out that had already ended.
@@ -94,10 +96,10 @@ impl SqlStore {
             .execute(&mut *tx)
             .await?;
         tx.commit().await?;
-        self.select_endpoint(endpoint_id).await
+        self.unscoped_get_endpoint(endpoint_id).await
     }
 
-    pub(super) async fn claim_transition(
+    async fn claim_presence_transition(
         &self,
         endpoint_id: &str,
         new: Presence,
@@ -116,7 +118,7 @@ impl SqlStore {
         Ok(claimed.is_some())
     }
 
-    pub(super) async fn select_presence_candidates(
+    async fn unscoped_presence_candidates(
         &self,
         after_id: Option<&str>,
         limit: i64,
@@ -141,11 +143,7 @@ impl SqlStore {
     /// Records when the evaluator must next look at the endpoint, unless its
     /// presence inputs changed since they were read (then another settle,
     /// or the next tick, decides).
-    pub(super) async fn write_presence_recheck(
-        &self,
-        endpoint: &Endpoint,
-        at: Timestamp,
-    ) -> StoreResult<()> {
+    async fn set_presence_recheck(&self, endpoint: &Endpoint, at: Timestamp) -> StoreResult<()> {
         let eq = self.dialect.null_safe_eq();
         let sql = format!(
             "UPDATE endpoints SET presence_recheck_at = $1 WHERE id = $2 \
@@ -164,10 +162,7 @@ impl SqlStore {
         Ok(())
     }
 
-    pub(super) async fn select_endpoints_by_ids(
-        &self,
-        ids: &[String],
-    ) -> StoreResult<Vec<Endpoint>> {
+    async fn unscoped_endpoints_by_ids(&self, ids: &[String]) -> StoreResult<Vec<Endpoint>> {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
@@ -180,46 +175,5 @@ impl SqlStore {
             .fetch_all(&self.reader)
             .await?;
         rows.iter().map(rows::endpoint).collect()
-    }
-
-    pub(super) async fn select_digest_todos(
-        &self,
-        endpoint_id: &str,
-    ) -> StoreResult<Vec<DigestTodo>> {
-        let rows = sqlx::query(
-            "SELECT id, queue, created_at FROM todos \
-             WHERE endpoint_id = $1 AND state = 'pending' AND event_id IS NOT NULL \
-             ORDER BY created_at, id",
-        )
-        .bind(endpoint_id)
-        .fetch_all(&self.reader)
-        .await?;
-        rows.iter()
-            .map(|r| {
-                Ok(DigestTodo {
-                    id: r.try_get("id")?,
-                    queue: r.try_get("queue")?,
-                    created_at: Timestamp::from_millis(r.try_get("created_at")?),
-                })
-            })
-            .collect()
-    }
-
-    pub(super) async fn mark_todos_rung(&self, ids: &[String], at: Timestamp) -> StoreResult<u64> {
-        if ids.is_empty() {
-            return Ok(0);
-        }
-        // Exactly the ids the digest counted, and only while still pending:
-        // never a predicate re-read, never ring_attempts.
-        let sql = format!(
-            "UPDATE todos SET last_ringed_at = $1 WHERE state = 'pending' AND id IN ({})",
-            self.dialect.json_text_list(2)
-        );
-        let done = sqlx::query(AssertSqlSafe(sql))
-            .bind(at.as_millis())
-            .bind(json_list(ids))
-            .execute(&self.writer)
-            .await?;
-        Ok(done.rows_affected())
     }
 }

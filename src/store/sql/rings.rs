@@ -1,17 +1,16 @@
 //! Doorbell accounting (`04-doorbells.md`): the re-ring sweep's one
 //! statement that selects due todos and counts the ring.
 
-use std::time::Duration;
-
-use sqlx::AssertSqlSafe;
-use sqlx::Row;
-
 use super::SqlStore;
-use crate::store::StoreError;
-use crate::store::StoreResult;
+use crate::domain::Timestamp;
 use crate::store::dialect::json_list;
-use crate::store::model::RingCandidate;
+use crate::store::model::{RingCandidate, *};
+use crate::store::prelude::*;
 use crate::store::rows::todo_columns;
+use crate::store::{StoreError, StoreResult};
+use async_trait::async_trait;
+use sqlx::{AssertSqlSafe, Row};
+use std::time::Duration;
 
 /// Ring k (k = ring_attempts + 1) of a pending, push-eligible todo is due at
 /// `COALESCE(last_ringed_at, created_at) + step(k)`. `$1` is now, `$2` the
@@ -26,10 +25,74 @@ fn due_condition(steps_at: usize, steps: usize) -> String {
     )
 }
 
-impl SqlStore {
+#[async_trait]
+impl RingStore for SqlStore {
+    async fn unscoped_digest_todos(&self, endpoint_id: &str) -> StoreResult<Vec<DigestTodo>> {
+        let rows = sqlx::query(
+            "SELECT id, queue, created_at FROM todos \
+             WHERE endpoint_id = $1 AND state = 'pending' AND event_id IS NOT NULL \
+             ORDER BY created_at, id",
+        )
+        .bind(endpoint_id)
+        .fetch_all(&self.reader)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(DigestTodo {
+                    id: r.try_get("id")?,
+                    queue: r.try_get("queue")?,
+                    created_at: Timestamp::from_millis(r.try_get("created_at")?),
+                })
+            })
+            .collect()
+    }
+
+    async fn unscoped_mark_rung(&self, ids: &[String], at: Timestamp) -> StoreResult<u64> {
+        if ids.is_empty() {
+            return Ok(0);
+        }
+        // Exactly the ids the digest counted, and only while still pending:
+        // never a predicate re-read, never ring_attempts.
+        let sql = format!(
+            "UPDATE todos SET last_ringed_at = $1 WHERE state = 'pending' AND id IN ({})",
+            self.dialect.json_text_list(2)
+        );
+        let done = sqlx::query(AssertSqlSafe(sql))
+            .bind(at.as_millis())
+            .bind(json_list(ids))
+            .execute(&self.writer)
+            .await?;
+        Ok(done.rows_affected())
+    }
+
+    /// A todo by id with what a doorbell needs, if it may ring (pending, from
+    /// authenticated intake, on an active endpoint).
+    async fn unscoped_ringable_todo(&self, id: &str) -> StoreResult<Option<RingCandidate>> {
+        let row = sqlx::query(
+            "SELECT t.id, t.endpoint_id, t.queue, t.title, t.kind, t.source, t.ring_attempts, \
+               t.created_at FROM todos t JOIN endpoints e ON e.id = t.endpoint_id \
+             WHERE t.id = $1 AND t.state = 'pending' AND t.event_id IS NOT NULL \
+               AND e.state = 'active'",
+        )
+        .bind(id)
+        .fetch_optional(&self.reader)
+        .await?;
+        let Some(row) = row else { return Ok(None) };
+        Ok(Some(RingCandidate {
+            id: row.try_get("id")?,
+            endpoint_id: row.try_get("endpoint_id")?,
+            queue: row.try_get("queue")?,
+            title: row.try_get("title")?,
+            kind: row.try_get("kind")?,
+            source: row.try_get("source")?,
+            ring_attempts: row.try_get("ring_attempts")?,
+            created_at: crate::domain::Timestamp::from_millis(row.try_get("created_at")?),
+        }))
+    }
+
     /// Which of these endpoints have a ring due: one cheap read, so a sweep
     /// with nothing due does no more.
-    pub(super) async fn select_endpoints_with_due_rings(
+    async fn unscoped_endpoints_with_due_rings(
         &self,
         endpoint_ids: &[String],
         steps: &[Duration],
@@ -56,7 +119,7 @@ impl SqlStore {
         Ok(rows.iter().map(|r| r.get::<String, _>(0)).collect())
     }
 
-    pub(super) async fn claim_due_rings(
+    async fn unscoped_claim_due_rings(
         &self,
         endpoint_ids: &[String],
         steps: &[Duration],
@@ -123,34 +186,9 @@ impl SqlStore {
         Ok(keyed.into_iter().map(|(_, c)| c).collect())
     }
 
-    /// A todo by id with what a doorbell needs, if it may ring (pending, from
-    /// authenticated intake, on an active endpoint).
-    pub(super) async fn select_ringable(&self, id: &str) -> StoreResult<Option<RingCandidate>> {
-        let row = sqlx::query(
-            "SELECT t.id, t.endpoint_id, t.queue, t.title, t.kind, t.source, t.ring_attempts, \
-               t.created_at FROM todos t JOIN endpoints e ON e.id = t.endpoint_id \
-             WHERE t.id = $1 AND t.state = 'pending' AND t.event_id IS NOT NULL \
-               AND e.state = 'active'",
-        )
-        .bind(id)
-        .fetch_optional(&self.reader)
-        .await?;
-        let Some(row) = row else { return Ok(None) };
-        Ok(Some(RingCandidate {
-            id: row.try_get("id")?,
-            endpoint_id: row.try_get("endpoint_id")?,
-            queue: row.try_get("queue")?,
-            title: row.try_get("title")?,
-            kind: row.try_get("kind")?,
-            source: row.try_get("source")?,
-            ring_attempts: row.try_get("ring_attempts")?,
-            created_at: crate::domain::Timestamp::from_millis(row.try_get("created_at")?),
-        }))
-    }
-
     /// One guarded statement: the first caller for this readiness (the
     /// todo's current `attempt`) gets the candidate, everyone else nothing.
-    pub(super) async fn claim_ready_ring(&self, id: &str) -> StoreResult<Option<RingCandidate>> {
+    async fn unscoped_claim_ready_ring(&self, id: &str) -> StoreResult<Option<RingCandidate>> {
         let row = sqlx::query(
             "UPDATE todos SET ready_rung_attempt = attempt \
              WHERE id = $1 AND state = 'pending' AND event_id IS NOT NULL \
@@ -170,14 +208,14 @@ impl SqlStore {
             kind: row.try_get("kind")?,
             source: row.try_get("source")?,
             ring_attempts: row.try_get("ring_attempts")?,
-            created_at: crate::domain::Timestamp::from_millis(row.try_get("created_at")?),
+            created_at: Timestamp::from_millis(row.try_get("created_at")?),
         }))
     }
 
-    pub(super) async fn select_unrung_since(
+    async fn unscoped_unrung_since(
         &self,
         endpoint_ids: &[String],
-        since: crate::domain::Timestamp,
+        since: Timestamp,
         limit: i64,
     ) -> StoreResult<Vec<String>> {
         if endpoint_ids.is_empty() {

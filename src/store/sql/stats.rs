@@ -1,21 +1,23 @@
 //! What `/metrics` reads from the database at scrape time: queue-wide counts
 //! and the stored liveness inputs of active endpoints, one query each.
 
-use sqlx::Row;
-
 use super::SqlStore;
 use crate::domain::Timestamp;
 use crate::domain::todo::TodoState;
 use crate::store::StoreResult;
 use crate::store::model::{AgentKind, LivenessInputs, QueueStats};
+use crate::store::prelude::*;
+use async_trait::async_trait;
+use sqlx::Row;
 
-impl SqlStore {
+#[async_trait]
+impl StatsStore for SqlStore {
     /// One aggregate over the whole todos table. The pending, claimed and
     /// failed counts are small; `done` is not (it holds everything finished
     /// within the retention window), so this is a full scan whose cost grows
     /// with retention. Acceptable at scrape intervals of seconds for now; a
     /// maintained counter table would make it constant if it ever matters.
-    pub(super) async fn select_queue_stats(&self) -> StoreResult<QueueStats> {
+    async fn unscoped_queue_stats(&self) -> StoreResult<QueueStats> {
         let rows = sqlx::query(
             "SELECT state, COUNT(*) AS n, \
                SUM(CASE WHEN state = 'failed' AND next_retry_at IS NULL THEN 1 ELSE 0 END) AS dead, \
@@ -42,10 +44,7 @@ impl SqlStore {
 
     /// Active endpoints with their agent's kind and interval, last seen, the
     /// presence last recorded, and whether they hold a live claim.
-    pub(super) async fn select_liveness_inputs(
-        &self,
-        limit: i64,
-    ) -> StoreResult<Vec<LivenessInputs>> {
+    async fn unscoped_liveness_inputs(&self, limit: i64) -> StoreResult<Vec<LivenessInputs>> {
         let rows = sqlx::query(
             "SELECT e.id, e.last_seen_at, e.default_lease_ttl_seconds, e.presence_seen, \
                a.kind AS agent_kind, a.expected_interval_seconds, \

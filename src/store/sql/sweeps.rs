@@ -3,16 +3,17 @@
 //! work stays bounded, and each batch is claimed with `SKIP LOCKED` on
 //! PostgreSQL so instances sweeping at once split the work.
 
-use std::time::Duration;
-
-use sqlx::any::AnyRow;
-use sqlx::{AssertSqlSafe, Row};
-
 use super::SqlStore;
+use super::endpoints::RevokeReason;
 use crate::domain::todo::{Disposition, Outcome};
 use crate::store::StoreResult;
 use crate::store::dialect::placeholders;
-use crate::store::model::{ReapReport, TodoRef};
+use crate::store::model::{ReapReport, TodoRef, *};
+use crate::store::prelude::*;
+use async_trait::async_trait;
+use sqlx::any::AnyRow;
+use sqlx::{AssertSqlSafe, Row};
+use std::time::Duration;
 
 fn todo_ref(row: &AnyRow) -> TodoRef {
     TodoRef {
@@ -22,8 +23,9 @@ fn todo_ref(row: &AnyRow) -> TodoRef {
     }
 }
 
-impl SqlStore {
-    pub(super) async fn reap_lapsed(&self, limit: i64) -> StoreResult<ReapReport> {
+#[async_trait]
+impl SweepStore for SqlStore {
+    async fn unscoped_reap_lapsed_leases(&self, limit: i64) -> StoreResult<ReapReport> {
         let now = self.now();
         let dead_result = serde_json::json!({
             "error": "lease_expired",
@@ -92,7 +94,7 @@ impl SqlStore {
         Ok(report)
     }
 
-    pub(super) async fn requeue_due_retries(&self, limit: i64) -> StoreResult<Vec<TodoRef>> {
+    async fn unscoped_schedule_due_retries(&self, limit: i64) -> StoreResult<Vec<TodoRef>> {
         let now = self.now();
         let rows = sqlx::query(AssertSqlSafe(format!(
             "UPDATE todos SET state = 'pending', owner = NULL, next_retry_at = NULL, updated_at = $1 \
@@ -109,7 +111,7 @@ impl SqlStore {
         Ok(rows.iter().map(todo_ref).collect())
     }
 
-    pub(super) async fn prune_terminal(
+    async fn unscoped_prune_terminal_todos(
         &self,
         older_than: Duration,
         limit: i64,
@@ -147,5 +149,48 @@ impl SqlStore {
         }
         tx.commit().await?;
         Ok(rows.len() as u64)
+    }
+
+    async fn unscoped_expire_endpoints(&self, limit: i64) -> StoreResult<Vec<Revoked>> {
+        let now = self.now();
+        let due: Vec<String> = sqlx::query(
+            "SELECT id FROM endpoints \
+             WHERE state = 'active' AND expires_at IS NOT NULL AND expires_at <= $1 \
+             ORDER BY expires_at LIMIT $2",
+        )
+        .bind(now.as_millis())
+        .bind(limit)
+        .fetch_all(&self.writer)
+        .await?
+        .iter()
+        .map(|r| r.get::<String, _>(0))
+        .collect();
+        let mut expired = Vec::with_capacity(due.len());
+        for endpoint_id in due {
+            let mut tx = self.begin().await?;
+            // Guarded again: another instance may have expired it meanwhile.
+            let flipped = sqlx::query(
+                "UPDATE endpoints SET state = 'revoked', revoked_at = $1 \
+                 WHERE id = $2 AND state = 'active' AND expires_at <= $1 RETURNING id",
+            )
+            .bind(now.as_millis())
+            .bind(&endpoint_id)
+            .fetch_optional(&mut *tx)
+            .await?;
+            if flipped.is_none() {
+                tx.rollback().await?;
+                continue;
+            }
+            let dead_lettered =
+                Self::dead_letter_live_todos(&mut tx, &endpoint_id, now, RevokeReason::Expired)
+                    .await?;
+            tx.commit().await?;
+            expired.push(Revoked {
+                endpoint_id,
+                revoked_at: now,
+                dead_lettered,
+            });
+        }
+        Ok(expired)
     }
 }

@@ -1,15 +1,15 @@
 //! Intake webhooks: one endpoint and queue each, addressed by an unguessable
 //! URL token (stored hashed), optionally signed.
 
-use sqlx::Row;
-use sqlx::any::AnyRow;
-
 use super::SqlStore;
-use crate::domain::Invalid;
-use crate::domain::Timestamp;
+use crate::domain::{Invalid, Timestamp};
 use crate::mint::new_id;
 use crate::store::model::*;
+use crate::store::prelude::*;
 use crate::store::{StoreError, StoreResult};
+use async_trait::async_trait;
+use sqlx::Row;
+use sqlx::any::AnyRow;
 
 const COLUMNS: &str = "w.id, w.endpoint_id, w.human_id, w.queue, w.signing_secret, \
     w.created_at, w.rotated_at";
@@ -30,8 +30,9 @@ fn webhook(row: &AnyRow) -> StoreResult<Webhook> {
     })
 }
 
-impl SqlStore {
-    pub(super) async fn insert_webhook(
+#[async_trait]
+impl WebhookStore for SqlStore {
+    async fn create_webhook(
         &self,
         human_id: &str,
         endpoint_id: &str,
@@ -39,9 +40,9 @@ impl SqlStore {
         token_hash: &str,
         signing_secret: Option<&str>,
     ) -> StoreResult<Webhook> {
-        let endpoint = self.select_endpoint_for(human_id, endpoint_id).await?;
+        let endpoint = self.get_endpoint(human_id, endpoint_id).await?;
         if !endpoint.is_active() {
-            return Err(StoreError::conflict("the endpoint is revoked"));
+            return Err(StoreError::EndpointRevoked);
         }
         if !endpoint.scope_queues.iter().any(|q| q == queue) {
             return Err(Invalid::new(
@@ -67,10 +68,10 @@ impl SqlStore {
         .bind(self.now().as_millis())
         .execute(&self.writer)
         .await?;
-        self.select_webhook(human_id, &id).await
+        self.get_webhook(human_id, &id).await
     }
 
-    pub(super) async fn select_webhook(&self, human_id: &str, id: &str) -> StoreResult<Webhook> {
+    async fn get_webhook(&self, human_id: &str, id: &str) -> StoreResult<Webhook> {
         let row = sqlx::query(sqlx::AssertSqlSafe(format!(
             "SELECT {COLUMNS} FROM webhooks w WHERE w.id = $1 AND w.human_id = $2"
         )))
@@ -83,11 +84,7 @@ impl SqlStore {
             .unwrap_or(Err(StoreError::NotFound))
     }
 
-    pub(super) async fn select_webhooks(
-        &self,
-        human_id: &str,
-        endpoint_id: &str,
-    ) -> StoreResult<Vec<Webhook>> {
+    async fn list_webhooks(&self, human_id: &str, endpoint_id: &str) -> StoreResult<Vec<Webhook>> {
         let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
             "SELECT {COLUMNS} FROM webhooks w WHERE w.endpoint_id = $1 AND w.human_id = $2 \
              ORDER BY w.created_at DESC, w.id DESC"
@@ -99,7 +96,7 @@ impl SqlStore {
         rows.iter().map(webhook).collect()
     }
 
-    pub(super) async fn replace_webhook_secrets(
+    async fn rotate_webhook(
         &self,
         human_id: &str,
         id: &str,
@@ -122,10 +119,10 @@ impl SqlStore {
         if updated.rows_affected() == 0 {
             return Err(StoreError::NotFound);
         }
-        self.select_webhook(human_id, id).await
+        self.get_webhook(human_id, id).await
     }
 
-    pub(super) async fn remove_webhook(&self, human_id: &str, id: &str) -> StoreResult<()> {
+    async fn delete_webhook(&self, human_id: &str, id: &str) -> StoreResult<()> {
         let deleted = sqlx::query("DELETE FROM webhooks WHERE id = $1 AND human_id = $2")
             .bind(id)
             .bind(human_id)
@@ -137,10 +134,7 @@ impl SqlStore {
         Ok(())
     }
 
-    pub(super) async fn select_webhook_by_token(
-        &self,
-        token_hash: &str,
-    ) -> StoreResult<Option<WebhookTarget>> {
+    async fn unscoped_find_webhook(&self, token_hash: &str) -> StoreResult<Option<WebhookTarget>> {
         let row = sqlx::query(sqlx::AssertSqlSafe(format!(
             "SELECT {COLUMNS}, e.state AS endpoint_state FROM webhooks w \
              JOIN endpoints e ON e.id = w.endpoint_id WHERE w.token_hash = $1"

@@ -1,0 +1,411 @@
+//! Endpoints: creating and vending them, their human's reads, agents reaching
+//! theirs, and the revoke cascade.
+
+use super::paging::Cursor;
+use super::{SqlStore, paging};
+use crate::domain::scope::normalize_scope;
+use crate::domain::{Invalid, Timestamp, lease};
+use crate::mint::new_id;
+use crate::store::dialect::placeholders;
+use crate::store::error::is_unique_violation;
+use crate::store::model::*;
+use crate::store::prelude::*;
+use crate::store::rows::endpoint_columns;
+use crate::store::{StoreError, StoreResult, Taken, rows};
+use async_trait::async_trait;
+use sqlx::{Any, AssertSqlSafe, Row, Transaction};
+use std::collections::HashMap;
+
+/// Why an endpoint stopped working; recorded in its dead-lettered todos.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum RevokeReason {
+    Revoked,
+    Expired,
+}
+
+impl RevokeReason {
+    fn result_json(self, at: Timestamp) -> String {
+        let reason = match self {
+            Self::Revoked => "revoked",
+            Self::Expired => "expired",
+        };
+        serde_json::json!({
+            "error": "endpoint_revoked",
+            "reason": reason,
+            "revoked_at": at.to_rfc3339(),
+        })
+        .to_string()
+    }
+}
+
+impl SqlStore {
+    /// The revoke cascade: every live todo becomes a dead letter, and every
+    /// open attempt is closed as `revoked`, in the caller's transaction.
+    pub(super) async fn dead_letter_live_todos(
+        tx: &mut Transaction<'static, Any>,
+        endpoint_id: &str,
+        now: Timestamp,
+        reason: RevokeReason,
+    ) -> StoreResult<u64> {
+        sqlx::query(
+            "UPDATE todo_attempts SET ended_at = $1, outcome = 'revoked', \
+               disposition = 'dead_lettered' \
+             WHERE ended_at IS NULL AND todo_id IN \
+               (SELECT id FROM todos WHERE endpoint_id = $2 AND state = 'claimed')",
+        )
+        .bind(now.as_millis())
+        .bind(endpoint_id)
+        .execute(&mut **tx)
+        .await?;
+        Self::prune_claimed_attempts_of_endpoint(tx, endpoint_id).await?;
+        let done = sqlx::query(
+            "UPDATE todos SET state = 'failed', next_retry_at = NULL, lease_expires_at = NULL, \
+               lease_token_hash = NULL, result = $3, completed_at = $1, updated_at = $1 \
+             WHERE endpoint_id = $2 AND (state IN ('pending', 'claimed') \
+               OR (state = 'failed' AND next_retry_at IS NOT NULL))",
+        )
+        .bind(now.as_millis())
+        .bind(endpoint_id)
+        .bind(reason.result_json(now))
+        .execute(&mut **tx)
+        .await?;
+        Ok(done.rows_affected())
+    }
+}
+
+#[async_trait]
+impl EndpointStore for SqlStore {
+    async fn create_endpoint(&self, new: NewEndpoint) -> StoreResult<Endpoint> {
+        let (queues, verbs) = normalize_scope(&new.queues, &new.verbs)?;
+        let default_lease = lease::validate_endpoint_default(new.default_lease_ttl_seconds)?;
+        let now = self.now();
+        if let Some(expires_at) = new.expires_at
+            && expires_at <= now
+        {
+            return Err(Invalid::new("expires_at", "must be in the future").into());
+        }
+        let id = new_id("ep");
+        let inserted = sqlx::query(
+            "INSERT INTO endpoints (id, agent_id, human_id, slug, credential_hash, \
+               credential_prefix, scope_queues, scope_verbs, created_at, expires_at, \
+               default_lease_ttl_seconds) \
+             SELECT $1, a.id, a.human_id, $2, $3, $4, $5, $6, $7, $8, $9 \
+             FROM agents a WHERE a.id = $10",
+        )
+        .bind(&id)
+        .bind(&new.slug)
+        .bind(&new.credential_hash)
+        .bind(&new.credential_prefix)
+        .bind(serde_json::to_string(&queues).expect("strings serialize"))
+        .bind(serde_json::to_string(&verbs).expect("strings serialize"))
+        .bind(now.as_millis())
+        .bind(new.expires_at.map(Timestamp::as_millis))
+        .bind(default_lease)
+        .bind(&new.agent_id)
+        .execute(&self.writer)
+        .await
+        .map_err(|e| match is_unique_violation(&e) {
+            true => StoreError::Taken(Taken::SlugOrCredential),
+            false => StoreError::from(e),
+        })?;
+        if inserted.rows_affected() == 0 {
+            return Err(StoreError::NotFound);
+        }
+        self.unscoped_get_endpoint(&id).await
+    }
+
+    async fn unscoped_get_endpoint(&self, id: &str) -> StoreResult<Endpoint> {
+        let row = sqlx::query(concat!("SELECT ", endpoint_columns!(), " WHERE e.id = $1"))
+            .bind(id)
+            .fetch_optional(&self.reader)
+            .await?;
+        match row {
+            Some(row) => rows::endpoint(&row),
+            None => Err(StoreError::NotFound),
+        }
+    }
+
+    async fn revoke_endpoint(&self, human_id: &str, endpoint_id: &str) -> StoreResult<Revoked> {
+        let now = self.now();
+        let mut tx = self.begin().await?;
+        let flipped = sqlx::query(
+            "UPDATE endpoints SET state = 'revoked', revoked_at = $1 \
+             WHERE id = $2 AND human_id = $3 AND state = 'active' RETURNING id",
+        )
+        .bind(now.as_millis())
+        .bind(endpoint_id)
+        .bind(human_id)
+        .fetch_optional(&mut *tx)
+        .await?;
+        if flipped.is_none() {
+            let exists = sqlx::query("SELECT state FROM endpoints WHERE id = $1 AND human_id = $2")
+                .bind(endpoint_id)
+                .bind(human_id)
+                .fetch_optional(&mut *tx)
+                .await?;
+            tx.rollback().await?;
+            return Err(match exists {
+                Some(_) => StoreError::EndpointRevoked,
+                None => StoreError::NotFound,
+            });
+        }
+        let dead_lettered =
+            Self::dead_letter_live_todos(&mut tx, endpoint_id, now, RevokeReason::Revoked).await?;
+        tx.commit().await?;
+        Ok(Revoked {
+            endpoint_id: endpoint_id.to_owned(),
+            revoked_at: now,
+            dead_lettered,
+        })
+    }
+
+    /// Vend: finds the human's agent by name (creating it with `kind` when it
+    /// does not exist yet) and creates the endpoint.
+    async fn vend_endpoint(
+        &self,
+        human_id: &str,
+        agent_name: &str,
+        kind: AgentKind,
+        mut new: NewEndpoint,
+    ) -> StoreResult<(Agent, Endpoint, bool)> {
+        let (agent, agent_created) = match self.get_agent(human_id, agent_name).await {
+            Ok(agent) => (agent, false),
+            Err(StoreError::NotFound) => {
+                let created = self
+                    .register_agent(NewAgent {
+                        human_id: human_id.to_owned(),
+                        name: agent_name.to_owned(),
+                        kind,
+                        expected_interval_seconds: None,
+                        description: None,
+                    })
+                    .await;
+                match created {
+                    Ok(agent) => (agent, true),
+                    // Created concurrently by another request: use that one.
+                    Err(StoreError::Taken(Taken::AgentName(_))) => {
+                        (self.get_agent(human_id, agent_name).await?, false)
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            Err(e) => return Err(e),
+        };
+        new.agent_id = agent.id.clone();
+        let endpoint = self.create_endpoint(new).await?;
+        Ok((agent, endpoint, agent_created))
+    }
+
+    async fn list_endpoints(
+        &self,
+        human_id: &str,
+        page: &PageRequest,
+    ) -> StoreResult<Page<Endpoint>> {
+        let (limit, cursor) = paging::decode(page)?;
+        let rows = sqlx::query(concat!(
+            "SELECT ",
+            endpoint_columns!(),
+            " WHERE e.human_id = $1 \
+              AND (e.created_at < $2 OR (e.created_at = $2 AND e.id < $3)) \
+             ORDER BY e.created_at DESC, e.id DESC LIMIT $4"
+        ))
+        .bind(human_id)
+        .bind(cursor.created_at)
+        .bind(&cursor.id)
+        .bind(limit + 1)
+        .fetch_all(&self.reader)
+        .await?;
+        let items = rows
+            .iter()
+            .map(rows::endpoint)
+            .collect::<StoreResult<Vec<_>>>()?;
+        Ok(paging::page(items, limit, |e| {
+            Cursor::new(e.created_at, &e.id)
+        }))
+    }
+
+    /// Every endpoint of the given agents (all the human's own).
+    async fn endpoints_of_agents(
+        &self,
+        human_id: &str,
+        agent_ids: &[String],
+    ) -> StoreResult<Vec<Endpoint>> {
+        if agent_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let sql = format!(
+            concat!(
+                "SELECT ",
+                endpoint_columns!(),
+                " WHERE e.human_id = $1 AND e.agent_id IN ({}) ORDER BY e.created_at DESC"
+            ),
+            placeholders(2, agent_ids.len())
+        );
+        let mut q = sqlx::query(AssertSqlSafe(sql)).bind(human_id.to_owned());
+        for id in agent_ids {
+            q = q.bind(id.clone());
+        }
+        let rows = q.fetch_all(&self.reader).await?;
+        rows.iter().map(rows::endpoint).collect()
+    }
+
+    /// One of the human's endpoints by slug or id.
+    async fn get_endpoint(&self, human_id: &str, reference: &str) -> StoreResult<Endpoint> {
+        let row = sqlx::query(concat!(
+            "SELECT ",
+            endpoint_columns!(),
+            " WHERE e.human_id = $1 AND (e.slug = $2 OR e.id = $2)"
+        ))
+        .bind(human_id)
+        .bind(reference)
+        .fetch_optional(&self.reader)
+        .await?;
+        row.as_ref()
+            .map(rows::endpoint)
+            .unwrap_or(Err(StoreError::NotFound))
+    }
+
+    /// Sets (or clears) an active endpoint's default lease.
+    async fn set_default_lease(
+        &self,
+        endpoint_id: &str,
+        seconds: Option<i64>,
+    ) -> StoreResult<Endpoint> {
+        let seconds = lease::validate_endpoint_default(seconds)?;
+        let updated = sqlx::query(
+            "UPDATE endpoints SET default_lease_ttl_seconds = $1 WHERE id = $2 AND state = 'active'",
+        )
+        .bind(seconds)
+        .bind(endpoint_id)
+        .execute(&self.writer)
+        .await?;
+        let endpoint = self.unscoped_get_endpoint(endpoint_id).await?;
+        if updated.rows_affected() == 0 {
+            return Err(StoreError::EndpointRevoked);
+        }
+        Ok(endpoint)
+    }
+
+    /// Deletes one of the human's endpoints; only a revoked one may go.
+    async fn delete_endpoint(&self, human_id: &str, endpoint_id: &str) -> StoreResult<()> {
+        let deleted = sqlx::query(
+            "DELETE FROM endpoints WHERE id = $1 AND human_id = $2 AND state = 'revoked'",
+        )
+        .bind(endpoint_id)
+        .bind(human_id)
+        .execute(&self.writer)
+        .await?;
+        if deleted.rows_affected() == 1 {
+            return Ok(());
+        }
+        let exists = sqlx::query("SELECT 1 FROM endpoints WHERE id = $1 AND human_id = $2")
+            .bind(endpoint_id)
+            .bind(human_id)
+            .fetch_optional(&self.reader)
+            .await?;
+        Err(match exists {
+            Some(_) => StoreError::conflict("the endpoint is active; revoke it before deleting it"),
+            None => StoreError::NotFound,
+        })
+    }
+
+    /// Work counts of several endpoints in one pass over their live todos.
+    async fn endpoint_activity(
+        &self,
+        endpoint_ids: &[String],
+    ) -> StoreResult<HashMap<String, EndpointActivity>> {
+        let mut out: HashMap<String, EndpointActivity> = endpoint_ids
+            .iter()
+            .map(|id| (id.clone(), EndpointActivity::default()))
+            .collect();
+        if endpoint_ids.is_empty() {
+            return Ok(out);
+        }
+        let list = placeholders(1, endpoint_ids.len());
+        let sql = format!(
+            "SELECT endpoint_id, \
+               SUM(CASE WHEN state = 'pending' THEN 1 ELSE 0 END) AS pending, \
+               SUM(CASE WHEN state = 'claimed' THEN 1 ELSE 0 END) AS claimed, \
+               SUM(CASE WHEN state = 'failed' AND next_retry_at IS NULL THEN 1 ELSE 0 END) AS dead \
+             FROM todos WHERE endpoint_id IN ({list}) AND state <> 'done' \
+             GROUP BY endpoint_id"
+        );
+        let mut q = sqlx::query(AssertSqlSafe(sql));
+        for id in endpoint_ids {
+            q = q.bind(id.clone());
+        }
+        for row in q.fetch_all(&self.reader).await? {
+            let id: String = row.get("endpoint_id");
+            if let Some(a) = out.get_mut(&id) {
+                a.pending = row.try_get::<Option<i64>, _>("pending")?.unwrap_or(0);
+                a.claimed = row.try_get::<Option<i64>, _>("claimed")?.unwrap_or(0);
+                a.dead_letters = row.try_get::<Option<i64>, _>("dead")?.unwrap_or(0);
+            }
+        }
+        let sql = format!(
+            "SELECT endpoint_id, MIN(id) AS todo_id FROM todos \
+             WHERE endpoint_id IN ({list}) AND state = 'claimed' AND lease_expires_at > ${n} \
+             GROUP BY endpoint_id",
+            n = endpoint_ids.len() + 1
+        );
+        let mut q = sqlx::query(AssertSqlSafe(sql));
+        for id in endpoint_ids {
+            q = q.bind(id.clone());
+        }
+        for row in q
+            .bind(self.now().as_millis())
+            .fetch_all(&self.reader)
+            .await?
+        {
+            let id: String = row.get("endpoint_id");
+            if let Some(a) = out.get_mut(&id) {
+                a.working_on = row.get("todo_id");
+            }
+        }
+        Ok(out)
+    }
+
+    async fn authenticate_endpoint(&self, credential_hash: &str) -> StoreResult<Option<Endpoint>> {
+        let row = sqlx::query(concat!(
+            "SELECT ",
+            endpoint_columns!(),
+            " WHERE e.credential_hash = $1 AND e.state = 'active' \
+              AND (e.expires_at IS NULL OR e.expires_at > $2)"
+        ))
+        .bind(credential_hash)
+        .bind(self.now().as_millis())
+        .fetch_optional(&self.reader)
+        .await?;
+        row.as_ref().map(rows::endpoint).transpose()
+    }
+
+    async fn stamp_endpoint_seen(
+        &self,
+        endpoint_id: &str,
+        seen_at: crate::domain::Timestamp,
+        last_contact: Option<crate::domain::Timestamp>,
+    ) -> StoreResult<()> {
+        sqlx::query(
+            "UPDATE endpoints SET \
+               last_seen_at = CASE WHEN last_seen_at IS NULL OR last_seen_at < $1 \
+                              THEN $1 ELSE last_seen_at END, \
+               last_contact_at = COALESCE($2, last_contact_at) \
+             WHERE id = $3",
+        )
+        .bind(seen_at.as_millis())
+        .bind(last_contact.map(|t| t.as_millis()))
+        .bind(endpoint_id)
+        .execute(&self.writer)
+        .await?;
+        Ok(())
+    }
+
+    async fn count_pending(&self, endpoint_id: &str) -> StoreResult<i64> {
+        let row =
+            sqlx::query("SELECT COUNT(*) FROM todos WHERE endpoint_id = $1 AND state = 'pending'")
+                .bind(endpoint_id)
+                .fetch_one(&self.reader)
+                .await?;
+        Ok(row.get::<i64, _>(0))
+    }
+}

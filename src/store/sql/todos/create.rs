@@ -1,0 +1,124 @@
+//! Creating a todo: the insert with its intake event, or the live todo
+//! holding the same idempotency key.
+
+use super::*;
+
+impl SqlStore {
+    pub(super) async fn try_insert_todo(
+        &self,
+        new: &NewTodo,
+        payload: Option<&str>,
+        max_attempts: i64,
+    ) -> StoreResult<Option<CreatedTodo>> {
+        let now = self.now().as_millis();
+        let mut tx = self.begin().await?;
+        // FOR SHARE (PostgreSQL) orders us against a concurrent revoke, which
+        // would otherwise miss a todo committed just after its cascade.
+        let for_share = match self.dialect {
+            crate::store::dialect::Dialect::Postgres => " FOR SHARE",
+            crate::store::dialect::Dialect::Sqlite => "",
+        };
+        let endpoint = sqlx::query(AssertSqlSafe(format!(
+            "SELECT state, scope_queues FROM endpoints WHERE id = $1{for_share}"
+        )))
+        .bind(&new.endpoint_id)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some(endpoint) = endpoint else {
+            return Err(StoreError::NotFound);
+        };
+        if endpoint.get::<String, _>("state") != "active" {
+            return Err(StoreError::EndpointRevoked);
+        }
+        let queues: Vec<String> =
+            serde_json::from_str(&endpoint.get::<String, _>("scope_queues")).unwrap_or_default();
+        if !queues.contains(&new.queue) {
+            return Err(Invalid::new(
+                "queue",
+                format!(
+                    "{:?} is not in the endpoint's scope ({})",
+                    new.queue,
+                    queues.join(", ")
+                ),
+            )
+            .into());
+        }
+
+        let event_id = match &new.intake {
+            None => None,
+            Some(event) => {
+                let id = new_id("ev");
+                sqlx::query(
+                    "INSERT INTO intake_events (id, endpoint_id, webhook_id, trust_mode, actor, \
+                       received_at, headers, content_type, body, body_size) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+                )
+                .bind(&id)
+                .bind(&new.endpoint_id)
+                .bind(&event.webhook_id)
+                .bind(event.trust_mode.as_str())
+                .bind(&event.actor)
+                .bind(now)
+                .bind(event.headers.to_string())
+                .bind(&event.content_type)
+                .bind(event.body.clone())
+                .bind(event.body.len() as i64)
+                .execute(&mut *tx)
+                .await?;
+                Some(id)
+            }
+        };
+
+        let inserted = sqlx::query(concat!(
+            "INSERT INTO todos (id, endpoint_id, queue, title, kind, source, payload, \
+               idempotency_key, event_id, state, max_attempts, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'pending', $10, $11, $11) \
+             ON CONFLICT DO NOTHING RETURNING ",
+            todo_columns!()
+        ))
+        .bind(new_todo_id())
+        .bind(&new.endpoint_id)
+        .bind(&new.queue)
+        .bind(&new.title)
+        .bind(&new.kind)
+        .bind(&new.source)
+        .bind(payload)
+        .bind(&new.idempotency_key)
+        .bind(&event_id)
+        .bind(max_attempts)
+        .bind(now)
+        .fetch_optional(&mut *tx)
+        .await?;
+
+        if let Some(row) = inserted {
+            let todo = rows::todo(&row)?;
+            tx.commit().await?;
+            return Ok(Some(CreatedTodo {
+                todo,
+                created: true,
+            }));
+        }
+        // The key matched a live todo: return it, write nothing (the intake
+        // event goes with the rollback).
+        let existing = sqlx::query(AssertSqlSafe(format!(
+            concat!(
+                "SELECT ",
+                todo_columns!(),
+                " FROM todos WHERE endpoint_id = $1 AND idempotency_key = $2 AND {}"
+            ),
+            LIVE_CONDITION
+        )))
+        .bind(&new.endpoint_id)
+        .bind(&new.idempotency_key)
+        .fetch_optional(&mut *tx)
+        .await?;
+        tx.rollback().await?;
+        match existing {
+            Some(row) => Ok(Some(CreatedTodo {
+                todo: rows::todo(&row)?,
+                created: false,
+            })),
+            None => Ok(None),
+        }
+    }
+}

@@ -1,0 +1,582 @@
+//! The todo lifecycle (`02-queue.md`): create with dedup, claims, the holder's
+//! verbs, and a human's retry and release.
+//!
+//! Every transition is a guarded `UPDATE … RETURNING`: when it matches no row
+//! nothing happened, and [`SqlStore::refusal`] tells the caller whether the
+//! todo exists in its scope (`conflict`) or not (`not_found`).
+//!
+//! [`TodoStore`] is implemented here, one method per operation; the pieces
+//! they share live beside it: `create` (the insert with dedup), `claim` (the
+//! claim statement), `attempts` (closing and pruning attempt history) and
+//! `refusal` (why a guarded transition matched nothing).
+
+mod attempts;
+mod claim;
+mod create;
+mod refusal;
+
+use claim::ClaimTarget;
+use refusal::Refused;
+
+use super::paging::Cursor;
+use super::{SqlStore, paging};
+use crate::domain::backoff::retry_backoff;
+use crate::domain::ids::sha256_hex;
+use crate::domain::lease::resolve_lease_seconds;
+use crate::domain::todo::{self as rules, Disposition, Outcome, TodoState};
+use crate::domain::{Invalid, Timestamp};
+use crate::mint::{new_id, new_todo_id, random_token};
+use crate::store::dialect::placeholders;
+use crate::store::error::is_unique_violation;
+use crate::store::model::*;
+use crate::store::prelude::*;
+use crate::store::rows::{attempt_columns, todo_columns};
+use crate::store::{StoreError, StoreResult, Taken, rows};
+use async_trait::async_trait;
+use sqlx::{Any, AssertSqlSafe, Row, Transaction};
+
+/// The columns a claim sets; `$1` now, `$2` owner, `$3` lease expiry, `$4` fence hash.
+const CLAIM_SET: &str = "state = 'claimed', owner = $2, lease_expires_at = $3, \
+    lease_token_hash = $4, attempt = attempt + 1, attempts_total = attempts_total + 1, \
+    claimed_at = $1, updated_at = $1, next_retry_at = NULL, last_note = NULL";
+
+/// What a takeover may claim besides a pending todo: a lapsed lease or an
+/// elapsed retry window, below the attempt cap. `$1` is now.
+const TAKEOVER_CONDITION: &str = "attempt < max_attempts AND \
+    ((state = 'claimed' AND lease_expires_at <= $1) \
+     OR (state = 'failed' AND next_retry_at <= $1))";
+
+/// The holder's guard: `$h` the id, `$h+1` the endpoint, `$h+2` the owner,
+/// `$h+3` the fence hash (a fenced lease needs its token; an unfenced one ignores it).
+fn holder_guard(h: usize) -> String {
+    format!(
+        "id = ${} AND endpoint_id = ${} AND state = 'claimed' AND owner = ${} \
+         AND (lease_token_hash IS NULL OR lease_token_hash = ${})",
+        h,
+        h + 1,
+        h + 2,
+        h + 3
+    )
+}
+
+const LIVE_CONDITION: &str =
+    "(state IN ('pending', 'claimed') OR (state = 'failed' AND next_retry_at IS NOT NULL))";
+
+fn encode_result(result: Option<&serde_json::Value>) -> StoreResult<Option<String>> {
+    match result {
+        None => Ok(None),
+        Some(value) => {
+            let text = value.to_string();
+            if text.len() > rules::MAX_PAYLOAD_BYTES {
+                return Err(Invalid::new(
+                    "result",
+                    format!(
+                        "is {} bytes of JSON; the limit is {}",
+                        text.len(),
+                        rules::MAX_PAYLOAD_BYTES
+                    ),
+                )
+                .into());
+            }
+            Ok(Some(text))
+        }
+    }
+}
+
+#[async_trait]
+impl TodoStore for SqlStore {
+    async fn create_todo(&self, new: NewTodo) -> StoreResult<CreatedTodo> {
+        rules::validate_queue_name(&new.queue, "queue")?;
+        rules::validate_title(&new.title)?;
+        if let Some(kind) = &new.kind {
+            rules::validate_label(kind, "kind")?;
+        }
+        if let Some(source) = &new.source {
+            rules::validate_label(source, "source")?;
+        }
+        let payload = new
+            .payload
+            .as_ref()
+            .map(rules::encode_payload)
+            .transpose()?;
+        if let Some(key) = &new.idempotency_key {
+            rules::validate_idempotency_key(key)?;
+        }
+        let max_attempts = new.max_attempts.unwrap_or(rules::DEFAULT_MAX_ATTEMPTS);
+        rules::validate_max_attempts(max_attempts)?;
+
+        // A dedup hit on a todo that finishes between our insert and our read
+        // frees the key; trying again then creates. Twice is plenty.
+        for _ in 0..3 {
+            if let Some(outcome) = self
+                .try_insert_todo(&new, payload.as_deref(), max_attempts)
+                .await?
+            {
+                return Ok(outcome);
+            }
+        }
+        Err(StoreError::conflict(
+            "the idempotency key is contended; try again",
+        ))
+    }
+
+    async fn get_todo(&self, caller: &Caller, id: &str) -> StoreResult<Todo> {
+        let row = sqlx::query(concat!(
+            "SELECT ",
+            todo_columns!(),
+            " FROM todos WHERE id = $1 AND endpoint_id = $2"
+        ))
+        .bind(id)
+        .bind(&caller.endpoint_id)
+        .fetch_optional(&self.reader)
+        .await?;
+        match row {
+            Some(row) => rows::todo(&row),
+            None => Err(StoreError::NotFound),
+        }
+    }
+
+    async fn list_attempts(
+        &self,
+        caller: &Caller,
+        todo_id: &str,
+        limit: i64,
+    ) -> StoreResult<Vec<Attempt>> {
+        // Scoped through the todo: a foreign todo's history reads as missing.
+        self.get_todo(caller, todo_id).await?;
+        let rows = sqlx::query(concat!(
+            "SELECT ",
+            attempt_columns!(),
+            " FROM todo_attempts WHERE todo_id = $1 ORDER BY seq DESC LIMIT $2"
+        ))
+        .bind(todo_id)
+        .bind(limit.clamp(1, rules::KEPT_ATTEMPTS))
+        .fetch_all(&self.reader)
+        .await?;
+        rows.iter().map(rows::attempt).collect()
+    }
+
+    async fn claim(&self, caller: &Caller, id: &str, opts: ClaimOptions) -> StoreResult<Claimed> {
+        match self
+            .claim_target(caller, ClaimTarget::ById(id), opts)
+            .await?
+        {
+            Some(claimed) => Ok(claimed),
+            None => Err(StoreError::internal("a claim by id returned nothing")),
+        }
+    }
+
+    async fn claim_next(
+        &self,
+        caller: &Caller,
+        queue: Option<&str>,
+        opts: ClaimOptions,
+    ) -> StoreResult<Option<Claimed>> {
+        if let Some(queue) = queue {
+            rules::validate_queue_name(queue, "queue")?;
+            if !caller.queues.iter().any(|q| q == queue) {
+                return Err(StoreError::Forbidden(format!(
+                    "queue {queue:?} is not in this endpoint's scope"
+                )));
+            }
+        }
+        self.claim_target(caller, ClaimTarget::Oldest(queue), opts)
+            .await
+    }
+
+    async fn heartbeat(
+        &self,
+        caller: &Caller,
+        id: &str,
+        opts: HeartbeatOptions,
+    ) -> StoreResult<Todo> {
+        // A bare heartbeat resets to the endpoint's default, not to what the claim asked.
+        let lease_secs =
+            resolve_lease_seconds(opts.lease_ttl_seconds, caller.default_lease_ttl_seconds)?;
+        let note = opts.note.as_deref().map(rules::clean_note);
+        let now = self.now();
+        let mut tx = self.begin().await?;
+        let row = sqlx::query(AssertSqlSafe(format!(
+            concat!(
+                "UPDATE todos SET lease_expires_at = $1, updated_at = $2, ",
+                "last_note = COALESCE($3, last_note) WHERE {} RETURNING ",
+                todo_columns!()
+            ),
+            holder_guard(4)
+        )))
+        .bind(now.add_secs(lease_secs).as_millis())
+        .bind(now.as_millis())
+        .bind(note.clone())
+        .bind(id)
+        .bind(&caller.endpoint_id)
+        .bind(caller.owner())
+        .bind(opts.lease_token.as_deref().map(sha256_hex))
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some(row) = row else {
+            let err = Self::refusal(&mut tx, caller, id, Refused::Holder, now).await;
+            tx.rollback().await?;
+            return Err(err);
+        };
+        sqlx::query(
+            "UPDATE todo_attempts SET last_heartbeat_at = $1, note = COALESCE($2, note) \
+             WHERE todo_id = $3 AND ended_at IS NULL",
+        )
+        .bind(now.as_millis())
+        .bind(note.clone())
+        .bind(id)
+        .execute(&mut *tx)
+        .await?;
+        if let Some(note) = &note {
+            sqlx::query("UPDATE endpoints SET last_note = $1, last_note_at = $2 WHERE id = $3")
+                .bind(note)
+                .bind(now.as_millis())
+                .bind(&caller.endpoint_id)
+                .execute(&mut *tx)
+                .await?;
+        }
+        let todo = rows::todo(&row)?;
+        tx.commit().await?;
+        Ok(todo)
+    }
+
+    async fn complete(&self, caller: &Caller, id: &str, finish: Finish) -> StoreResult<Todo> {
+        let result = encode_result(finish.result.as_ref())?;
+        let summary = finish.summary.as_deref().map(rules::clip_summary);
+        let now = self.now();
+        let mut tx = self.begin().await?;
+        let row = sqlx::query(AssertSqlSafe(format!(
+            concat!(
+                "UPDATE todos SET state = 'done', result = $1, completed_at = $2, ",
+                "updated_at = $2, lease_expires_at = NULL, lease_token_hash = NULL ",
+                "WHERE {} RETURNING ",
+                todo_columns!()
+            ),
+            holder_guard(3)
+        )))
+        .bind(result)
+        .bind(now.as_millis())
+        .bind(id)
+        .bind(&caller.endpoint_id)
+        .bind(caller.owner())
+        .bind(finish.lease_token.as_deref().map(sha256_hex))
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some(row) = row else {
+            let err = Self::refusal(&mut tx, caller, id, Refused::Holder, now).await;
+            tx.rollback().await?;
+            return Err(err);
+        };
+        Self::end_lease_and_commit(
+            tx,
+            &row,
+            now,
+            Outcome::Completed,
+            Disposition::Done,
+            summary,
+        )
+        .await
+    }
+
+    async fn fail(&self, caller: &Caller, id: &str, finish: Finish) -> StoreResult<Todo> {
+        let result = encode_result(finish.result.as_ref())?;
+        let summary = finish.summary.as_deref().map(rules::clip_summary);
+        let now = self.now();
+        let mut tx = self.begin().await?;
+        // Read the attempt under the row lock: the backoff depends on it.
+        let held = sqlx::query(AssertSqlSafe(format!(
+            "SELECT attempt, max_attempts FROM todos WHERE {}{}",
+            holder_guard(1),
+            self.dialect.for_update()
+        )))
+        .bind(id)
+        .bind(&caller.endpoint_id)
+        .bind(caller.owner())
+        .bind(finish.lease_token.as_deref().map(sha256_hex))
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some(held) = held else {
+            let err = Self::refusal(&mut tx, caller, id, Refused::Holder, now).await;
+            tx.rollback().await?;
+            return Err(err);
+        };
+        let attempt: i64 = held.get("attempt");
+        let max_attempts: i64 = held.get("max_attempts");
+        let (next_retry_at, completed_at, disposition) = if attempt < max_attempts {
+            (
+                Some(now.saturating_add(retry_backoff(attempt)).as_millis()),
+                None,
+                Disposition::RetryScheduled,
+            )
+        } else {
+            (None, Some(now.as_millis()), Disposition::DeadLettered)
+        };
+        let row = sqlx::query(concat!(
+            "UPDATE todos SET state = 'failed', result = $1, next_retry_at = $2, ",
+            "completed_at = $3, updated_at = $4, lease_expires_at = NULL, ",
+            "lease_token_hash = NULL WHERE id = $5 RETURNING ",
+            todo_columns!()
+        ))
+        .bind(result)
+        .bind(next_retry_at)
+        .bind(completed_at)
+        .bind(now.as_millis())
+        .bind(id)
+        .fetch_one(&mut *tx)
+        .await?;
+        Self::end_lease_and_commit(tx, &row, now, Outcome::Failed, disposition, summary).await
+    }
+
+    async fn release(&self, caller: &Caller, id: &str, opts: ReleaseOptions) -> StoreResult<Todo> {
+        let summary = opts.summary.as_deref().map(rules::clip_summary);
+        let now = self.now();
+        let mut tx = self.begin().await?;
+        let row = sqlx::query(AssertSqlSafe(format!(
+            concat!(
+                "UPDATE todos SET state = 'pending', owner = NULL, lease_expires_at = NULL, ",
+                "lease_token_hash = NULL, updated_at = $1 WHERE {} RETURNING ",
+                todo_columns!()
+            ),
+            holder_guard(2)
+        )))
+        .bind(now.as_millis())
+        .bind(id)
+        .bind(&caller.endpoint_id)
+        .bind(caller.owner())
+        .bind(opts.lease_token.as_deref().map(sha256_hex))
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some(row) = row else {
+            let err = Self::refusal(&mut tx, caller, id, Refused::Holder, now).await;
+            tx.rollback().await?;
+            return Err(err);
+        };
+        Self::end_lease_and_commit(
+            tx,
+            &row,
+            now,
+            Outcome::Released,
+            Disposition::Requeued,
+            summary,
+        )
+        .await
+    }
+
+    async fn human_retry(&self, human_id: &str, id: &str) -> StoreResult<Todo> {
+        let now = self.now();
+        let mut tx = self.begin().await?;
+        let updated = sqlx::query(concat!(
+            "UPDATE todos SET state = 'pending', attempt = 0, result = NULL, ",
+            "next_retry_at = NULL, owner = NULL, lease_expires_at = NULL, ",
+            "lease_token_hash = NULL, completed_at = NULL, ring_attempts = 0, ",
+            "last_ringed_at = NULL, updated_at = $1 ",
+            "WHERE id = $2 AND state = 'failed' AND endpoint_id IN ",
+            "(SELECT id FROM endpoints WHERE human_id = $3 AND state = 'active') RETURNING ",
+            todo_columns!()
+        ))
+        .bind(now.as_millis())
+        .bind(id)
+        .bind(human_id)
+        .fetch_optional(&mut *tx)
+        .await;
+        let row = match updated {
+            Ok(row) => row,
+            Err(e) if is_unique_violation(&e) => {
+                tx.rollback().await?;
+                return Err(Taken::IdempotencyKey.into());
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let Some(row) = row else {
+            let err = Self::human_refusal(&mut tx, human_id, id, "failed").await;
+            tx.rollback().await?;
+            return Err(err);
+        };
+        let todo = rows::todo(&row)?;
+        tx.commit().await?;
+        Ok(todo)
+    }
+
+    async fn human_release(&self, human_id: &str, id: &str) -> StoreResult<Todo> {
+        let now = self.now();
+        let mut tx = self.begin().await?;
+        let row = sqlx::query(concat!(
+            "UPDATE todos SET state = 'pending', owner = NULL, lease_expires_at = NULL, ",
+            "lease_token_hash = NULL, updated_at = $1 ",
+            "WHERE id = $2 AND state = 'claimed' AND endpoint_id IN ",
+            "(SELECT id FROM endpoints WHERE human_id = $3 AND state = 'active') RETURNING ",
+            todo_columns!()
+        ))
+        .bind(now.as_millis())
+        .bind(id)
+        .bind(human_id)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some(row) = row else {
+            let err = Self::human_refusal(&mut tx, human_id, id, "claimed").await;
+            tx.rollback().await?;
+            return Err(err);
+        };
+        let summary = Some(("released by a human".to_owned(), false));
+        Self::end_lease_and_commit(
+            tx,
+            &row,
+            now,
+            Outcome::Released,
+            Disposition::Requeued,
+            summary,
+        )
+        .await
+    }
+
+    async fn human_list_todos(
+        &self,
+        human_id: &str,
+        filter: &TodoFilter,
+        page: &PageRequest,
+    ) -> StoreResult<Page<Todo>> {
+        let (limit, cursor) = paging::decode(page)?;
+        let mut conditions = vec![
+            "endpoint_id IN (SELECT id FROM endpoints WHERE human_id = $1)".to_owned(),
+            "(created_at < $2 OR (created_at = $2 AND id < $3))".to_owned(),
+        ];
+        let mut binds: Vec<String> = Vec::new();
+        let mut next = 5; // $4 is the limit
+        if let Some(endpoint_id) = &filter.endpoint_id {
+            conditions.push(format!("endpoint_id = ${next}"));
+            binds.push(endpoint_id.clone());
+            next += 1;
+        }
+        if let Some(queue) = &filter.queue {
+            conditions.push(format!("queue = ${next}"));
+            binds.push(queue.clone());
+            next += 1;
+        }
+        if let Some(state) = filter.state {
+            conditions.push(format!("state = ${next}"));
+            binds.push(state.as_str().to_owned());
+        }
+        match filter.dead_letter {
+            Some(true) => conditions.push("(state = 'failed' AND next_retry_at IS NULL)".into()),
+            Some(false) => {
+                conditions.push("NOT (state = 'failed' AND next_retry_at IS NULL)".into())
+            }
+            None => {}
+        }
+        let sql = format!(
+            concat!(
+                "SELECT ",
+                todo_columns!(),
+                " FROM todos WHERE {} ORDER BY created_at DESC, id DESC LIMIT $4"
+            ),
+            conditions.join(" AND ")
+        );
+        let mut q = sqlx::query(AssertSqlSafe(sql))
+            .bind(human_id)
+            .bind(cursor.created_at)
+            .bind(cursor.id.clone())
+            .bind(limit + 1);
+        for value in binds {
+            q = q.bind(value);
+        }
+        let rows = q.fetch_all(&self.reader).await?;
+        let items = rows
+            .iter()
+            .map(rows::todo)
+            .collect::<StoreResult<Vec<_>>>()?;
+        Ok(paging::page(items, limit, |t| {
+            Cursor::new(t.created_at, &t.id)
+        }))
+    }
+
+    async fn human_get_todo(&self, human_id: &str, id: &str) -> StoreResult<Todo> {
+        let row = sqlx::query(concat!(
+            "SELECT ",
+            todo_columns!(),
+            " FROM todos WHERE id = $1 AND endpoint_id IN \
+              (SELECT id FROM endpoints WHERE human_id = $2)"
+        ))
+        .bind(id)
+        .bind(human_id)
+        .fetch_optional(&self.reader)
+        .await?;
+        row.as_ref()
+            .map(rows::todo)
+            .unwrap_or(Err(StoreError::NotFound))
+    }
+
+    async fn human_list_attempts(
+        &self,
+        human_id: &str,
+        todo_id: &str,
+        limit: i64,
+    ) -> StoreResult<Vec<Attempt>> {
+        self.human_get_todo(human_id, todo_id).await?;
+        let rows = sqlx::query(concat!(
+            "SELECT ",
+            attempt_columns!(),
+            " FROM todo_attempts WHERE todo_id = $1 ORDER BY seq DESC LIMIT $2"
+        ))
+        .bind(todo_id)
+        .bind(limit.clamp(1, crate::domain::todo::KEPT_ATTEMPTS))
+        .fetch_all(&self.reader)
+        .await?;
+        rows.iter().map(rows::attempt).collect()
+    }
+
+    async fn human_get_intake_event(
+        &self,
+        human_id: &str,
+        todo_id: &str,
+    ) -> StoreResult<IntakeEvent> {
+        let row = sqlx::query(
+            "SELECT ev.id, ev.endpoint_id, ev.webhook_id, ev.trust_mode, ev.actor, \
+               ev.received_at, ev.headers, ev.content_type, ev.body, ev.body_size \
+             FROM todos t JOIN intake_events ev ON ev.id = t.event_id \
+             JOIN endpoints e ON e.id = t.endpoint_id \
+             WHERE t.id = $1 AND e.human_id = $2",
+        )
+        .bind(todo_id)
+        .bind(human_id)
+        .fetch_optional(&self.reader)
+        .await?;
+        row.as_ref()
+            .map(rows::intake_event)
+            .unwrap_or(Err(StoreError::NotFound))
+    }
+
+    /// Listing for an agent: its endpoint's todos, newest first.
+    async fn list_todos(
+        &self,
+        caller: &Caller,
+        queue: Option<&str>,
+        state: Option<TodoState>,
+        limit: i64,
+    ) -> StoreResult<Vec<Todo>> {
+        let mut sql = String::from(concat!(
+            "SELECT ",
+            todo_columns!(),
+            " FROM todos WHERE endpoint_id = $1"
+        ));
+        let mut next = 3;
+        if queue.is_some() {
+            sql.push_str(&format!(" AND queue = ${next}"));
+            next += 1;
+        }
+        if state.is_some() {
+            sql.push_str(&format!(" AND state = ${next}"));
+        }
+        sql.push_str(" ORDER BY created_at DESC, id DESC LIMIT $2");
+        let mut q = sqlx::query(AssertSqlSafe(sql))
+            .bind(caller.endpoint_id.clone())
+            .bind(limit.clamp(1, paging::MAX_LIMIT));
+        if let Some(queue) = queue {
+            q = q.bind(queue.to_owned());
+        }
+        if let Some(state) = state {
+            q = q.bind(state.as_str());
+        }
+        let rows = q.fetch_all(&self.reader).await?;
+        rows.iter().map(rows::todo).collect()
+    }
+}
