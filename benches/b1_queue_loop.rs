@@ -796,6 +796,7 @@ async fn register(store: &SqlStore) -> Result<Registered> {
             verbs: vec![],
             expires_at: None,
             default_lease_ttl_seconds: None,
+            server_name: None,
         })
         .await?;
     Ok(Registered {

@@ -445,6 +445,7 @@ async fn setup_registry(cfg: &Config, backend: Backend, store: &SqlStore) -> Res
             verbs: vec![],
             expires_at: None,
             default_lease_ttl_seconds: None,
+            server_name: None,
         })
         .await?;
     let row = sqlx::query("SELECT scope_queues, scope_verbs FROM endpoints WHERE id = $1")

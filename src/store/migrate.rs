@@ -39,6 +39,11 @@ pub static SQLITE_MIGRATIONS: &[Migration] = &[
         name: "ready_ring_claim",
         sql: include_str!("migrations/sqlite/0004_ready_ring_claim.sql"),
     },
+    Migration {
+        version: 5,
+        name: "server_name",
+        sql: include_str!("migrations/sqlite/0005_server_name.sql"),
+    },
 ];
 
 pub static POSTGRES_MIGRATIONS: &[Migration] = &[
@@ -61,6 +66,11 @@ pub static POSTGRES_MIGRATIONS: &[Migration] = &[
         version: 4,
         name: "ready_ring_claim",
         sql: include_str!("migrations/postgres/0004_ready_ring_claim.sql"),
+    },
+    Migration {
+        version: 5,
+        name: "server_name",
+        sql: include_str!("migrations/postgres/0005_server_name.sql"),
     },
 ];
 

@@ -86,6 +86,8 @@ pub struct NewEndpoint {
     pub verbs: Vec<String>,
     pub expires_at: Option<Timestamp>,
     pub default_lease_ttl_seconds: Option<i64>,
+    /// The name MCP clients know it by; `None` = `switchboard-<agent>`.
+    pub server_name: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -115,6 +117,8 @@ pub struct Endpoint {
     pub presence_seen: String,
     pub presence_changed_at: Option<Timestamp>,
     pub presence_changed_by: Option<String>,
+    /// Set at vend; `None` = the default (see [`Endpoint::server_name`]).
+    pub server_name_set: Option<String>,
     /// From the owning agent, for display and liveness.
     pub agent_name: String,
     pub agent_kind: AgentKind,
@@ -122,6 +126,13 @@ pub struct Endpoint {
 }
 
 impl Endpoint {
+    /// The name MCP clients know this endpoint by.
+    pub fn server_name(&self) -> String {
+        self.server_name_set
+            .clone()
+            .unwrap_or_else(|| crate::domain::server_key::default_server_key(&self.agent_name))
+    }
+
     pub fn is_active(&self) -> bool {
         self.state == "active"
     }

@@ -41,7 +41,7 @@ macro_rules! endpoint_columns {
          e.scope_verbs, e.state, e.created_at, e.revoked_at, e.expires_at, e.last_seen_at, \
          e.last_contact_at, e.default_lease_ttl_seconds, e.last_note, e.last_note_at, e.shift, \
          e.presence_override, e.override_until, e.override_set_at, e.override_by, \
-         e.presence_seen, e.presence_changed_at, e.presence_changed_by, \
+         e.presence_seen, e.presence_changed_at, e.presence_changed_by, e.server_name, \
          a.name AS agent_name, a.kind AS agent_kind, \
          a.expected_interval_seconds AS agent_expected_interval_seconds \
          FROM endpoints e JOIN agents a ON a.id = e.agent_id"
@@ -157,6 +157,7 @@ pub fn endpoint(row: &AnyRow) -> Result<Endpoint, StoreError> {
         last_seen_at: opt_ts(row, "last_seen_at")?,
         last_contact_at: opt_ts(row, "last_contact_at")?,
         default_lease_ttl_seconds: row.try_get("default_lease_ttl_seconds")?,
+        server_name_set: row.try_get("server_name")?,
         last_note: row.try_get("last_note")?,
         last_note_at: opt_ts(row, "last_note_at")?,
         shift: row.try_get("shift")?,

@@ -178,7 +178,124 @@ async fn only_endpoints_with_a_due_ring_are_named(store: &dyn Store, ts: &TestSt
     );
 }
 
+async fn a_ready_todo_is_claimed_for_ringing_once_per_readiness(store: &dyn Store, ts: &TestStore) {
+    let f = fixture(store, "ada").await;
+    let todo = create(store, rung_todo(&f.endpoint.id, "ring once")).await;
+    let other = crate::support::second_handle(ts).await;
+    // Two instances race for the first ring: exactly one wins.
+    let (x, y) = tokio::join!(
+        store.unscoped_claim_ready_ring(&todo.id),
+        other.unscoped_claim_ready_ring(&todo.id)
+    );
+    let winners = [x.unwrap(), y.unwrap()]
+        .into_iter()
+        .flatten()
+        .collect::<Vec<_>>();
+    assert_eq!(winners.len(), 1, "one instance rings a new todo");
+    assert_eq!(winners[0].id, todo.id);
+    assert_eq!(winners[0].title, "ring once");
+    assert!(
+        store
+            .unscoped_claim_ready_ring(&todo.id)
+            .await
+            .unwrap()
+            .is_none(),
+        "already rung for this readiness"
+    );
+    // A failed attempt whose retry window elapses is ready again: once more.
+    claim(store, &f.caller, &todo.id).await;
+    store
+        .fail(&f.caller, &todo.id, Finish::default())
+        .await
+        .unwrap();
+    advance_secs(ts, 3_600);
+    assert_eq!(
+        store.unscoped_schedule_due_retries(10).await.unwrap().len(),
+        1
+    );
+    assert!(
+        store
+            .unscoped_claim_ready_ring(&todo.id)
+            .await
+            .unwrap()
+            .is_some()
+    );
+    assert!(
+        store
+            .unscoped_claim_ready_ring(&todo.id)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    other.close().await;
+}
+
+async fn pull_only_claimed_and_revoked_todos_are_never_claimed_for_ringing(
+    store: &dyn Store,
+    ts: &TestStore,
+) {
+    let f = fixture(store, "ada").await;
+    let pull_only = add_todo(store, &f, "pull only").await;
+    assert!(
+        store
+            .unscoped_claim_ready_ring(&pull_only.id)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let taken = create(store, rung_todo(&f.endpoint.id, "taken")).await;
+    claim(store, &f.caller, &taken.id).await;
+    assert!(
+        store
+            .unscoped_claim_ready_ring(&taken.id)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let pending = create(store, rung_todo(&f.endpoint.id, "on a revoked endpoint")).await;
+    store
+        .revoke_endpoint(&f.human.id, &f.endpoint.id)
+        .await
+        .unwrap();
+    assert!(
+        store
+            .unscoped_claim_ready_ring(&pending.id)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let _ = ts;
+}
+
+async fn the_unrung_read_names_todos_created_since_that_nobody_rang(
+    store: &dyn Store,
+    ts: &TestStore,
+) {
+    let f = fixture(store, "ada").await;
+    let hosted = vec![f.endpoint.id.clone()];
+    let before = create(store, rung_todo(&f.endpoint.id, "before the gap")).await;
+    advance_secs(ts, 10);
+    let since = ts.clock_now();
+    let rung = create(store, rung_todo(&f.endpoint.id, "rung meanwhile")).await;
+    store.unscoped_claim_ready_ring(&rung.id).await.unwrap();
+    let missed = create(store, rung_todo(&f.endpoint.id, "missed")).await;
+    add_todo(store, &f, "pull only").await;
+    let unrung = store
+        .unscoped_unrung_since(&hosted, since, 100)
+        .await
+        .unwrap();
+    assert_eq!(
+        unrung,
+        vec![missed.id.clone()],
+        "not {} nor the rung one",
+        before.id
+    );
+}
+
 exercise_on_both_backends!(
+    a_ready_todo_is_claimed_for_ringing_once_per_readiness,
+    pull_only_claimed_and_revoked_todos_are_never_claimed_for_ringing,
+    the_unrung_read_names_todos_created_since_that_nobody_rang,
     only_endpoints_with_a_due_ring_are_named,
     a_never_claimed_todo_is_rerung_on_schedule_then_never,
     an_unhosted_endpoint_keeps_its_whole_budget,

@@ -360,6 +360,7 @@ pub fn new_endpoint(agent: &Agent, queues: &[&str]) -> NewEndpoint {
         verbs: vec![],
         expires_at: None,
         default_lease_ttl_seconds: None,
+        server_name: None,
     }
 }
 

@@ -174,6 +174,7 @@ pub async fn vend(
             verbs: body.verbs.clone().unwrap_or_default(),
             expires_at,
             default_lease_ttl_seconds: body.default_lease_ttl_seconds,
+            server_name: None,
         };
         match state
             .store

@@ -88,8 +88,8 @@ impl EndpointStore for SqlStore {
         let inserted = sqlx::query(
             "INSERT INTO endpoints (id, agent_id, human_id, slug, credential_hash, \
                credential_prefix, scope_queues, scope_verbs, created_at, expires_at, \
-               default_lease_ttl_seconds) \
-             SELECT $1, a.id, a.human_id, $2, $3, $4, $5, $6, $7, $8, $9 \
+               default_lease_ttl_seconds, server_name) \
+             SELECT $1, a.id, a.human_id, $2, $3, $4, $5, $6, $7, $8, $9, $11 \
              FROM agents a WHERE a.id = $10",
         )
         .bind(&id)
@@ -102,6 +102,7 @@ impl EndpointStore for SqlStore {
         .bind(new.expires_at.map(Timestamp::as_millis))
         .bind(default_lease)
         .bind(&new.agent_id)
+        .bind(&new.server_name)
         .execute(&self.writer)
         .await
         .map_err(|e| match is_unique_violation(&e) {
