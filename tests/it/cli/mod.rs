@@ -3,6 +3,8 @@
 //! Every client run gets its own `SWITCHBOARD_CONFIG_DIR`, so no test reads
 //! or writes the real home.
 
+mod shift;
+
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};

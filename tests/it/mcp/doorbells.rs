@@ -5,13 +5,13 @@
 //!
 //! Needs `node` (20+) and `npm`, like `mcp_interop.rs`.
 
-mod mcp_support;
+use crate::support::mcp;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use mcp_support::listener::{Bell, Listener, wait_sessions};
-use mcp_support::{Server, Vended, next_event};
+use mcp::listener::{Bell, Listener, wait_sessions};
+use mcp::{Server, Vended, next_event};
 use reqwest::Method;
 use serde_json::{Value, json};
 

@@ -5,14 +5,14 @@
 //! Needs `node` (20+) and `npm`; `node_modules` is installed with `npm ci`
 //! on first use (`.ci/run` installs it up front).
 
-mod mcp_support;
+use crate::support::mcp;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use mcp_support::{Server, Vended};
+use mcp::{Server, Vended};
 use serde_json::{Value, json};
 
 const SCENARIO_TIMEOUT: Duration = Duration::from_secs(90);

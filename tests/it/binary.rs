@@ -1,7 +1,7 @@
 //! The real binary: `serve` on the zero-config default, health and readiness,
 //! the SQLite server lock, graceful shutdown, `migrate` and `version`.
 
-mod support;
+use crate::support;
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;

@@ -6,13 +6,13 @@
 //! Needs `node` (20+) and `npm`, like `mcp_interop.rs`. One test waits for a
 //! real shift start (minute resolution): it takes up to about 75 s.
 
-mod mcp_support;
+use crate::support::mcp;
 
 use std::collections::BTreeSet;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use mcp_support::listener::{Bell, Listener, wait_sessions};
-use mcp_support::{Server, Vended};
+use mcp::listener::{Bell, Listener, wait_sessions};
+use mcp::{Server, Vended};
 use reqwest::Method;
 use serde_json::{Value, json};
 
