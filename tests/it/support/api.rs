@@ -6,29 +6,27 @@
 //! (claim, fail).
 #![allow(dead_code)]
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::process::{Command, ExitStatus};
+use std::sync::Arc;
+use std::time::Duration;
 
 use reqwest::Method;
 use serde_json::{Value, json};
 
-pub const BIN: &str = env!("CARGO_BIN_EXE_switchboard");
-const START_TIMEOUT: Duration = Duration::from_secs(30);
+pub use super::server::{BIN, find_token};
+use super::server::{Process, serve_command};
 
 /// High limits so that the tests never meet the rate limiter by accident.
 pub const HIGH_RATES: [&str; 4] = ["--api-read-rate", "1000", "--api-write-rate", "1000"];
 
 /// A `switchboard serve` child whose stderr is collected line by line.
 pub struct Server {
-    child: Child,
+    process: Process,
     pub addr: String,
     pub database: PathBuf,
     /// The `sbh_` token of the first-start banner.
     pub first_token: String,
-    log: Arc<Mutex<Vec<String>>>,
     http: reqwest::Client,
 }
 
@@ -40,58 +38,20 @@ impl Server {
 
     pub fn start_with_env(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Server {
         let database = dir.join("switchboard.db");
-        let mut command = Command::new(BIN);
-        command
-            .current_dir(dir)
-            .args(["serve", "--listen", "127.0.0.1:0", "--database"])
-            .arg(&database)
-            .args(args)
-            .env_remove("SWITCHBOARD_DATABASE_URL")
-            .env_remove("SWITCHBOARD_LOG_FORMAT")
-            .env_remove("RUST_LOG")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
+        let mut command = serve_command(dir);
+        command.arg("--database").arg(&database).args(args);
         for (k, v) in env {
             command.env(k, v);
         }
-        let mut child = command.spawn().expect("spawn switchboard");
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let stderr = child.stderr.take().expect("piped stderr");
-        let (tx, rx) = std::sync::mpsc::channel();
-        {
-            let log = log.clone();
-            std::thread::spawn(move || {
-                for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                    let addr = serving_address(&line);
-                    log.lock().unwrap().push(line);
-                    if let Some(addr) = addr {
-                        let _ = tx.send(addr);
-                    }
-                }
-            });
-        }
-        let addr = match rx.recv_timeout(START_TIMEOUT) {
-            Ok(addr) => addr,
-            Err(_) => {
-                let _ = child.kill();
-                panic!(
-                    "the server did not report its address; stderr:\n{}",
-                    log.lock().unwrap().join("\n")
-                );
-            }
-        };
-        let first_token = log
-            .lock()
-            .unwrap()
-            .iter()
-            .find_map(|line| find_token(line, "sbh_"))
+        let process = Process::spawn(command);
+        let first_token = process
+            .first_token()
             .expect("the first start prints an sbh_ token on stderr");
         Server {
-            child,
-            addr,
+            addr: process.addr.clone(),
+            process,
             database,
             first_token,
-            log,
             http: reqwest::Client::builder()
                 .no_proxy()
                 .timeout(Duration::from_secs(30))
@@ -106,26 +66,12 @@ impl Server {
 
     /// Everything the server wrote on stderr so far.
     pub fn stderr_lines(&self) -> Vec<String> {
-        self.log.lock().unwrap().clone()
+        self.process.log_lines()
     }
 
     /// SIGTERM, then wait for a clean exit (so that every log line is out).
     pub fn stop(&mut self) -> ExitStatus {
-        let status = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status()
-            .expect("run kill");
-        assert!(status.success());
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                // Let the reader thread drain the pipe.
-                std::thread::sleep(Duration::from_millis(50));
-                return status;
-            }
-            assert!(Instant::now() < deadline, "the server did not exit");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        self.process.stop()
     }
 
     /// One request; `auth` is the whole `Authorization` value, if any.
@@ -181,39 +127,6 @@ impl Server {
         assert_eq!(resp.status, status, "{what}: {}", resp.text());
         resp.json()
     }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// The `listen` address of the "switchboard is serving" line, text or JSON.
-fn serving_address(line: &str) -> Option<String> {
-    if !line.contains("switchboard is serving") {
-        return None;
-    }
-    let (start, terminators): (usize, &[char]) = if let Some(i) = line.find("listen=") {
-        (i + "listen=".len(), &[' '])
-    } else {
-        let i = line.find("\"listen\":\"")?;
-        (i + "\"listen\":\"".len(), &['"'])
-    };
-    let rest = &line[start..];
-    let end = rest.find(terminators).unwrap_or(rest.len());
-    Some(rest[..end].to_owned())
-}
-
-/// The first `prefix…` token (base64url characters) in `line`.
-pub fn find_token(line: &str, prefix: &str) -> Option<String> {
-    let start = line.find(prefix)?;
-    let token: String = line[start..]
-        .chars()
-        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '-')
-        .collect();
-    (token.len() > prefix.len()).then_some(token)
 }
 
 pub enum Body {
