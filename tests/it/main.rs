@@ -21,3 +21,32 @@ mod support;
 
 // The conformance modules reach their shared helpers as `crate::common`.
 use store_conformance::common;
+
+/// With `autotests = false`, a test file outside `tests/it/` is silently not
+/// built: every `.rs` file under `tests/` must be a module of this binary.
+#[test]
+fn every_test_file_is_in_tests_it() {
+    fn rust_files(dir: &std::path::Path, found: &mut Vec<std::path::PathBuf>) {
+        for entry in std::fs::read_dir(dir).unwrap().map(Result::unwrap) {
+            let path = entry.path();
+            if path.is_dir() {
+                if !path.ends_with("node_modules") {
+                    rust_files(&path, found);
+                }
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                found.push(path);
+            }
+        }
+    }
+    let tests = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");
+    let mut found = Vec::new();
+    rust_files(&tests, &mut found);
+    let outside: Vec<_> = found
+        .iter()
+        .filter(|path| !path.starts_with(tests.join("it")))
+        .collect();
+    assert!(
+        outside.is_empty(),
+        "move these into tests/it/ and declare them as modules (docs/development.md): {outside:?}"
+    );
+}

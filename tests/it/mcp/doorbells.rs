@@ -1,9 +1,9 @@
-//! Doorbells end to end (`04-doorbells.md`): the real binary, official MCP
+//! Doorbells end to end (`04-doorbells.md`): the server in process, official MCP
 //! TypeScript SDK clients listening for `notifications/claude/channel`
 //! (`tests/mcp-client/scenario.mjs listen`), and work pushed through the REST
 //! API and webhooks while they listen.
 //!
-//! Needs `node` (20+) and `npm`, like `mcp_interop.rs`.
+//! Needs `node` (20+) and `npm`, like `mcp::interop`.
 
 use crate::support::mcp;
 

@@ -1,5 +1,5 @@
 //! Interoperability with the official MCP TypeScript SDK client
-//! (`09-quality.md`): the real binary, endpoints vended over the REST API,
+//! (`09-quality.md`): the server in process, endpoints vended over the REST API,
 //! and `tests/mcp-client/scenario.mjs` run under Node for each scenario.
 //!
 //! Needs `node` (20+) and `npm`; `node_modules` is installed with `npm ci`

@@ -1,9 +1,9 @@
-//! Presence end to end (`05-presence.md`): the real binary, official MCP
+//! Presence end to end (`05-presence.md`): the server in process, official MCP
 //! TypeScript SDK clients that call the self verbs and listen for
 //! `notifications/claude/channel` (`tests/mcp-client/scenario.mjs listen`),
 //! and the human's presence and shift controls over the REST API.
 //!
-//! Needs `node` (20+) and `npm`, like `mcp_interop.rs`. One test waits for a
+//! Needs `node` (20+) and `npm`, like `mcp::interop`. One test waits for a
 //! real shift start (minute resolution): it takes up to about 75 s.
 
 use crate::support::mcp;

@@ -1,4 +1,4 @@
-//! The MCP transport over raw HTTP against the real binary (`03-mcp.md`):
+//! The MCP transport over raw HTTP against the server in process (`03-mcp.md`):
 //! every status code, authentication order, sessions and streams, scope,
 //! argument checking, foreign ids, and liveness stamping.
 
