@@ -1,6 +1,7 @@
-//! Shared by the REST API's end-to-end tests: the real `switchboard serve`
-//! binary in a temp dir (its stderr collected line by line, the first-start
-//! token read from its banner), an HTTP helper that keeps raw bodies for
+//! Shared by the REST API's end-to-end tests: a server on a SQLite file in a
+//! temp dir, either the real `switchboard serve` binary (its stderr collected
+//! line by line, the first-start token read from its banner) or, for tests
+//! that only need HTTP, the server in process; an HTTP helper that keeps raw bodies for
 //! byte-for-byte comparison, a second human made through the local admin
 //! commands, and the store opened in-process for what only an agent can do
 //! (claim, fail).
@@ -15,22 +16,46 @@ use reqwest::Method;
 use serde_json::{Value, json};
 
 pub use super::server::{BIN, find_token};
-use super::server::{Process, serve_command};
+use super::server::{InProcess, Process, apply_flags, serve_command};
 
 /// High limits so that the tests never meet the rate limiter by accident.
 pub const HIGH_RATES: [&str; 4] = ["--api-read-rate", "1000", "--api-write-rate", "1000"];
 
-/// A `switchboard serve` child whose stderr is collected line by line.
+/// A server on `dir/switchboard.db`: a `switchboard serve` child whose
+/// stderr is collected line by line ([`Server::start`]), or the server in
+/// process ([`Server::in_process`]).
 pub struct Server {
-    process: Process,
+    running: Running,
     pub addr: String,
     pub database: PathBuf,
-    /// The `sbh_` token of the first-start banner.
+    /// The `sbh_` token of the first human (`admin`): the first-start
+    /// banner's, or the one made before the in-process server started.
     pub first_token: String,
     http: reqwest::Client,
 }
 
+enum Running {
+    Process(Process),
+    InProcess(InProcess),
+}
+
 impl Server {
+    /// The server in process on `dir/switchboard.db`, with `args` as
+    /// `switchboard serve` flags (those [`apply_flags`] maps).
+    pub fn in_process(dir: &Path, args: &[&str]) -> Server {
+        let database = dir.join("switchboard.db");
+        let mut config = InProcess::config(&database);
+        apply_flags(&mut config, args);
+        let server = InProcess::start(config);
+        Server {
+            addr: server.addr.to_string(),
+            database,
+            first_token: server.admin_token.clone(),
+            running: Running::InProcess(server),
+            http: http_client(),
+        }
+    }
+
     /// `serve` on an OS-chosen loopback port with `database` in `dir`.
     pub fn start(dir: &Path, args: &[&str]) -> Server {
         Self::start_with_env(dir, args, &[("SWITCHBOARD_LOG", "info")])
@@ -49,14 +74,10 @@ impl Server {
             .expect("the first start prints an sbh_ token on stderr");
         Server {
             addr: process.addr.clone(),
-            process,
+            running: Running::Process(process),
             database,
             first_token,
-            http: reqwest::Client::builder()
-                .no_proxy()
-                .timeout(Duration::from_secs(30))
-                .build()
-                .expect("http client"),
+            http: http_client(),
         }
     }
 
@@ -66,12 +87,22 @@ impl Server {
 
     /// Everything the server wrote on stderr so far.
     pub fn stderr_lines(&self) -> Vec<String> {
-        self.process.log_lines()
+        match &self.running {
+            Running::Process(process) => process.log_lines(),
+            Running::InProcess(_) => {
+                panic!("an in-process server has no stderr: use Server::start")
+            }
+        }
     }
 
     /// SIGTERM, then wait for a clean exit (so that every log line is out).
     pub fn stop(&mut self) -> ExitStatus {
-        self.process.stop()
+        match &mut self.running {
+            Running::Process(process) => process.stop(),
+            Running::InProcess(_) => {
+                panic!("an in-process server has no process: use Server::start")
+            }
+        }
     }
 
     /// One request; `auth` is the whole `Authorization` value, if any.
@@ -127,6 +158,14 @@ impl Server {
         assert_eq!(resp.status, status, "{what}: {}", resp.text());
         resp.json()
     }
+}
+
+fn http_client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .no_proxy()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .expect("http client")
 }
 
 pub enum Body {

@@ -20,6 +20,8 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use switchboard::domain::duration::parse_positive_duration;
+use switchboard::http::ratelimit::Rate;
 use switchboard::server::ServerConfig;
 use switchboard::store::{DatabaseLocation, SqlStore, Store, StoreOptions, issue_api_token};
 
@@ -351,4 +353,41 @@ fn healthz(addr: SocketAddr) -> bool {
     let mut response = Vec::new();
     let _ = stream.read_to_end(&mut response);
     response.starts_with(b"HTTP/1.1 200")
+}
+
+/// Applies `switchboard serve` flags (`--flag value` pairs) to `config` the way
+/// `cli::serve` maps them: the flags the in-process tests use.
+pub fn apply_flags(config: &mut ServerConfig, args: &[&str]) {
+    for pair in args.chunks(2) {
+        apply_flag(config, pair);
+    }
+}
+
+/// One `[flag, value]` of [`apply_flags`].
+pub fn apply_flag(config: &mut ServerConfig, pair: &[&str]) {
+    let [flag, value] = pair else {
+        panic!("a serve flag and its value: {pair:?}");
+    };
+    let rate = || -> f64 {
+        value
+            .parse()
+            .unwrap_or_else(|e| panic!("{flag} {value}: {e}"))
+    };
+    let duration = |text: &str| {
+        parse_positive_duration(text, "flag").unwrap_or_else(|e| panic!("{flag} {text}: {e:?}"))
+    };
+    match *flag {
+        "--mcp-rate" => config.mcp.rate = Rate::new(rate(), rate() * 2.0),
+        "--api-read-rate" => config.api_rates.read = Rate::new(rate(), rate() * 2.0),
+        "--api-write-rate" => config.api_rates.write = Rate::new(rate(), rate() * 4.0),
+        "--intake-rate" => config.api_rates.intake = Rate::new(rate(), rate() * 2.0),
+        "--sse-keepalive" => config.mcp.keepalive = duration(value),
+        "--session-idle" => config.mcp.idle_limit = duration(value),
+        "--maintenance-interval" => config.maintenance.interval = duration(value),
+        "--presence-interval" => config.maintenance.presence_interval = duration(value),
+        "--ring-steps" => {
+            config.sweep.steps = value.split(',').map(|step| duration(step.trim())).collect();
+        }
+        other => panic!("support::server has no in-process mapping for {other}: add it here"),
+    }
 }

@@ -15,12 +15,9 @@ use std::time::{Duration, Instant};
 
 use reqwest::header::HeaderMap;
 use serde_json::{Value, json};
-use switchboard::domain::duration::parse_positive_duration;
-use switchboard::http::ratelimit::Rate;
-use switchboard::server::ServerConfig;
 
 pub use super::server::BIN;
-use super::server::InProcess;
+use super::server::{InProcess, apply_flag};
 
 /// Generous rates so only the test that wants a 429 sees one.
 pub const FAST: [&str; 6] = [
@@ -46,18 +43,17 @@ pub struct Server {
 impl Server {
     /// What `serve --listen 127.0.0.1:0` with [`FAST`] rates and `extra`
     /// flags would run (a rate flag in `extra` replaces the fast one), in
-    /// process: `extra` takes the `serve` flags of [`apply_flag`].
+    /// process: `extra` takes the `serve` flags that [`apply_flag`] maps.
     pub fn start(extra: &[&str]) -> Server {
         let dir = tempfile::tempdir().expect("temp dir");
         let db = dir.path().join("switchboard.db");
         let mut config = InProcess::config(&db);
-        assert!(extra.len().is_multiple_of(2), "flag/value pairs: {extra:?}");
         for pair in FAST
             .chunks(2)
             .filter(|pair| !extra.contains(&pair[0]))
             .chain(extra.chunks(2))
         {
-            apply_flag(&mut config, pair[0], pair[1]);
+            apply_flag(&mut config, pair);
         }
         let server = InProcess::start(config);
         Server {
@@ -209,32 +205,6 @@ impl Server {
             url: vended.mcp_url.clone(),
             authorization: vended.authorization.clone(),
         }
-    }
-}
-
-/// One `switchboard serve` flag, as `cli::serve` maps it onto the config.
-fn apply_flag(config: &mut ServerConfig, flag: &str, value: &str) {
-    let rate = || -> f64 {
-        value
-            .parse()
-            .unwrap_or_else(|e| panic!("{flag} {value}: {e}"))
-    };
-    let duration = |text: &str| {
-        parse_positive_duration(text, "flag").unwrap_or_else(|e| panic!("{flag} {text}: {e:?}"))
-    };
-    match flag {
-        "--mcp-rate" => config.mcp.rate = Rate::new(rate(), rate() * 2.0),
-        "--api-read-rate" => config.api_rates.read = Rate::new(rate(), rate() * 2.0),
-        "--api-write-rate" => config.api_rates.write = Rate::new(rate(), rate() * 4.0),
-        "--intake-rate" => config.api_rates.intake = Rate::new(rate(), rate() * 2.0),
-        "--sse-keepalive" => config.mcp.keepalive = duration(value),
-        "--session-idle" => config.mcp.idle_limit = duration(value),
-        "--maintenance-interval" => config.maintenance.interval = duration(value),
-        "--presence-interval" => config.maintenance.presence_interval = duration(value),
-        "--ring-steps" => {
-            config.sweep.steps = value.split(',').map(|step| duration(step.trim())).collect();
-        }
-        other => panic!("support::mcp::Server has no in-process mapping for {other}: add it here"),
     }
 }
 
