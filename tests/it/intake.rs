@@ -2,86 +2,47 @@
 //! `POST /webhooks/w/{token}` become todos whose intake event a human reads
 //! back through `/api/v1`.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use base64::Engine;
 use serde_json::{Value, json};
 use switchboard::intake::signature;
 
-const BIN: &str = env!("CARGO_BIN_EXE_switchboard");
-const START_TIMEOUT: Duration = Duration::from_secs(20);
+use crate::support::server::Process;
+
 const MIB: usize = 1024 * 1024;
 
 /// A `switchboard serve` child on an OS-chosen port, with the first-start
 /// admin token it printed.
 struct Server {
-    child: Child,
+    process: Process,
     addr: String,
     admin_token: String,
-    log: Arc<Mutex<Vec<String>>>,
     http: reqwest::Client,
 }
 
 impl Server {
     fn start(dir: &Path, args: &[&str]) -> Server {
-        let mut child = Command::new(BIN)
-            .current_dir(dir)
-            .args([
-                "serve",
-                "--listen",
-                "127.0.0.1:0",
-                "--database",
-                "intake.db",
-            ])
-            // Many API calls in quick succession: keep the human API limits out of the way.
-            .args(["--api-read-rate", "1000", "--api-write-rate", "1000"])
-            .args(args)
-            .env_remove("SWITCHBOARD_DATABASE_URL")
-            .env("SWITCHBOARD_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn switchboard");
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let stderr = child.stderr.take().unwrap();
-        let (tx, rx) = std::sync::mpsc::channel();
-        {
-            let log = log.clone();
-            std::thread::spawn(move || {
-                for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                    let serving = serving_address(&line);
-                    log.lock().unwrap().push(line);
-                    if let Some(addr) = serving {
-                        let _ = tx.send(addr);
-                    }
-                }
-            });
-        }
-        let Ok(addr) = rx.recv_timeout(START_TIMEOUT) else {
-            let _ = child.kill();
-            panic!(
-                "server did not report its address; log:\n{}",
-                log.lock().unwrap().join("\n")
-            );
-        };
+        let process = Process::start(
+            dir,
+            &[
+                &["--database", "intake.db"][..],
+                // Many API calls in quick succession: keep the human API limits out of the way.
+                &["--api-read-rate", "1000", "--api-write-rate", "1000"],
+                args,
+            ]
+            .concat(),
+        );
         // The token is printed before the "serving" line, so it is in the log by now.
-        let admin_token = log
-            .lock()
-            .unwrap()
-            .iter()
-            .flat_map(|line| line.split_whitespace())
-            .find(|word| word.starts_with("sbh_"))
-            .expect("the first start prints an admin token")
-            .to_owned();
+        let admin_token = process
+            .first_token()
+            .expect("the first start prints an admin token");
         Server {
-            child,
-            addr,
+            addr: process.addr.clone(),
+            process,
             admin_token,
-            log,
             http: reqwest::Client::new(),
         }
     }
@@ -91,7 +52,7 @@ impl Server {
     }
 
     fn log_text(&self) -> String {
-        self.log.lock().unwrap().join("\n")
+        self.process.log_text()
     }
 
     async fn api(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> Value {
@@ -180,23 +141,6 @@ impl Server {
             body,
         }
     }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn serving_address(line: &str) -> Option<String> {
-    if !line.contains("switchboard is serving") {
-        return None;
-    }
-    let start = line.find("listen=")? + "listen=".len();
-    let rest = &line[start..];
-    let end = rest.find(' ').unwrap_or(rest.len());
-    Some(rest[..end].to_owned())
 }
 
 struct Hook {

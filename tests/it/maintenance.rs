@@ -1,6 +1,7 @@
 //! The server's maintenance and retention passes, driven with the manual clock.
 
-mod support;
+use crate::on_both_backends;
+use crate::support;
 
 use std::time::Duration;
 

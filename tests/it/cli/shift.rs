@@ -4,7 +4,7 @@ use std::process::{Command, Output};
 
 use serde_json::{Value, json};
 
-const BIN: &str = env!("CARGO_BIN_EXE_switchboard");
+use crate::support::server::BIN;
 
 fn run(args: &[&str]) -> Output {
     Command::new(BIN)

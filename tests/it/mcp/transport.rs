@@ -1,12 +1,12 @@
-//! The MCP transport over raw HTTP against the real binary (`03-mcp.md`):
+//! The MCP transport over raw HTTP against the server in process (`03-mcp.md`):
 //! every status code, authentication order, sessions and streams, scope,
 //! argument checking, foreign ids, and liveness stamping.
 
-mod mcp_support;
+use crate::support::mcp;
 
 use std::time::{Duration, Instant};
 
-use mcp_support::{Answer, Server, initialize_body, next_event, raw_http, stream_ends};
+use mcp::{Answer, Server, initialize_body, next_event, raw_http, stream_ends};
 use reqwest::Method;
 use serde_json::{Value, json};
 
@@ -41,7 +41,7 @@ async fn every_credential_failure_gets_the_same_401() {
     expired_mcp.initialize().await;
     expire(&server, &expired.slug).await;
 
-    let cases: Vec<(&str, Option<String>, &mcp_support::Mcp)> = vec![
+    let cases: Vec<(&str, Option<String>, &mcp::Mcp)> = vec![
         ("missing", None, &mcp),
         ("empty bearer", Some("Bearer ".into()), &mcp),
         ("no scheme", Some(good.token.clone()), &mcp),

@@ -1,112 +1,13 @@
 //! The real binary: `serve` on the zero-config default, health and readiness,
 //! the SQLite server lock, graceful shutdown, `migrate` and `version`.
 
-mod support;
+use crate::support;
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
-const BIN: &str = env!("CARGO_BIN_EXE_switchboard");
-const START_TIMEOUT: Duration = Duration::from_secs(20);
-
-/// A `switchboard serve` child process whose stderr is collected line by line.
-struct Server {
-    child: Child,
-    addr: String,
-    log: Arc<Mutex<Vec<String>>>,
-}
-
-impl Server {
-    /// Starts `serve` on an OS-chosen port, in `dir`, with extra args.
-    fn start(dir: &Path, args: &[&str]) -> Server {
-        let mut child = Command::new(BIN)
-            .current_dir(dir)
-            .args(["serve", "--listen", "127.0.0.1:0"])
-            .args(args)
-            .env_remove("SWITCHBOARD_DATABASE_URL")
-            .env("SWITCHBOARD_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn switchboard");
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let stderr = child.stderr.take().unwrap();
-        let (tx, rx) = std::sync::mpsc::channel();
-        {
-            let log = log.clone();
-            std::thread::spawn(move || {
-                for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                    if let Some(addr) = serving_address(&line) {
-                        let _ = tx.send(addr);
-                    }
-                    log.lock().unwrap().push(line);
-                }
-            });
-        }
-        let addr = match rx.recv_timeout(START_TIMEOUT) {
-            Ok(addr) => addr,
-            Err(_) => {
-                let _ = child.kill();
-                panic!(
-                    "server did not report its address; log:\n{}",
-                    log.lock().unwrap().join("\n")
-                );
-            }
-        };
-        Server { child, addr, log }
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("http://{}{}", self.addr, path)
-    }
-
-    fn signal(&self, name: &str) {
-        let status = Command::new("kill")
-            .args([&format!("-{name}"), &self.child.id().to_string()])
-            .status()
-            .expect("run kill");
-        assert!(status.success());
-    }
-
-    fn wait_exit(&mut self, timeout: Duration) -> ExitStatus {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return status;
-            }
-            if Instant::now() > deadline {
-                let _ = self.child.kill();
-                panic!("server did not exit within {timeout:?}");
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    fn log_text(&self) -> String {
-        self.log.lock().unwrap().join("\n")
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Finds `listen=127.0.0.1:PORT` in the "switchboard is serving" log line.
-fn serving_address(line: &str) -> Option<String> {
-    if !line.contains("switchboard is serving") {
-        return None;
-    }
-    let start = line.find("listen=")? + "listen=".len();
-    let rest = &line[start..];
-    let end = rest.find(' ').unwrap_or(rest.len());
-    Some(rest[..end].to_owned())
-}
+use crate::support::server::{BIN, Process as Server};
 
 async fn get(url: &str) -> (u16, serde_json::Value) {
     let resp = reqwest::get(url).await.expect("request");
@@ -157,7 +58,7 @@ async fn a_second_server_on_the_same_sqlite_file_refuses_to_start() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("shared.db"), "names the file: {stderr}");
     assert!(
-        stderr.contains(&format!("pid {}", first.child.id())),
+        stderr.contains(&format!("pid {}", first.pid())),
         "names the holder: {stderr}"
     );
     // The first is unaffected.

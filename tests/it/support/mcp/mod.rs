@@ -1,23 +1,23 @@
-//! Shared by the MCP end-to-end tests (`mcp_transport.rs`, `mcp_interop.rs`,
-//! `mcp_doorbells.rs`, `mcp_presence.rs`):
-//! the real binary on a temp SQLite file, the human REST API to set things
-//! up, and a small raw MCP client (reqwest, JSON-RPC by hand).
+//! Shared by the MCP end-to-end tests (`mcp::transport`, `mcp::interop`,
+//! `mcp::doorbells`, `mcp::presence`):
+//! the server in process on a temp SQLite file (`support::server::InProcess`),
+//! the human REST API to set things up, and a small raw MCP client (reqwest,
+//! JSON-RPC by hand).
 #![allow(dead_code)]
 
 pub mod listener;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use reqwest::header::HeaderMap;
 use serde_json::{Value, json};
 
-pub const BIN: &str = env!("CARGO_BIN_EXE_switchboard");
-const START_TIMEOUT: Duration = Duration::from_secs(20);
+pub use super::server::BIN;
+use super::server::{InProcess, apply_flag};
 
 /// Generous rates so only the test that wants a 429 sees one.
 pub const FAST: [&str; 6] = [
@@ -29,87 +29,45 @@ pub const FAST: [&str; 6] = [
     "1000",
 ];
 
-/// A `switchboard serve` child on a fresh SQLite file, with the first-start
-/// admin token it printed.
+/// The server in process on a fresh SQLite file, with the first human's
+/// admin token.
 pub struct Server {
-    child: Child,
+    _server: InProcess,
     pub addr: String,
     pub admin_token: String,
     pub db: PathBuf,
-    log: Arc<Mutex<Vec<String>>>,
     pub http: reqwest::Client,
     _dir: tempfile::TempDir,
 }
 
 impl Server {
-    /// `serve --listen 127.0.0.1:0` with [`FAST`] rates and `extra` flags
-    /// (a rate flag in `extra` replaces the fast one).
+    /// What `serve --listen 127.0.0.1:0` with [`FAST`] rates and `extra`
+    /// flags would run (a rate flag in `extra` replaces the fast one), in
+    /// process: `extra` takes the `serve` flags that [`apply_flag`] maps.
     pub fn start(extra: &[&str]) -> Server {
         let dir = tempfile::tempdir().expect("temp dir");
         let db = dir.path().join("switchboard.db");
-        let mut child = Command::new(BIN)
-            .current_dir(dir.path())
-            .args(["serve", "--listen", "127.0.0.1:0", "--database"])
-            .arg(&db)
-            .args(
-                FAST.chunks(2)
-                    .filter(|pair| !extra.contains(&pair[0]))
-                    .flatten(),
-            )
-            .args(extra)
-            .env_remove("SWITCHBOARD_DATABASE_URL")
-            .env("SWITCHBOARD_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn switchboard");
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let stderr = child.stderr.take().unwrap();
-        let (tx, rx) = std::sync::mpsc::channel();
+        let mut config = InProcess::config(&db);
+        for pair in FAST
+            .chunks(2)
+            .filter(|pair| !extra.contains(&pair[0]))
+            .chain(extra.chunks(2))
         {
-            let log = log.clone();
-            std::thread::spawn(move || {
-                let mut token = None;
-                for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                    let trimmed = line.trim();
-                    if token.is_none() && trimmed.starts_with("sbh_") {
-                        token = Some(trimmed.to_owned());
-                    }
-                    if let Some(addr) = serving_address(&line) {
-                        let _ = tx.send((addr, token.clone()));
-                    }
-                    log.lock().unwrap().push(line);
-                }
-            });
+            apply_flag(&mut config, pair);
         }
-        let (addr, token) = match rx.recv_timeout(START_TIMEOUT) {
-            Ok(found) => found,
-            Err(_) => {
-                let _ = child.kill();
-                panic!(
-                    "server did not report its address; log:\n{}",
-                    log.lock().unwrap().join("\n")
-                );
-            }
-        };
-        let admin_token = token.expect("the first start prints an sbh_ token before serving");
+        let server = InProcess::start(config);
         Server {
-            child,
-            addr,
-            admin_token,
+            addr: server.addr.to_string(),
+            admin_token: server.admin_token.clone(),
             db,
-            log,
             http: client(),
+            _server: server,
             _dir: dir,
         }
     }
 
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{}", self.addr, path)
-    }
-
-    pub fn log_text(&self) -> String {
-        self.log.lock().unwrap().join("\n")
     }
 
     /// A human REST API call with `token`; panics unless the status is `expect`.
@@ -248,23 +206,6 @@ impl Server {
             authorization: vended.authorization.clone(),
         }
     }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn serving_address(line: &str) -> Option<String> {
-    if !line.contains("switchboard is serving") {
-        return None;
-    }
-    let start = line.find("listen=")? + "listen=".len();
-    let rest = &line[start..];
-    let end = rest.find(' ').unwrap_or(rest.len());
-    Some(rest[..end].to_owned())
 }
 
 /// Loopback only: never through a proxy from the environment.

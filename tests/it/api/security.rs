@@ -1,17 +1,17 @@
 //! The REST API's tenant isolation, authentication and conformance, against
-//! the real binary (`06-registry.md`, `07-operator.md`, `09-quality.md`
+//! the server in process (`06-registry.md`, `07-operator.md`, `09-quality.md`
 //! Security): two humans, each with two endpoints, a todo and a webhook;
 //! every route with a foreign id answers exactly like a missing one; every
 //! authentication failure answers the same 401; the owner gets the success
 //! status; body caps, unknown fields, content types, immutable scope, rate
 //! limits, revoke/delete conflicts and keyset pagination.
 
-mod api_harness;
+use crate::support::api;
 
 use std::collections::{BTreeSet, HashSet};
 use std::time::Duration;
 
-use api_harness::{Body, Resp, Server, Vended, create_token, make_human, push, vend};
+use api::{Body, Resp, Server, Vended, create_token, make_human, push, vend};
 use reqwest::Method;
 use serde_json::{Value, json};
 
@@ -69,7 +69,7 @@ async fn tenant(server: &Server, token: &str, prefix: &str) -> Tenant {
 /// Two humans on one server: `admin` (the first-start human) and `bea`
 /// (made with the local admin path).
 async fn two_tenants(dir: &std::path::Path) -> (Server, Tenant, Tenant) {
-    let server = Server::start(dir, &api_harness::HIGH_RATES);
+    let server = Server::in_process(dir, &api::HIGH_RATES);
     let bea = make_human(&server, "bea");
     let a = tenant(&server, &server.first_token.clone(), "alpha").await;
     let b = tenant(&server, &bea.token, "bravo").await;
@@ -781,7 +781,7 @@ async fn the_owner_gets_the_success_status_on_every_route() {
     assert_eq!(event["trust_mode"], "operator");
     // Release needs a claim and retry a failure: an agent's doing (MCP),
     // done here on the store.
-    let claimed = api_harness::claim_next(&server.database, &first.id, false).await;
+    let claimed = api::claim_next(&server.database, &first.id, false).await;
     assert_eq!(claimed, a.todo, "the oldest pending todo");
     let released = ok(
         200,
@@ -791,7 +791,7 @@ async fn the_owner_gets_the_success_status_on_every_route() {
     )
     .await;
     assert_eq!(released["state"], "pending");
-    let failed = api_harness::claim_next(&server.database, &first.id, true).await;
+    let failed = api::claim_next(&server.database, &first.id, true).await;
     assert_eq!(failed, a.todo);
     let retried = ok(
         200,
@@ -888,7 +888,7 @@ fn envelope(resp: &Resp, status: u16, code: &str, what: &str) -> Value {
 #[tokio::test]
 async fn bodies_are_capped_strict_json_with_immutable_scope() {
     let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(dir.path(), &api_harness::HIGH_RATES);
+    let server = Server::in_process(dir.path(), &api::HIGH_RATES);
     let a = tenant(&server, &server.first_token.clone(), "alpha").await;
     let auth = format!("Bearer {}", a.token);
     // A JSON document of exactly `size` bytes.
@@ -1152,7 +1152,7 @@ async fn bodies_are_capped_strict_json_with_immutable_scope() {
 #[tokio::test]
 async fn writes_beyond_the_rate_get_429_with_retry_after() {
     let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(dir.path(), &["--api-write-rate", "1"]);
+    let server = Server::in_process(dir.path(), &["--api-write-rate", "1"]);
     let t = server.first_token.clone();
     let mut accepted = 0;
     let refused = loop {
@@ -1191,7 +1191,7 @@ async fn writes_beyond_the_rate_get_429_with_retry_after() {
 #[tokio::test]
 async fn revoke_twice_is_409_revoked_and_an_active_endpoint_cannot_be_deleted() {
     let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(dir.path(), &api_harness::HIGH_RATES);
+    let server = Server::in_process(dir.path(), &api::HIGH_RATES);
     let t = server.first_token.clone();
     let e = vend(&server, &t, json!({ "agent": "doomed" })).await;
     let path = format!("/api/v1/endpoints/{}", e.slug);
@@ -1240,7 +1240,7 @@ async fn revoke_twice_is_409_revoked_and_an_active_endpoint_cannot_be_deleted() 
 #[tokio::test]
 async fn todo_pages_are_newest_first_without_duplicates() {
     let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(dir.path(), &api_harness::HIGH_RATES);
+    let server = Server::in_process(dir.path(), &api::HIGH_RATES);
     let t = server.first_token.clone();
     let e = vend(&server, &t, json!({ "agent": "pager" })).await;
     let other = vend(&server, &t, json!({ "agent": "bystander" })).await;

@@ -2,14 +2,12 @@
 //! session registry and the doorbell hub, todos created through the store and
 //! rung the way the API rings them, time driven by the manual clock.
 
-mod support;
-
-#[path = "delivery_support/mod.rs"]
-mod delivery_support;
+use crate::on_both_backends;
+use crate::support;
 
 use std::collections::HashMap;
 
-use delivery_support::*;
+use crate::support::delivery::*;
 use serde_json::json;
 use support::{TestStore, endpoint_for, fixture};
 use switchboard::delivery::hub::DeafReason;

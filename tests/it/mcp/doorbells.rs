@@ -1,17 +1,17 @@
-//! Doorbells end to end (`04-doorbells.md`): the real binary, official MCP
+//! Doorbells end to end (`04-doorbells.md`): the server in process, official MCP
 //! TypeScript SDK clients listening for `notifications/claude/channel`
 //! (`tests/mcp-client/scenario.mjs listen`), and work pushed through the REST
 //! API and webhooks while they listen.
 //!
-//! Needs `node` (20+) and `npm`, like `mcp_interop.rs`.
+//! Needs `node` (20+) and `npm`, like `mcp::interop`.
 
-mod mcp_support;
+use crate::support::mcp;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use mcp_support::listener::{Bell, Listener, wait_sessions};
-use mcp_support::{Server, Vended, next_event};
+use mcp::listener::{Bell, Listener, wait_sessions};
+use mcp::{Server, Vended, next_event};
 use reqwest::Method;
 use serde_json::{Value, json};
 

@@ -1,63 +1,21 @@
 //! Interoperability with the official MCP TypeScript SDK client
-//! (`09-quality.md`): the real binary, endpoints vended over the REST API,
+//! (`09-quality.md`): the server in process, endpoints vended over the REST API,
 //! and `tests/mcp-client/scenario.mjs` run under Node for each scenario.
 //!
 //! Needs `node` (20+) and `npm`; `node_modules` is installed with `npm ci`
 //! on first use (`.ci/run` installs it up front).
 
-mod mcp_support;
+use crate::support::mcp;
 
-use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use mcp_support::{Server, Vended};
+// One `npm ci` per test binary, shared with the listener (`support::mcp::listener`).
+use mcp::listener::{client_dir, node_ready};
+use mcp::{Server, Vended};
 use serde_json::{Value, json};
 
 const SCENARIO_TIMEOUT: Duration = Duration::from_secs(90);
-
-fn client_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp-client")
-}
-
-/// `npm ci` once per test binary when the SDK is not installed yet.
-fn node_ready() {
-    static READY: OnceLock<Result<(), String>> = OnceLock::new();
-    let ready = READY.get_or_init(|| {
-        let dir = client_dir();
-        let node = Command::new("node").arg("--version").output();
-        match node {
-            Ok(out) if out.status.success() => {}
-            _ => {
-                return Err(
-                    "`node` is not installed: the MCP interop tests need Node.js 20+ and npm \
-                     (apt-get install nodejs npm)"
-                        .into(),
-                );
-            }
-        }
-        let sdk = dir.join("node_modules/@modelcontextprotocol/sdk/package.json");
-        if sdk.exists() {
-            return Ok(());
-        }
-        let out = Command::new("npm")
-            .args(["ci", "--no-audit", "--no-fund", "--prefix"])
-            .arg(&dir)
-            .output()
-            .map_err(|e| format!("cannot run npm: {e}"))?;
-        if !out.status.success() {
-            return Err(format!(
-                "npm ci --prefix tests/mcp-client failed:\n{}",
-                String::from_utf8_lossy(&out.stderr)
-            ));
-        }
-        Ok(())
-    });
-    if let Err(e) = ready {
-        panic!("{e}");
-    }
-}
 
 /// Runs one scenario against an endpoint; returns what it printed.
 fn scenario(ep: &Vended, name: &str) -> Value {

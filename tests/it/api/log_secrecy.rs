@@ -7,9 +7,9 @@
 //! prints once on stderr by design, outside the logger: it must appear in
 //! the bootstrap banner and in no log line.
 
-mod api_harness;
+use crate::support::api;
 
-use api_harness::{Body, Server, create_token, find_token, make_human, push, vend};
+use api::{Body, Server, create_token, find_token, make_human, push, vend};
 use reqwest::Method;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -247,7 +247,7 @@ async fn scenario(server: &Server, secrets: &mut Secrets) -> String {
 /// Runs the scenario on a fresh server and checks its stderr.
 async fn check(format: Format) {
     let dir = tempfile::tempdir().unwrap();
-    let mut args: Vec<&str> = api_harness::HIGH_RATES.to_vec();
+    let mut args: Vec<&str> = api::HIGH_RATES.to_vec();
     if format == Format::Json {
         args.extend(["--log-format", "json"]);
     }

@@ -1,18 +1,18 @@
-//! Presence end to end (`05-presence.md`): the real binary, official MCP
+//! Presence end to end (`05-presence.md`): the server in process, official MCP
 //! TypeScript SDK clients that call the self verbs and listen for
 //! `notifications/claude/channel` (`tests/mcp-client/scenario.mjs listen`),
 //! and the human's presence and shift controls over the REST API.
 //!
-//! Needs `node` (20+) and `npm`, like `mcp_interop.rs`. One test waits for a
+//! Needs `node` (20+) and `npm`, like `mcp::interop`. One test waits for a
 //! real shift start (minute resolution): it takes up to about 75 s.
 
-mod mcp_support;
+use crate::support::mcp;
 
 use std::collections::BTreeSet;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use mcp_support::listener::{Bell, Listener, wait_sessions};
-use mcp_support::{Server, Vended};
+use mcp::listener::{Bell, Listener, wait_sessions};
+use mcp::{Server, Vended};
 use reqwest::Method;
 use serde_json::{Value, json};
 

@@ -6,6 +6,15 @@
 //! visible skip message and pass; `.ci/run` sets it and refuses to skip.
 #![allow(dead_code)]
 
+/// The REST API's end-to-end helpers (requests that keep raw bodies, humans).
+pub mod api;
+/// The in-process doorbell hub and its streams.
+pub mod delivery;
+/// The MCP end-to-end helpers: a raw MCP client, the SDK listener.
+pub mod mcp;
+/// Every way the tests start a server: in process, or the real binary.
+pub mod server;
+
 use std::sync::Arc;
 
 use sqlx::Connection;

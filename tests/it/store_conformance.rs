@@ -5,10 +5,11 @@
 //! module generates its own `sqlite::*` and `postgres::*` tests with
 //! `on_both_backends!`, and `conformance/common.rs` holds their shared helpers.
 
-mod support;
+use crate::on_both_backends;
+use crate::support;
 
 #[path = "conformance/common.rs"]
-mod common;
+pub(crate) mod common;
 
 #[path = "conformance/attempts.rs"]
 mod attempts;

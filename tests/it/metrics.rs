@@ -3,16 +3,11 @@
 //! template, no label carries an id, a token, a slug or a title, and the
 //! optional scrape token guards the endpoint.
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
-use std::time::Duration;
 
 use serde_json::{Value, json};
 
-const BIN: &str = env!("CARGO_BIN_EXE_switchboard");
-const START_TIMEOUT: Duration = Duration::from_secs(20);
+use crate::support::server::{Process, serve_command};
 
 const FAMILIES: [&str; 9] = [
     "switchboard_doorbells_rung",
@@ -29,48 +24,23 @@ const FAMILIES: [&str; 9] = [
 /// A `switchboard serve` child on an OS-chosen port, with the first-start
 /// token it printed on stderr.
 struct Server {
-    child: Child,
+    _process: Process,
     url: String,
     first_token: String,
 }
 
 impl Server {
     fn start(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Server {
-        let mut command = Command::new(BIN);
-        command
-            .current_dir(dir)
-            .args(["serve", "--listen", "127.0.0.1:0"])
-            .args(args)
-            .env_remove("SWITCHBOARD_DATABASE_URL")
-            .env_remove("SWITCHBOARD_METRICS_TOKEN")
-            .env("SWITCHBOARD_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
+        let mut command = serve_command(dir);
+        command.args(args);
         for (key, value) in env {
             command.env(key, value);
         }
-        let mut child = command.spawn().expect("spawn switchboard");
-        let stderr = child.stderr.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut token = None;
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if token.is_none() && line.trim().starts_with("sbh_") {
-                    token = Some(line.trim().to_owned());
-                }
-                if let Some(addr) = serving_address(&line) {
-                    let _ = tx.send((addr, token.clone()));
-                }
-            }
-        });
-        let Ok((addr, token)) = rx.recv_timeout(START_TIMEOUT) else {
-            let _ = child.kill();
-            panic!("the server did not report its address");
-        };
+        let process = Process::spawn(command);
         Server {
-            child,
-            url: format!("http://{addr}"),
-            first_token: token.expect("first start prints a token"),
+            url: format!("http://{}", process.addr),
+            first_token: process.first_token().expect("first start prints a token"),
+            _process: process,
         }
     }
 
@@ -104,24 +74,6 @@ impl Server {
             .map(|v| v.to_str().unwrap().to_owned());
         (status, content_type, response.text().await.unwrap())
     }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Finds `listen=127.0.0.1:PORT` in the "switchboard is serving" log line.
-fn serving_address(line: &str) -> Option<String> {
-    if !line.contains("switchboard is serving") {
-        return None;
-    }
-    let start = line.find("listen=")? + "listen=".len();
-    let rest = &line[start..];
-    let end = rest.find(' ').unwrap_or(rest.len());
-    Some(rest[..end].to_owned())
 }
 
 /// Every `(name, value)` label pair of every sample line.

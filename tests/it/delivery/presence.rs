@@ -3,12 +3,10 @@
 //! operator controls, the evaluator and the digest, with the manual clock
 //! (which starts on Monday 2026-01-05 09:00Z).
 
-mod support;
+use crate::on_both_backends;
+use crate::support;
 
-#[path = "delivery_support/mod.rs"]
-mod delivery_support;
-
-use delivery_support::*;
+use crate::support::delivery::*;
 use serde_json::{Value, json};
 use support::{TestStore, endpoint_for, endpoint_with, fixture};
 use switchboard::bus::Bus;

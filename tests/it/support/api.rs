@@ -1,38 +1,61 @@
-//! Shared by the REST API's end-to-end tests: the real `switchboard serve`
-//! binary in a temp dir (its stderr collected line by line, the first-start
-//! token read from its banner), an HTTP helper that keeps raw bodies for
+//! Shared by the REST API's end-to-end tests: a server on a SQLite file in a
+//! temp dir, either the real `switchboard serve` binary (its stderr collected
+//! line by line, the first-start token read from its banner) or, for tests
+//! that only need HTTP, the server in process; an HTTP helper that keeps raw bodies for
 //! byte-for-byte comparison, a second human made through the local admin
 //! commands, and the store opened in-process for what only an agent can do
 //! (claim, fail).
 #![allow(dead_code)]
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::process::{Command, ExitStatus};
+use std::sync::Arc;
+use std::time::Duration;
 
 use reqwest::Method;
 use serde_json::{Value, json};
 
-pub const BIN: &str = env!("CARGO_BIN_EXE_switchboard");
-const START_TIMEOUT: Duration = Duration::from_secs(30);
+pub use super::server::{BIN, find_token};
+use super::server::{InProcess, Process, apply_flags, serve_command};
 
 /// High limits so that the tests never meet the rate limiter by accident.
 pub const HIGH_RATES: [&str; 4] = ["--api-read-rate", "1000", "--api-write-rate", "1000"];
 
-/// A `switchboard serve` child whose stderr is collected line by line.
+/// A server on `dir/switchboard.db`: a `switchboard serve` child whose
+/// stderr is collected line by line ([`Server::start`]), or the server in
+/// process ([`Server::in_process`]).
 pub struct Server {
-    child: Child,
+    running: Running,
     pub addr: String,
     pub database: PathBuf,
-    /// The `sbh_` token of the first-start banner.
+    /// The `sbh_` token of the first human (`admin`): the first-start
+    /// banner's, or the one made before the in-process server started.
     pub first_token: String,
-    log: Arc<Mutex<Vec<String>>>,
     http: reqwest::Client,
 }
 
+enum Running {
+    Process(Process),
+    InProcess(InProcess),
+}
+
 impl Server {
+    /// The server in process on `dir/switchboard.db`, with `args` as
+    /// `switchboard serve` flags (those [`apply_flags`] maps).
+    pub fn in_process(dir: &Path, args: &[&str]) -> Server {
+        let database = dir.join("switchboard.db");
+        let mut config = InProcess::config(&database);
+        apply_flags(&mut config, args);
+        let server = InProcess::start(config);
+        Server {
+            addr: server.addr.to_string(),
+            database,
+            first_token: server.admin_token.clone(),
+            running: Running::InProcess(server),
+            http: http_client(),
+        }
+    }
+
     /// `serve` on an OS-chosen loopback port with `database` in `dir`.
     pub fn start(dir: &Path, args: &[&str]) -> Server {
         Self::start_with_env(dir, args, &[("SWITCHBOARD_LOG", "info")])
@@ -40,63 +63,21 @@ impl Server {
 
     pub fn start_with_env(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Server {
         let database = dir.join("switchboard.db");
-        let mut command = Command::new(BIN);
-        command
-            .current_dir(dir)
-            .args(["serve", "--listen", "127.0.0.1:0", "--database"])
-            .arg(&database)
-            .args(args)
-            .env_remove("SWITCHBOARD_DATABASE_URL")
-            .env_remove("SWITCHBOARD_LOG_FORMAT")
-            .env_remove("RUST_LOG")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
+        let mut command = serve_command(dir);
+        command.arg("--database").arg(&database).args(args);
         for (k, v) in env {
             command.env(k, v);
         }
-        let mut child = command.spawn().expect("spawn switchboard");
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let stderr = child.stderr.take().expect("piped stderr");
-        let (tx, rx) = std::sync::mpsc::channel();
-        {
-            let log = log.clone();
-            std::thread::spawn(move || {
-                for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                    let addr = serving_address(&line);
-                    log.lock().unwrap().push(line);
-                    if let Some(addr) = addr {
-                        let _ = tx.send(addr);
-                    }
-                }
-            });
-        }
-        let addr = match rx.recv_timeout(START_TIMEOUT) {
-            Ok(addr) => addr,
-            Err(_) => {
-                let _ = child.kill();
-                panic!(
-                    "the server did not report its address; stderr:\n{}",
-                    log.lock().unwrap().join("\n")
-                );
-            }
-        };
-        let first_token = log
-            .lock()
-            .unwrap()
-            .iter()
-            .find_map(|line| find_token(line, "sbh_"))
+        let process = Process::spawn(command);
+        let first_token = process
+            .first_token()
             .expect("the first start prints an sbh_ token on stderr");
         Server {
-            child,
-            addr,
+            addr: process.addr.clone(),
+            running: Running::Process(process),
             database,
             first_token,
-            log,
-            http: reqwest::Client::builder()
-                .no_proxy()
-                .timeout(Duration::from_secs(30))
-                .build()
-                .expect("http client"),
+            http: http_client(),
         }
     }
 
@@ -106,25 +87,21 @@ impl Server {
 
     /// Everything the server wrote on stderr so far.
     pub fn stderr_lines(&self) -> Vec<String> {
-        self.log.lock().unwrap().clone()
+        match &self.running {
+            Running::Process(process) => process.log_lines(),
+            Running::InProcess(_) => {
+                panic!("an in-process server has no stderr: use Server::start")
+            }
+        }
     }
 
     /// SIGTERM, then wait for a clean exit (so that every log line is out).
     pub fn stop(&mut self) -> ExitStatus {
-        let status = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status()
-            .expect("run kill");
-        assert!(status.success());
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                // Let the reader thread drain the pipe.
-                std::thread::sleep(Duration::from_millis(50));
-                return status;
+        match &mut self.running {
+            Running::Process(process) => process.stop(),
+            Running::InProcess(_) => {
+                panic!("an in-process server has no process: use Server::start")
             }
-            assert!(Instant::now() < deadline, "the server did not exit");
-            std::thread::sleep(Duration::from_millis(20));
         }
     }
 
@@ -183,37 +160,12 @@ impl Server {
     }
 }
 
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// The `listen` address of the "switchboard is serving" line, text or JSON.
-fn serving_address(line: &str) -> Option<String> {
-    if !line.contains("switchboard is serving") {
-        return None;
-    }
-    let (start, terminators): (usize, &[char]) = if let Some(i) = line.find("listen=") {
-        (i + "listen=".len(), &[' '])
-    } else {
-        let i = line.find("\"listen\":\"")?;
-        (i + "\"listen\":\"".len(), &['"'])
-    };
-    let rest = &line[start..];
-    let end = rest.find(terminators).unwrap_or(rest.len());
-    Some(rest[..end].to_owned())
-}
-
-/// The first `prefix…` token (base64url characters) in `line`.
-pub fn find_token(line: &str, prefix: &str) -> Option<String> {
-    let start = line.find(prefix)?;
-    let token: String = line[start..]
-        .chars()
-        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '-')
-        .collect();
-    (token.len() > prefix.len()).then_some(token)
+fn http_client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .no_proxy()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .expect("http client")
 }
 
 pub enum Body {

@@ -3,82 +3,41 @@
 //! Every client run gets its own `SWITCHBOARD_CONFIG_DIR`, so no test reads
 //! or writes the real home.
 
-use std::io::{BufRead, BufReader};
+mod shift;
+
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::mpsc;
-use std::time::Duration;
+use std::process::{Command, Output, Stdio};
 
 use serde_json::Value;
 
-const BIN: &str = env!("CARGO_BIN_EXE_switchboard");
-const START_TIMEOUT: Duration = Duration::from_secs(20);
+use crate::support::server::{BIN, Process};
 
 /// A `switchboard serve` child on an OS-chosen port, with the first-start
 /// token it printed on stderr.
 struct Server {
-    child: Child,
+    _process: Process,
     url: String,
     first_token: String,
 }
 
 impl Server {
     fn start(dir: &Path, args: &[&str]) -> Server {
-        let mut child = Command::new(BIN)
-            .current_dir(dir)
-            .args(["serve", "--listen", "127.0.0.1:0"])
-            // The flows below write faster than a person would.
-            .args(["--api-write-rate", "1000", "--api-read-rate", "1000"])
-            .args(args)
-            .env_remove("SWITCHBOARD_DATABASE_URL")
-            .env("SWITCHBOARD_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn switchboard");
-        let stderr = child.stderr.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut token = None;
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                // The token comes on a line of its own, before the serving line.
-                if token.is_none() && line.trim().starts_with("sbh_") {
-                    token = Some(line.trim().to_owned());
-                }
-                if let Some(addr) = serving_address(&line) {
-                    let _ = tx.send((addr, token.clone()));
-                }
-            }
-        });
-        let Ok((addr, token)) = rx.recv_timeout(START_TIMEOUT) else {
-            let _ = child.kill();
-            panic!("the server did not report its address");
-        };
+        let process = Process::start(
+            dir,
+            &[
+                // The flows below write faster than a person would.
+                &["--api-write-rate", "1000", "--api-read-rate", "1000"][..],
+                args,
+            ]
+            .concat(),
+        );
         Server {
-            child,
-            url: format!("http://{addr}"),
-            first_token: token.expect("first start prints a token"),
+            url: format!("http://{}", process.addr),
+            first_token: process.first_token().expect("first start prints a token"),
+            _process: process,
         }
     }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Finds `listen=127.0.0.1:PORT` in the "switchboard is serving" log line.
-fn serving_address(line: &str) -> Option<String> {
-    if !line.contains("switchboard is serving") {
-        return None;
-    }
-    let start = line.find("listen=")? + "listen=".len();
-    let rest = &line[start..];
-    let end = rest.find(' ').unwrap_or(rest.len());
-    Some(rest[..end].to_owned())
 }
 
 /// Runs the CLI in one working directory with one private config directory.

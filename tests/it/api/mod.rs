@@ -1,0 +1,4 @@
+//! The REST API end to end (`/api/v1`), against the real binary.
+
+mod log_secrecy;
+mod security;
