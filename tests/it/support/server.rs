@@ -23,7 +23,8 @@ use std::time::{Duration, Instant};
 use switchboard::domain::duration::parse_positive_duration;
 use switchboard::http::ratelimit::Rate;
 use switchboard::server::ServerConfig;
-use switchboard::store::{DatabaseLocation, SqlStore, Store, StoreOptions, issue_api_token};
+use switchboard::store::prelude::*;
+use switchboard::store::{DatabaseLocation, SqlStore, StoreOptions, issue_api_token};
 
 /// The `switchboard` binary under test.
 pub const BIN: &str = env!("CARGO_BIN_EXE_switchboard");
@@ -230,6 +231,8 @@ impl InProcess {
             mcp: Default::default(),
             sweep: Default::default(),
             metrics_token: None,
+            bus: Default::default(),
+            unanswered_after: switchboard::delivery::hub::DEFAULT_UNANSWERED_AFTER,
         }
     }
 
@@ -385,6 +388,7 @@ pub fn apply_flag(config: &mut ServerConfig, pair: &[&str]) {
         "--session-idle" => config.mcp.idle_limit = duration(value),
         "--maintenance-interval" => config.maintenance.interval = duration(value),
         "--presence-interval" => config.maintenance.presence_interval = duration(value),
+        "--unanswered-after" => config.unanswered_after = duration(value),
         "--ring-steps" => {
             config.sweep.steps = value.split(',').map(|step| duration(step.trim())).collect();
         }
