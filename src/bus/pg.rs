@@ -21,7 +21,9 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
 use std::time::{Duration, Instant};
 
-use sqlx::postgres::{PgListener, PgPoolOptions};
+use std::str::FromStr;
+
+use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
 use sqlx::{PgPool, Postgres};
 use tokio::sync::{broadcast, mpsc, watch};
 use tokio::task::JoinHandle;
@@ -237,7 +239,7 @@ async fn listen_loop(
             return;
         }
         let listener = tokio::select! {
-            l = connect(&url) => l,
+            l = connect(&url, &bus.instance) => l,
             _ = stop.changed() => return,
         };
         let mut listener = match listener {
@@ -274,8 +276,19 @@ async fn listen_loop(
     }
 }
 
-async fn connect(url: &str) -> Result<PgListener, sqlx::Error> {
-    let mut listener = PgListener::connect(url).await?;
+/// The listening connection, named `switchboard-bus-<instance>` in
+/// `pg_stat_activity` so an operator can tell whose it is.
+async fn connect(url: &str, instance: &InstanceId) -> Result<PgListener, sqlx::Error> {
+    let options =
+        PgConnectOptions::from_str(url)?.application_name(&format!("switchboard-bus-{instance}"));
+    // A pool of one, without timeouts: it only serves to (re)connect.
+    let pool = PgPoolOptions::new()
+        .max_connections(1)
+        .max_lifetime(None)
+        .idle_timeout(None)
+        .connect_with(options)
+        .await?;
+    let mut listener = PgListener::connect_with(&pool).await?;
     listener.listen(CHANNEL).await?;
     Ok(listener)
 }

@@ -10,6 +10,7 @@
 mod api;
 mod binary;
 mod cli;
+mod cluster;
 mod delivery;
 mod intake;
 mod maintenance;

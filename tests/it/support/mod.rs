@@ -50,6 +50,18 @@ impl TestStore {
         self.store.backend()
     }
 
+    /// The URL of this test's own PostgreSQL database (`None` on SQLite),
+    /// for servers started on it.
+    pub fn postgres_url(&self) -> Option<String> {
+        match &self.cleanup {
+            Cleanup::Postgres {
+                admin_url,
+                database,
+            } => Some(replace_database(admin_url, database)),
+            Cleanup::Sqlite(_) => None,
+        }
+    }
+
     /// Closes the pools and drops the per-test PostgreSQL database.
     pub async fn finish(self) {
         self.store.close().await;

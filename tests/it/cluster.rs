@@ -1,0 +1,489 @@
+//! Several real `serve` processes on one PostgreSQL database
+//! (`docs/cluster.md`): one ring per todo in the whole cluster, one digest
+//! per hosting instance, revocation everywhere, a listener that survives
+//! losing its connection, and no double claim across instances.
+//!
+//! Each test makes its own database (a copy of the migrated template) and
+//! starts its own processes on port 0; every wait is bounded.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use switchboard::store::NewTodo;
+use switchboard::store::prelude::*;
+
+use crate::support::mcp::{Mcp, client, initialize_body};
+use crate::support::server::Process;
+use crate::support::{TestStore, postgres_store};
+
+/// Generous rates (only rate-limit tests want a 429) and fast loops.
+const FLAGS: [&str; 10] = [
+    "--api-write-rate",
+    "1000",
+    "--api-read-rate",
+    "1000",
+    "--mcp-rate",
+    "1000",
+    "--maintenance-interval",
+    "2s",
+    "--bus-keepalive",
+    "1s",
+];
+
+/// `n` instances on one fresh database, and the first start's admin token.
+struct Cluster {
+    nodes: Vec<Process>,
+    admin: String,
+    http: reqwest::Client,
+    ts: TestStore,
+    _dir: tempfile::TempDir,
+}
+
+async fn cluster(test: &str, n: usize) -> Option<Cluster> {
+    let ts = postgres_store(test).await?;
+    let url = ts.postgres_url().expect("a PostgreSQL database");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut args = vec!["--database", url.as_str()];
+    args.extend(FLAGS);
+    let mut nodes = vec![Process::start(dir.path(), &args)];
+    let admin = nodes[0]
+        .first_token()
+        .expect("the first instance prints the first human's token");
+    for _ in 1..n {
+        nodes.push(Process::start(dir.path(), &args));
+    }
+    let http = client();
+    for node in &nodes {
+        wait_bus_connected(&http, node).await;
+    }
+    Some(Cluster {
+        nodes,
+        admin,
+        http,
+        ts,
+        _dir: dir,
+    })
+}
+
+impl Cluster {
+    async fn api(
+        &self,
+        node: usize,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> Value {
+        let mut request = self
+            .http
+            .request(method, self.nodes[node].url(&format!("/api/v1{path}")))
+            .bearer_auth(&self.admin);
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let response = request.send().await.expect("API request");
+        let status = response.status();
+        let text = response.text().await.unwrap_or_default();
+        assert!(status.is_success(), "{path}: {status} {text}");
+        serde_json::from_str(&text).unwrap_or(Value::Null)
+    }
+
+    /// Vends an endpoint through `node`; returns (slug, token).
+    async fn vend(&self, node: usize, agent: &str) -> (String, String) {
+        let v = self.vend_view(node, agent).await;
+        (
+            v["slug"].as_str().unwrap().to_owned(),
+            v["token"].as_str().unwrap().to_owned(),
+        )
+    }
+
+    async fn vend_view(&self, node: usize, agent: &str) -> Value {
+        self.api(
+            node,
+            reqwest::Method::POST,
+            "/endpoints",
+            Some(json!({"agent": agent})),
+        )
+        .await
+    }
+
+    async fn push(&self, node: usize, slug: &str, title: &str) -> String {
+        let v = self
+            .api(
+                node,
+                reqwest::Method::POST,
+                &format!("/endpoints/{slug}/todos"),
+                Some(json!({"title": title})),
+            )
+            .await;
+        v["id"].as_str().unwrap().to_owned()
+    }
+
+    fn mcp(&self, node: usize, slug: &str, token: &str) -> Mcp {
+        Mcp {
+            http: self.http.clone(),
+            url: self.nodes[node].url(&format!("/mcp/{slug}")),
+            authorization: format!("Bearer {token}"),
+        }
+    }
+
+    /// A session on `node` with its notification stream open.
+    async fn listen(&self, node: usize, slug: &str, token: &str) -> Stream {
+        let mcp = self.mcp(node, slug, token);
+        let session = mcp.initialize().await;
+        let response = mcp.open_stream(&session).await;
+        Stream {
+            response,
+            buffered: String::new(),
+            mcp,
+            session,
+        }
+    }
+
+    /// A plain connection to the cluster's database.
+    async fn admin_connection(&self) -> sqlx::PgConnection {
+        use sqlx::Connection;
+        sqlx::PgConnection::connect(&self.ts.postgres_url().unwrap())
+            .await
+            .expect("connect to the test database")
+    }
+
+    async fn finish(self) {
+        drop(self.nodes);
+        self.ts.finish().await;
+    }
+}
+
+async fn wait_bus_connected(http: &reqwest::Client, node: &Process) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Ok(r) = http.get(node.url("/readyz")).send().await
+            && let Ok(v) = r.json::<Value>().await
+            && v["bus"] == "connected"
+        {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "bus never connected:\n{}",
+            node.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// An open SSE stream, read event by event (nothing read is ever dropped).
+struct Stream {
+    response: reqwest::Response,
+    buffered: String,
+    mcp: Mcp,
+    session: String,
+}
+
+impl Stream {
+    /// The next JSON message, or `None` once `within` passes (or it ends).
+    async fn next(&mut self, within: Duration) -> Option<Value> {
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some(end) = self.buffered.find("\n\n") {
+                let event: String = self.buffered.drain(..end + 2).collect();
+                if let Some(v) = event
+                    .lines()
+                    .filter_map(|l| l.strip_prefix("data:"))
+                    .find_map(|d| serde_json::from_str::<Value>(d.trim_start()).ok())
+                {
+                    return Some(v);
+                }
+                continue;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            match tokio::time::timeout(left, self.response.chunk()).await {
+                Ok(Ok(Some(chunk))) => self.buffered.push_str(&String::from_utf8_lossy(&chunk)),
+                _ => return None,
+            }
+        }
+    }
+
+    /// Every doorbell until `quiet` passes with nothing new.
+    async fn drain(&mut self, quiet: Duration) -> Vec<Value> {
+        let mut got = Vec::new();
+        while let Some(v) = self.next(quiet).await {
+            got.push(v);
+        }
+        got
+    }
+
+    /// Whether the stream ends within `within`.
+    async fn ends_within(&mut self, within: Duration) -> bool {
+        let deadline = Instant::now() + within;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match tokio::time::timeout(left, self.response.chunk()).await {
+                Ok(Ok(Some(_))) => continue,
+                Ok(Ok(None)) | Ok(Err(_)) => return true,
+                Err(_) => return false,
+            }
+        }
+    }
+}
+
+fn todo_id(v: &Value) -> Option<&str> {
+    v["params"]["meta"]["todo_id"].as_str()
+}
+
+fn is_digest(v: &Value) -> bool {
+    v["params"]["meta"]["kind"] == "digest"
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_todo_created_on_one_instance_rings_a_session_on_another_exactly_once() {
+    let Some(c) = cluster("cluster_ring_across", 2).await else {
+        return;
+    };
+    let (slug, token) = c.vend(0, "reviewer").await;
+    let mut on_b = c.listen(1, &slug, &token).await;
+    for via in [0, 1] {
+        let started = Instant::now();
+        let id = c.push(via, &slug, &format!("through {via}")).await;
+        let bell = on_b
+            .next(Duration::from_secs(5))
+            .await
+            .unwrap_or_else(|| panic!("no doorbell on B for a todo pushed through {via}"));
+        assert_eq!(todo_id(&bell), Some(id.as_str()));
+        eprintln!(
+            "pushed through {via}: rang on B after {:?}",
+            started.elapsed()
+        );
+        let more = on_b.drain(Duration::from_millis(1_500)).await;
+        assert!(more.is_empty(), "rung once, not again: {more:?}");
+    }
+    c.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_sessions_on_two_instances_every_todo_rings_exactly_once_in_total() {
+    let Some(c) = cluster("cluster_ring_once", 2).await else {
+        return;
+    };
+    let (slug, token) = c.vend(0, "reviewer").await;
+    let mut on_a = c.listen(0, &slug, &token).await;
+    let mut on_b = c.listen(1, &slug, &token).await;
+    const N: usize = 200;
+    let mut pushed = Vec::with_capacity(N);
+    let (mut got_a, mut got_b) = (Vec::new(), Vec::new());
+    for i in 0..N {
+        pushed.push(c.push(i % 2, &slug, &format!("t{i}")).await);
+        // Keep both streams read so no buffer fills (a full one drops).
+        got_a.extend(on_a.drain(Duration::from_millis(1)).await);
+        got_b.extend(on_b.drain(Duration::from_millis(1)).await);
+    }
+    got_a.extend(on_a.drain(Duration::from_millis(2_000)).await);
+    got_b.extend(on_b.drain(Duration::from_millis(500)).await);
+    let mut rings: HashMap<String, usize> = HashMap::new();
+    for bell in got_a.iter().chain(&got_b) {
+        *rings
+            .entry(todo_id(bell).expect("a todo doorbell").to_owned())
+            .or_default() += 1;
+    }
+    let twice: Vec<_> = rings.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(twice.is_empty(), "rung more than once: {twice:?}");
+    assert_eq!(
+        got_a.len() + got_b.len(),
+        N,
+        "each of {N} todos rings exactly once (A {}, B {})",
+        got_a.len(),
+        got_b.len()
+    );
+    assert!(pushed.iter().all(|id| rings.contains_key(id)));
+    c.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn revoking_through_one_instance_ends_the_streams_on_every_instance() {
+    let Some(c) = cluster("cluster_revoke", 2).await else {
+        return;
+    };
+    let (slug, token) = c.vend(0, "reviewer").await;
+    let mut on_a = c.listen(0, &slug, &token).await;
+    let mut on_b = c.listen(1, &slug, &token).await;
+    let started = Instant::now();
+    c.api(
+        0,
+        reqwest::Method::POST,
+        &format!("/endpoints/{slug}/revoke"),
+        None,
+    )
+    .await;
+    assert!(
+        on_a.ends_within(Duration::from_secs(1)).await,
+        "A's own stream ends"
+    );
+    assert!(
+        on_b.ends_within(Duration::from_secs(1)).await,
+        "B's stream ends within 1 s of a revoke on A"
+    );
+    eprintln!(
+        "both streams ended {:?} after the revoke",
+        started.elapsed()
+    );
+    // And the credential is dead everywhere.
+    let answer = on_b.mcp.post(None, &initialize_body(1)).await;
+    assert_eq!(answer.status, 401);
+    let _ = &on_b.session;
+    c.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_return_claimed_anywhere_digests_once_on_each_hosting_instance() {
+    let Some(c) = cluster("cluster_digest", 3).await else {
+        return;
+    };
+    let (slug, token) = c.vend(0, "reviewer").await;
+    // A and B host sessions; C hosts none.
+    let mut on_a = c.listen(0, &slug, &token).await;
+    let mut on_b = c.listen(1, &slug, &token).await;
+    const ROUNDS: usize = 12;
+    for round in 0..ROUNDS {
+        let presence = format!("/endpoints/{slug}/presence");
+        c.api(
+            round % 3,
+            reqwest::Method::PUT,
+            &presence,
+            Some(json!({"presence": "out"})),
+        )
+        .await;
+        c.push(round % 3, &slug, &format!("held {round}")).await;
+        // Back in, decided on A, B or C (C hosts nothing, yet both digest).
+        let decider = (round + 1) % 3;
+        c.api(decider, reqwest::Method::DELETE, &presence, None)
+            .await;
+        let a = on_a.drain(Duration::from_millis(1_500)).await;
+        let b = on_b.drain(Duration::from_millis(300)).await;
+        for (name, got) in [("A", &a), ("B", &b)] {
+            let digests: Vec<_> = got.iter().filter(|v| is_digest(v)).collect();
+            assert_eq!(
+                digests.len(),
+                1,
+                "round {round} (decided on {decider}): {name} gets one digest: {got:?}"
+            );
+            assert_eq!(digests[0]["params"]["meta"]["reason"], "operator");
+        }
+    }
+    // Exactly one transition claim per change: the audit counts them.
+    let endpoint = c
+        .api(0, reqwest::Method::GET, &format!("/endpoints/{slug}"), None)
+        .await;
+    assert_eq!(endpoint["presence"]["presence"], "in");
+    c.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listener_whose_connection_is_killed_reconnects_and_catches_up() {
+    let Some(c) = cluster("cluster_listener", 2).await else {
+        return;
+    };
+    let (slug, token) = c.vend(0, "reviewer").await;
+    let mut on_b = c.listen(1, &slug, &token).await;
+    let instance_b = c
+        .http
+        .get(c.nodes[1].url("/readyz"))
+        .send()
+        .await
+        .unwrap()
+        .json::<Value>()
+        .await
+        .unwrap()["instance"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // Kill B's listening connection, then push through A at once: the
+    // notification may well be sent while nobody on B listens.
+    let mut admin = c.admin_connection().await;
+    let listeners: Vec<i32> =
+        sqlx::query_scalar("SELECT pid FROM pg_stat_activity WHERE application_name = $1")
+            .bind(format!("switchboard-bus-{instance_b}"))
+            .fetch_all(&mut admin)
+            .await
+            .expect("find B's listener");
+    assert_eq!(listeners.len(), 1, "B has one listening connection");
+    let terminated: bool = sqlx::query_scalar("SELECT pg_terminate_backend($1)")
+        .bind(listeners[0])
+        .fetch_one(&mut admin)
+        .await
+        .expect("terminate B's listener");
+    assert!(terminated);
+    let id = c.push(0, &slug, "while B was not listening").await;
+    let bell = on_b
+        .next(Duration::from_secs(6))
+        .await
+        .expect("B rings it: from the bus, or from its catch-up after reconnecting");
+    assert_eq!(todo_id(&bell), Some(id.as_str()));
+    assert!(
+        on_b.drain(Duration::from_millis(1_500)).await.is_empty(),
+        "once"
+    );
+    wait_bus_connected(&c.http, &c.nodes[1]).await;
+    let metrics = c
+        .http
+        .get(c.nodes[1].url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let reconnects = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("switchboard_bus_reconnects_total "))
+        .and_then(|n| n.trim().parse::<f64>().ok())
+        .expect("switchboard_bus_reconnects_total");
+    assert!(reconnects >= 1.0, "B reconnected: {reconnects}");
+    c.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claim_next_from_both_instances_never_claims_a_todo_twice() {
+    let Some(c) = cluster("cluster_claims", 2).await else {
+        return;
+    };
+    let vended = c.vend_view(0, "worker").await;
+    let (slug, token) = (
+        vended["slug"].as_str().unwrap().to_owned(),
+        vended["token"].as_str().unwrap().to_owned(),
+    );
+    let endpoint = vended["id"].as_str().unwrap().to_owned();
+    const N: usize = 2_000;
+    for i in 0..N {
+        c.ts.store
+            .create_todo(NewTodo::new(&endpoint, "inbox", format!("t{i}")))
+            .await
+            .expect("create");
+    }
+    let workers: Vec<_> = (0..8)
+        .map(|w| {
+            let mcp = c.mcp(w % 2, &slug, &token);
+            tokio::spawn(async move {
+                let session = mcp.initialize().await;
+                let mut done = Vec::new();
+                loop {
+                    let next = mcp.call_ok(&session, "claim_next", json!({})).await;
+                    let Some(id) = next["todo"]["id"].as_str().map(str::to_owned) else {
+                        return done;
+                    };
+                    mcp.call_ok(&session, "complete", json!({"id": id})).await;
+                    done.push(id);
+                }
+            })
+        })
+        .collect();
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    for worker in workers {
+        for id in worker.await.expect("worker") {
+            *seen.entry(id).or_default() += 1;
+        }
+    }
+    let twice = seen.values().filter(|n| **n > 1).count();
+    assert_eq!(twice, 0, "no todo is claimed twice");
+    assert_eq!(seen.len(), N, "every todo was claimed and completed once");
+    c.finish().await;
+}
