@@ -30,7 +30,7 @@ use crate::http::error::{ErrorBody, ErrorDetail};
     ),
     components(schemas(
         ErrorBody, ErrorDetail, HumanView, TokenView, NewTokenView, TokenList,
-        LivenessView, PresenceSummary, SessionsView, SessionRow, ScopeView, ActivityView, EndpointView, EndpointList, VendView,
+        LivenessView, PresenceSummary, SessionsView, SessionRow, ScopeView, ActivityView, EndpointView, EndpointList, VendView, ClientSetup,
         AgentView, AgentList, TodoView, TodoList, AttemptView, TodoDetail, CreatedTodoView,
         IntakeEventView, WebhookView, NewWebhookView, WebhookList,
         tokens::CreateToken, agents::RegisterAgent, agents::EditAgent,

@@ -8,6 +8,7 @@ use utoipa::ToSchema;
 use crate::domain::Timestamp;
 use crate::domain::lease::effective_lease_seconds;
 use crate::domain::liveness::{self, Subject};
+use crate::domain::server_key::token_env_var;
 use crate::store::{
     Agent, ApiToken, Attempt, Endpoint, EndpointActivity, Human, IntakeEvent, Todo,
 };
@@ -136,6 +137,8 @@ pub struct EndpointView {
     pub agent: String,
     pub agent_kind: String,
     pub mcp_url: String,
+    /// The name MCP clients know it by (`.mcp.json` key, channels flag).
+    pub server_name: String,
     /// The credential's first characters (the credential itself is never shown again).
     pub credential_prefix: String,
     pub scope: ScopeView,
@@ -255,6 +258,7 @@ impl EndpointView {
             agent: e.agent_name.clone(),
             agent_kind: e.agent_kind.as_str().to_owned(),
             mcp_url: mcp_url(public_url, &e.slug),
+            server_name: e.server_name(),
             credential_prefix: e.credential_prefix.clone(),
             scope: ScopeView {
                 queues: e.scope_queues.clone(),
@@ -289,9 +293,13 @@ pub struct EndpointList {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct VendView {
     pub token: String,
-    /// Paste into `.mcp.json` (Claude Code's format).
+    /// For the project's `.mcp.json` (Claude Code's format): safe to commit,
+    /// the token is read from `client.token_env` (Claude Code expands
+    /// `${VAR}` in `url` and `headers`).
     #[schema(value_type = Object)]
     pub mcp_json: Value,
+    /// Ready-to-paste setups for Claude Code and Codex.
+    pub client: ClientSetup,
     pub agent_created: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub webhook: Option<NewWebhookView>,
@@ -299,14 +307,58 @@ pub struct VendView {
     pub endpoint: EndpointView,
 }
 
-/// Claude Code's `.mcp.json` block for one endpoint.
-pub fn mcp_json(slug: &str, url: &str, token: &str) -> Value {
+/// How to point an MCP client at a freshly vended endpoint. Only the vend
+/// response has it: it carries the token.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ClientSetup {
+    /// The name the client knows the endpoint by.
+    pub server_name: String,
+    /// The environment variable the configs below read the token from.
+    pub token_env: String,
+    /// `export SWITCHBOARD_TOKEN_…='sbk_…'`
+    pub export: String,
+    /// Claude Code, for you only (`--scope local`: kept out of the
+    /// project's files).
+    pub claude_mcp_add: String,
+    /// Starts Claude Code so that it delivers doorbells (≥ 2.1.80).
+    pub claude_launch: String,
+    /// Codex: a block for `~/.codex/config.toml` (Codex takes bearer tokens
+    /// only from the environment).
+    pub codex_toml: String,
+}
+
+impl ClientSetup {
+    pub fn new(server_name: &str, mcp_url: &str, token: &str) -> Self {
+        let token_env = token_env_var(server_name);
+        Self {
+            export: format!("export {token_env}='{token}'"),
+            claude_mcp_add: format!(
+                "claude mcp add --transport http --scope local {server_name} {mcp_url} \
+                 --header \"Authorization: Bearer {token}\""
+            ),
+            claude_launch: format!(
+                "claude --dangerously-load-development-channels server:{server_name}"
+            ),
+            codex_toml: format!(
+                "[mcp_servers.{server_name}]\nurl = \"{mcp_url}\"\n\
+                 bearer_token_env_var = \"{token_env}\"\n"
+            ),
+            server_name: server_name.to_owned(),
+            token_env,
+        }
+    }
+}
+
+/// Claude Code's `.mcp.json` block for one endpoint, keyed by its server
+/// name, the token read from the environment.
+pub fn mcp_json(server_name: &str, url: &str) -> Value {
+    let token_env = token_env_var(server_name);
     serde_json::json!({
         "mcpServers": {
-            slug: {
+            server_name: {
                 "type": "http",
                 "url": url,
-                "headers": { "Authorization": format!("Bearer {token}") }
+                "headers": { "Authorization": format!("Bearer ${{{token_env}}}") }
             }
         }
     })

@@ -14,6 +14,10 @@ use super::Invalid;
 /// The longest tool name Claude's API accepts.
 pub const MAX_TOOL_NAME: usize = 64;
 
+/// The length of Switchboard's longest MCP tool name (`set_default_lease`);
+/// the MCP layer checks in a test that this is so.
+pub const LONGEST_TOOL_NAME: usize = 17;
+
 /// The default key of an agent's endpoints.
 pub fn default_server_key(agent: &str) -> String {
     format!("switchboard-{agent}")

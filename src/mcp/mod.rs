@@ -97,3 +97,25 @@ pub fn router(state: McpState) -> Router {
         .layer(axum::middleware::map_response(transport::secure))
         .with_state(state)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::tools::tool::ToolName;
+    use crate::domain::server_key::{LONGEST_TOOL_NAME, MAX_TOOL_NAME, max_server_key_len};
+
+    /// Vend refuses server names that would push `mcp__<name>__<tool>`
+    /// past 64 characters; that check knows the longest tool name.
+    #[test]
+    fn the_longest_tool_name_is_the_one_vend_allows_for() {
+        let longest = ToolName::ALL
+            .iter()
+            .map(|t| t.as_str().len())
+            .max()
+            .unwrap();
+        assert_eq!(longest, LONGEST_TOOL_NAME);
+        let name = "n".repeat(max_server_key_len(longest));
+        for tool in ToolName::ALL {
+            assert!(format!("mcp__{name}__{}", tool.as_str()).len() <= MAX_TOOL_NAME);
+        }
+    }
+}

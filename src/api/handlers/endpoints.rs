@@ -11,11 +11,14 @@ use super::webhooks::issue_webhook;
 use crate::api::ApiState;
 use crate::api::extract::{ApiJson, ApiPath, ApiQuery, HumanAuth};
 use crate::api::views::{
-    EndpointList, EndpointView, SessionRow, SessionsView, VendView, mcp_json, mcp_url,
+    ClientSetup, EndpointList, EndpointView, SessionRow, SessionsView, VendView, mcp_json, mcp_url,
 };
 use crate::delivery::Doorbells;
 use crate::domain::duration::parse_positive_duration;
 use crate::domain::ids::{SHOWN_PREFIX_CHARS, sha256_hex};
+use crate::domain::server_key::{
+    LONGEST_TOOL_NAME, default_server_key, max_server_key_len, validate_server_key,
+};
 use crate::domain::todo::validate_queue_name;
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::mint::{new_endpoint_credential, new_slug};
@@ -109,6 +112,12 @@ pub struct VendRequest {
     /// The agent's name; created (with `kind`) when it does not exist yet.
     #[schema(pattern = r"^[a-z0-9][a-z0-9-]{0,62}$")]
     pub agent: String,
+    /// The name MCP clients know the endpoint by (`.mcp.json` key, `claude
+    /// mcp add`, Codex, the channels flag); default `switchboard-<agent>`.
+    /// At most 40 characters, so that every `mcp__<name>__<tool>` fits the
+    /// 64 characters Claude's API accepts.
+    #[schema(pattern = r"^[a-z0-9][a-z0-9_-]{0,39}$")]
+    pub server_name: Option<String>,
     /// Kind of a newly created agent: `heartbeat`, `session` (default) or `task`.
     #[schema(pattern = r"^(heartbeat|session|task)$")]
     pub kind: Option<String>,
@@ -149,6 +158,29 @@ pub async fn vend(
         Some(k) => parse_kind(k)?,
         None => AgentKind::Session,
     };
+    // Validated before anything is written: the name must keep every tool
+    // name within Claude's limit, the default one included.
+    let server_name = match body.server_name.as_deref() {
+        Some(name) => {
+            validate_server_key(name, LONGEST_TOOL_NAME, "server_name")?;
+            name.to_owned()
+        }
+        None => {
+            let name = default_server_key(&body.agent);
+            validate_server_key(&name, LONGEST_TOOL_NAME, "agent").map_err(|_| {
+                ApiError::invalid(
+                    "agent",
+                    format!(
+                        "is too long for the default server name {name:?} (at most {} \
+                         characters, so that Claude Code's tool names fit in 64): choose a \
+                         shorter agent name, or a server_name",
+                        max_server_key_len(LONGEST_TOOL_NAME)
+                    ),
+                )
+            })?;
+            name
+        }
+    };
     let queues = body
         .queues
         .clone()
@@ -174,7 +206,7 @@ pub async fn vend(
             verbs: body.verbs.clone().unwrap_or_default(),
             expires_at,
             default_lease_ttl_seconds: body.default_lease_ttl_seconds,
-            server_name: None,
+            server_name: body.server_name.clone(),
         };
         match state
             .store
@@ -205,7 +237,8 @@ pub async fn vend(
                 return Ok((
                     StatusCode::CREATED,
                     Json(VendView {
-                        mcp_json: mcp_json(&endpoint.slug, &url, &credential),
+                        mcp_json: mcp_json(&server_name, &url),
+                        client: ClientSetup::new(&server_name, &url, &credential),
                         token: credential,
                         agent_created,
                         webhook,

@@ -25,7 +25,8 @@ pub struct EndpointArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum EndpointCommand {
-    /// Vend an endpoint for an agent: prints its one-time token and .mcp.json block.
+    /// Vend an endpoint for an agent: prints its one-time token and how to
+    /// set up Claude Code and Codex with it.
     Vend(VendArgs),
     /// Your endpoints, newest first.
     List(ListArgs),
@@ -88,6 +89,11 @@ pub struct VendArgs {
     /// Also create a webhook on its first queue and print its URL.
     #[arg(long)]
     pub webhook: bool,
+    /// The name MCP clients know it by (default switchboard-AGENT): the
+    /// .mcp.json key, `claude mcp add NAME`, the channels flag. At most 40
+    /// characters.
+    #[arg(long = "name", value_name = "NAME")]
+    pub server_name: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -253,6 +259,7 @@ fn vend_body(vend: &VendArgs) -> Value {
     let list = |items: &Vec<String>| (!items.is_empty()).then(|| items.clone());
     json!({
         "agent": vend.agent,
+        "server_name": vend.server_name,
         "kind": vend.kind,
         "queues": list(&vend.queues),
         "verbs": list(&vend.verbs),
@@ -275,16 +282,31 @@ fn print_vended(vended: &Value) -> anyhow::Result<()> {
     );
     print_pairs(&[
         ("MCP URL", text(vended, "mcp_url")),
+        ("server name", text(vended, "server_name")),
         ("queues", joined(vended, "scope.queues")),
         ("verbs", joined(vended, "scope.verbs")),
         ("expires", when_exact(vended, "expires_at", "never")),
     ]);
+    let client = &vended["client"];
     println!(
         "\nToken (shown this once; store it now):\n\n    {}\n",
         text(vended, "token")
     );
-    println!("Paste into .mcp.json:\n");
-    println!("{}", serde_json::to_string_pretty(&vended["mcp_json"])?);
+    println!("Claude Code, for you only (kept out of the project's files):\n");
+    println!("    {}\n", text(client, "claude_mcp_add"));
+    println!(
+        "  or in the project's .mcp.json (safe to commit: the token comes from the environment):\n"
+    );
+    for line in serde_json::to_string_pretty(&vended["mcp_json"])?.lines() {
+        println!("    {line}");
+    }
+    println!("\n    {}\n", text(client, "export"));
+    println!("  Start Claude Code so that it delivers doorbells (Claude Code 2.1.80 or later):\n");
+    println!("    {}\n", text(client, "claude_launch"));
+    println!("Codex, in ~/.codex/config.toml (with the export above):\n");
+    for line in text(client, "codex_toml").lines() {
+        println!("    {line}");
+    }
     if let Some(webhook) = vended.get("webhook") {
         println!(
             "\nWebhook URL for queue {} (shown this once):\n\n    {}",

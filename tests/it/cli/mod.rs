@@ -113,9 +113,32 @@ fn login_vend_push_list_revoke_and_the_todo_is_a_dead_letter() {
     let token = vended["token"].as_str().unwrap().to_owned();
     let slug = vended["slug"].as_str().unwrap().to_owned();
     assert!(token.starts_with("sbk_"), "{vended}");
+    // A stable server name, and a .mcp.json block without the secret.
+    assert_eq!(vended["server_name"], "switchboard-reviewer");
     assert_eq!(
-        vended["mcp_json"]["mcpServers"][&slug]["headers"]["Authorization"],
-        format!("Bearer {token}")
+        vended["mcp_json"]["mcpServers"]["switchboard-reviewer"]["headers"]["Authorization"],
+        "Bearer ${SWITCHBOARD_TOKEN_SWITCHBOARD_REVIEWER}"
+    );
+    assert!(!vended["mcp_json"].to_string().contains(&token));
+    let client = &vended["client"];
+    assert_eq!(
+        client["claude_mcp_add"],
+        format!(
+            "claude mcp add --transport http --scope local switchboard-reviewer {} \
+             --header \"Authorization: Bearer {token}\"",
+            vended["mcp_url"].as_str().unwrap()
+        )
+    );
+    assert_eq!(
+        client["claude_launch"],
+        "claude --dangerously-load-development-channels server:switchboard-reviewer"
+    );
+    assert!(
+        client["codex_toml"]
+            .as_str()
+            .unwrap()
+            .contains("bearer_token_env_var = \"SWITCHBOARD_TOKEN_SWITCHBOARD_REVIEWER\""),
+        "{client}"
     );
 
     // The token is shown once: no list ever carries it.
@@ -370,4 +393,95 @@ fn usage_errors_exit_2() {
         let out = cli.run(args);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
     }
+}
+
+#[test]
+fn vend_prints_setups_that_work_when_pasted_and_refuses_names_claude_cannot_take() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let cli = Client::new(dir.path());
+    cli.login(&server);
+
+    let text = cli.ok(&["endpoint", "vend", "coder", "--name", "coder-main"]);
+    for line in [
+        "claude mcp add --transport http --scope local coder-main http://",
+        "\"Authorization\": \"Bearer ${SWITCHBOARD_TOKEN_CODER_MAIN}\"",
+        "export SWITCHBOARD_TOKEN_CODER_MAIN='sbk_",
+        "claude --dangerously-load-development-channels server:coder-main",
+        "[mcp_servers.coder-main]",
+        "bearer_token_env_var = \"SWITCHBOARD_TOKEN_CODER_MAIN\"",
+    ] {
+        assert!(text.contains(line), "missing {line:?} in:\n{text}");
+    }
+    // The name is kept: the endpoint shows it later too.
+    let list = cli.json(&["endpoint", "list"]);
+    assert_eq!(list["endpoints"][0]["server_name"], "coder-main");
+
+    // switchboard-<29 characters> is 41: one more than Claude's tool names allow.
+    let long_agent = "a".repeat(29);
+    let out = cli.run(&["endpoint", "vend", &long_agent]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(
+        err.contains("field: agent") && err.contains("at most 40"),
+        "{err}"
+    );
+    let out = cli.run(&["endpoint", "vend", "ok", "--name", &"n".repeat(41)]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("field: server_name"),
+        "{}",
+        stderr(&out)
+    );
+    // Refused means unchanged: neither agent exists.
+    let agents = cli.json(&["agent", "list"]);
+    let names: Vec<&str> = agents["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, vec!["coder"], "{agents}");
+}
+
+#[test]
+fn doctor_reports_a_healthy_setup_and_an_endpoint_nobody_listens_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let cli = Client::new(dir.path());
+
+    // Not logged in: a problem, with what to do.
+    let out = cli.run(&["doctor"]);
+    assert_eq!(out.status.code(), Some(1));
+    let report = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(report.contains("switchboard login"), "{report}");
+
+    cli.login(&server);
+    let healthy = cli.ok(&["doctor"]);
+    assert!(healthy.contains("ready (version"), "{healthy}");
+
+    let vended = cli.json(&["endpoint", "vend", "reviewer"]);
+    let slug = vended["slug"].as_str().unwrap();
+    let out = cli.run(&["doctor", slug, "--json"]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "no session is attached: a problem"
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["healthy"], false);
+    let sessions = report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["check"] == "sessions")
+        .expect("a sessions finding");
+    assert_eq!(sessions["level"], "problem");
+    assert!(
+        sessions["fix"]
+            .as_str()
+            .unwrap()
+            .contains("--dangerously-load-development-channels server:switchboard-reviewer"),
+        "{sessions}"
+    );
 }

@@ -224,7 +224,7 @@ pub struct Vended {
     pub slug: String,
     pub token: String,
     pub mcp_url: String,
-    /// The `Authorization` header value from the `.mcp.json` block.
+    /// The `Authorization` header a client sends (`Bearer <token>`).
     pub authorization: String,
 }
 
@@ -234,14 +234,27 @@ impl Vended {
             .as_object()
             .expect("mcp_json.mcpServers");
         assert_eq!(servers.len(), 1, "one server per vend: {v}");
-        let server = servers.values().next().unwrap();
+        let (key, server) = servers.iter().next().unwrap();
+        assert_eq!(
+            key,
+            v["server_name"].as_str().unwrap(),
+            "keyed by its server name"
+        );
         assert_eq!(server["type"], "http", "Claude Code's http transport: {v}");
         let token = v["token"].as_str().unwrap().to_owned();
-        let authorization = server["headers"]["Authorization"]
-            .as_str()
-            .expect("headers.Authorization")
-            .to_owned();
-        assert_eq!(authorization, format!("Bearer {token}"));
+        // The block is safe to commit: the token comes from the environment.
+        let env = v["client"]["token_env"].as_str().expect("client.token_env");
+        assert_eq!(
+            server["headers"]["Authorization"],
+            format!("Bearer ${{{env}}}"),
+            "{v}"
+        );
+        assert!(
+            !v["mcp_json"].to_string().contains(&token),
+            "no literal token"
+        );
+        assert_eq!(v["client"]["export"], format!("export {env}='{token}'"));
+        let authorization = format!("Bearer {token}");
         let mcp_url = server["url"].as_str().unwrap().to_owned();
         assert_eq!(mcp_url, v["mcp_url"].as_str().unwrap());
         Vended {
