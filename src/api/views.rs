@@ -264,7 +264,7 @@ impl EndpointView {
                 queues: e.scope_queues.clone(),
                 verbs: e.scope_verbs.clone(),
             },
-            state: e.state.clone(),
+            state: e.state.as_str().to_owned(),
             created_at: ts(e.created_at),
             revoked_at: opt_ts(e.revoked_at),
             expires_at: opt_ts(e.expires_at),

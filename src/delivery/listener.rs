@@ -127,7 +127,7 @@ pub async fn catch_up(delivery: &Delivery, since: Timestamp) {
             revoked += delivery.sessions().close_endpoint(&endpoint.id);
             continue;
         }
-        let returned_meanwhile = endpoint.presence_seen == Presence::In.as_str()
+        let returned_meanwhile = endpoint.presence_seen == Presence::In
             && endpoint.presence_changed_at.is_some_and(|at| at >= since)
             && !delivery.claimed_here_since(&endpoint.id, since);
         if returned_meanwhile {

@@ -4,7 +4,9 @@
 
 use crate::domain::Timestamp;
 use crate::domain::doorbell::{DigestReason, digest};
-use crate::domain::presence::{Effective, Override, Presence, Schedule, Source, effective};
+use crate::domain::presence::{
+    Effective, Override, OverrideBy, Presence, Schedule, Source, effective,
+};
 use crate::domain::shift::Shift;
 use crate::store::{Endpoint, Store};
 
@@ -35,13 +37,10 @@ pub fn shift_of(endpoint: &Endpoint) -> Option<Shift> {
 
 pub fn override_of(endpoint: &Endpoint) -> Option<Override> {
     Some(Override {
-        value: Presence::parse(endpoint.presence_override.as_deref()?)?,
+        value: endpoint.presence_override?,
         until: endpoint.override_until,
         set_at: endpoint.override_set_at?,
-        by: endpoint
-            .override_by
-            .clone()
-            .unwrap_or_else(|| "agent".into()),
+        by: endpoint.override_by.clone().unwrap_or(OverrideBy::Agent),
     })
 }
 
@@ -142,7 +141,7 @@ async fn settle_now(
         }
     }
     let now_effective = effective(schedule, stored_override.as_ref(), now);
-    let seen = Presence::parse(&endpoint.presence_seen).unwrap_or(Presence::In);
+    let seen = endpoint.presence_seen;
     let override_ends = stored_override
         .as_ref()
         .filter(|o| o.is_live(schedule, now))
@@ -163,7 +162,7 @@ async fn settle_now(
         (Cause::Operator(human_id), _) => format!("operator:{human_id}"),
         (Cause::Clock, Source::Operator) => stored_override
             .as_ref()
-            .map(|o| o.by.clone())
+            .map(|o| o.by.to_string())
             .unwrap_or_else(|| "operator".into()),
         (Cause::Clock, Source::Shift) => "shift".to_owned(),
         (Cause::Clock, Source::Default) => "default".to_owned(),
@@ -372,7 +371,7 @@ pub async fn clock_out(
                     value: Presence::Out,
                     until: None,
                     set_at: now,
-                    by: "agent".into(),
+                    by: OverrideBy::Agent,
                 },
             )
             .await?
@@ -399,7 +398,7 @@ pub async fn clock_in(
     let endpoint = if shift_says_out {
         let agent_in_live = current
             .as_ref()
-            .is_some_and(|o| o.value == Presence::In && o.by == "agent");
+            .is_some_and(|o| o.value == Presence::In && o.by == OverrideBy::Agent);
         if agent_in_live {
             endpoint.clone()
         } else {
@@ -414,14 +413,14 @@ pub async fn clock_in(
                         value: Presence::In,
                         until: Some(until),
                         set_at: now,
-                        by: "agent".into(),
+                        by: OverrideBy::Agent,
                     },
                 )
                 .await?
         }
     } else {
-        match endpoint.presence_override.as_deref() {
-            Some("out") => {
+        match endpoint.presence_override {
+            Some(Presence::Out) => {
                 store.clear_presence_override(&endpoint.id, None).await?;
                 store.unscoped_get_endpoint(&endpoint.id).await?
             }
@@ -456,7 +455,7 @@ pub async fn operator_set(
                 value,
                 until,
                 set_at: now,
-                by: format!("operator:{human_id}"),
+                by: OverrideBy::Operator(human_id.to_owned()),
             },
         )
         .await?;

@@ -11,6 +11,7 @@ pub mod lease;
 pub mod liveness;
 pub mod names;
 pub mod presence;
+pub mod registry;
 pub mod scope;
 pub mod server_key;
 pub mod shift;

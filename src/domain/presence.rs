@@ -71,16 +71,49 @@ pub struct Override {
     pub value: Presence,
     pub until: Option<Timestamp>,
     pub set_at: Timestamp,
-    /// `agent` or `operator:<human_id>`.
-    pub by: String,
+    pub by: OverrideBy,
+}
+
+/// Who set an override: the agent through its own verbs, or a human.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OverrideBy {
+    Agent,
+    /// The human's id.
+    Operator(String),
+}
+
+impl OverrideBy {
+    /// The stored form: `agent` or `operator:<human_id>`.
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "agent" => Some(Self::Agent),
+            _ => text
+                .strip_prefix("operator:")
+                .map(|id| Self::Operator(id.to_owned())),
+        }
+    }
+}
+
+impl Serialize for OverrideBy {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl std::fmt::Display for OverrideBy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Agent => f.write_str("agent"),
+            Self::Operator(id) => write!(f, "operator:{id}"),
+        }
+    }
 }
 
 impl Override {
     pub fn source(&self) -> Source {
-        if self.by.starts_with("operator") {
-            Source::Operator
-        } else {
-            Source::Agent
+        match self.by {
+            OverrideBy::Operator(_) => Source::Operator,
+            OverrideBy::Agent => Source::Agent,
         }
     }
 
@@ -200,7 +233,7 @@ mod tests {
             value,
             until: until_h.map(at),
             set_at: at(set_h),
-            by: "agent".into(),
+            by: OverrideBy::Agent,
         }
     }
 
@@ -282,7 +315,7 @@ mod tests {
     #[test]
     fn operator_overrides_name_their_source() {
         let o = Override {
-            by: "operator:hu_1".into(),
+            by: OverrideBy::Operator("hu_1".into()),
             ..agent(Presence::Out, 1, None)
         };
         assert_eq!(effective(None, Some(&o), at(2)).source, Source::Operator);

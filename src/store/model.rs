@@ -20,30 +20,7 @@ pub struct Human {
     pub created_at: Timestamp,
 }
 
-/// How often an agent is expected to be heard from (`06-registry.md`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum AgentKind {
-    Heartbeat,
-    Session,
-    Task,
-}
-
-impl AgentKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Heartbeat => "heartbeat",
-            Self::Session => "session",
-            Self::Task => "task",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        [Self::Heartbeat, Self::Session, Self::Task]
-            .into_iter()
-            .find(|k| k.as_str() == s)
-    }
-}
+pub use crate::domain::registry::{AgentKind, EndpointState};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Agent {
@@ -99,7 +76,7 @@ pub struct Endpoint {
     pub credential_prefix: String,
     pub scope_queues: Vec<String>,
     pub scope_verbs: Vec<String>,
-    pub state: String,
+    pub state: EndpointState,
     pub created_at: Timestamp,
     pub revoked_at: Option<Timestamp>,
     pub expires_at: Option<Timestamp>,
@@ -110,11 +87,11 @@ pub struct Endpoint {
     pub last_note_at: Option<Timestamp>,
     /// Presence inputs (`05-presence.md`).
     pub shift: Option<String>,
-    pub presence_override: Option<String>,
+    pub presence_override: Option<crate::domain::presence::Presence>,
     pub override_until: Option<Timestamp>,
     pub override_set_at: Option<Timestamp>,
-    pub override_by: Option<String>,
-    pub presence_seen: String,
+    pub override_by: Option<crate::domain::presence::OverrideBy>,
+    pub presence_seen: crate::domain::presence::Presence,
     pub presence_changed_at: Option<Timestamp>,
     pub presence_changed_by: Option<String>,
     /// Set at vend; `None` = the default (see [`Endpoint::server_name`]).
@@ -134,7 +111,7 @@ impl Endpoint {
     }
 
     pub fn is_active(&self) -> bool {
-        self.state == "active"
+        self.state == EndpointState::Active
     }
 
     /// The lease a claim without its own TTL gets: the endpoint default, else 300 s.

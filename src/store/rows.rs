@@ -6,8 +6,11 @@ use sqlx::Row;
 use sqlx::any::AnyRow;
 
 use super::StoreError;
-use super::model::{Agent, AgentKind, ApiToken, Attempt, Endpoint, Human, IntakeEvent, Todo};
+use super::model::{
+    Agent, AgentKind, ApiToken, Attempt, Endpoint, EndpointState, Human, IntakeEvent, Todo,
+};
 use crate::domain::Timestamp;
+use crate::domain::presence::{OverrideBy, Presence};
 use crate::domain::todo::{Disposition, Outcome, TodoState};
 
 macro_rules! todo_columns {
@@ -51,6 +54,27 @@ pub(crate) use endpoint_columns;
 
 fn corrupt(what: &str, value: &str) -> StoreError {
     StoreError::internal(format!("unexpected {what} {value:?} in the database"))
+}
+
+/// A text column that must hold one of a closed set of spellings.
+fn required<T>(
+    row: &AnyRow,
+    col: &str,
+    parse: impl Fn(&str) -> Option<T>,
+) -> Result<T, StoreError> {
+    let text: String = row.try_get(col)?;
+    parse(&text).ok_or_else(|| corrupt(col, &text))
+}
+
+/// As [`required`], for a nullable column.
+fn parsed<T>(
+    row: &AnyRow,
+    col: &str,
+    parse: impl Fn(&str) -> Option<T>,
+) -> Result<Option<T>, StoreError> {
+    let text: Option<String> = row.try_get(col)?;
+    text.map(|t| parse(&t).ok_or_else(|| corrupt(col, &t)))
+        .transpose()
 }
 
 fn ts(row: &AnyRow, col: &str) -> Result<Timestamp, StoreError> {
@@ -150,7 +174,7 @@ pub fn endpoint(row: &AnyRow) -> Result<Endpoint, StoreError> {
         credential_prefix: row.try_get("credential_prefix")?,
         scope_queues: string_list(row, "scope_queues")?,
         scope_verbs: string_list(row, "scope_verbs")?,
-        state: row.try_get("state")?,
+        state: required(row, "state", EndpointState::parse)?,
         created_at: ts(row, "created_at")?,
         revoked_at: opt_ts(row, "revoked_at")?,
         expires_at: opt_ts(row, "expires_at")?,
@@ -161,11 +185,11 @@ pub fn endpoint(row: &AnyRow) -> Result<Endpoint, StoreError> {
         last_note: row.try_get("last_note")?,
         last_note_at: opt_ts(row, "last_note_at")?,
         shift: row.try_get("shift")?,
-        presence_override: row.try_get("presence_override")?,
+        presence_override: parsed(row, "presence_override", Presence::parse)?,
         override_until: opt_ts(row, "override_until")?,
         override_set_at: opt_ts(row, "override_set_at")?,
-        override_by: row.try_get("override_by")?,
-        presence_seen: row.try_get("presence_seen")?,
+        override_by: parsed(row, "override_by", OverrideBy::parse)?,
+        presence_seen: required(row, "presence_seen", Presence::parse)?,
         presence_changed_at: opt_ts(row, "presence_changed_at")?,
         presence_changed_by: row.try_get("presence_changed_by")?,
         agent_name: row.try_get("agent_name")?,

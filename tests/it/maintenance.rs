@@ -87,7 +87,7 @@ async fn one_tick_reaps_requeues_and_expires(ts: &TestStore) {
             .await
             .unwrap()
             .state,
-        "revoked"
+        EndpointState::Revoked
     );
 }
 

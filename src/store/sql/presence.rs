@@ -26,7 +26,7 @@ impl PresenceStore for SqlStore {
         .bind(o.value.as_str())
         .bind(o.until.map(Timestamp::as_millis))
         .bind(o.set_at.as_millis())
-        .bind(&o.by)
+        .bind(o.by.to_string())
         .bind(endpoint_id)
         .execute(&self.writer)
         .await?;
@@ -154,7 +154,7 @@ impl PresenceStore for SqlStore {
             .bind(at.as_millis())
             .bind(&endpoint.id)
             .bind(&endpoint.shift)
-            .bind(&endpoint.presence_override)
+            .bind(endpoint.presence_override.map(|p| p.as_str()))
             .bind(endpoint.override_set_at.map(Timestamp::as_millis))
             .bind(endpoint.override_until.map(Timestamp::as_millis))
             .execute(&self.writer)

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use switchboard::delivery::presence::{override_of, shift_of};
 use switchboard::domain::Timestamp;
-use switchboard::domain::presence::{Override, Presence, Schedule};
+use switchboard::domain::presence::{Override, OverrideBy, Presence, Schedule};
 use switchboard::store::*;
 
 use crate::exercise_on_both_backends;
@@ -18,7 +18,7 @@ fn agent_override(value: Presence, set_at: Timestamp, until: Option<Timestamp>) 
         value,
         until,
         set_at,
-        by: "agent".into(),
+        by: OverrideBy::Agent,
     }
 }
 
@@ -59,7 +59,7 @@ async fn racing_evaluators_claim_each_transition_exactly_once(store: &dyn Store,
         assert!(!a.claim_presence_transition(id, new, "shift").await.unwrap());
         assert!(!b.claim_presence_transition(id, new, "shift").await.unwrap());
         let row = store.unscoped_get_endpoint(id).await.unwrap();
-        assert_eq!(row.presence_seen, new.as_str());
+        assert_eq!(row.presence_seen, new);
         assert_eq!(row.presence_changed_at, Some(ts.clock_now()));
         assert_eq!(row.presence_changed_by.as_deref(), Some("shift"));
         ts.clock.advance(Duration::from_secs(1));
@@ -70,7 +70,7 @@ async fn racing_evaluators_claim_each_transition_exactly_once(store: &dyn Store,
 async fn a_transition_claim_records_who_and_when(store: &dyn Store, ts: &TestStore) {
     let f = fixture(store, "ada").await;
     let id = &f.endpoint.id;
-    assert_eq!(f.endpoint.presence_seen, "in", "seen in by default");
+    assert_eq!(f.endpoint.presence_seen, Presence::In, "seen in by default");
     assert!(
         !store
             .claim_presence_transition(id, Presence::In, "agent")
@@ -86,7 +86,7 @@ async fn a_transition_claim_records_who_and_when(store: &dyn Store, ts: &TestSto
             .unwrap()
     );
     let row = store.unscoped_get_endpoint(id).await.unwrap();
-    assert_eq!(row.presence_seen, "out");
+    assert_eq!(row.presence_seen, Presence::Out);
     assert_eq!(row.presence_changed_at, Some(ts.clock_now()));
     assert_eq!(row.presence_changed_by.as_deref(), Some("operator:hu_1"));
 }
@@ -143,7 +143,7 @@ async fn set_shift_clears_an_override_dead_under_the_old_shift(store: &dyn Store
         .await
         .unwrap();
     assert_eq!(row.shift.as_deref(), Some("Mon-Fri 09:00-17:00"));
-    assert_eq!(row.presence_override.as_deref(), Some("out"));
+    assert_eq!(row.presence_override, Some(Presence::Out));
     assert_eq!(row.override_set_at, Some(set_at));
 
     // The judge sees the row as it was before the change (the old shift).
@@ -180,7 +180,7 @@ async fn a_guarded_clear_leaves_a_newer_override_alone(store: &dyn Store, ts: &T
         .set_presence_override(
             id,
             &Override {
-                by: "operator:hu_1".into(),
+                by: OverrideBy::Operator("hu_1".into()),
                 ..agent_override(Presence::Out, new_set_at, None)
             },
         )
@@ -194,9 +194,9 @@ async fn a_guarded_clear_leaves_a_newer_override_alone(store: &dyn Store, ts: &T
         "the guard does not match the newer override"
     );
     let row = store.unscoped_get_endpoint(id).await.unwrap();
-    assert_eq!(row.presence_override.as_deref(), Some("out"));
+    assert_eq!(row.presence_override, Some(Presence::Out));
     assert_eq!(row.override_set_at, Some(new_set_at));
-    assert_eq!(row.override_by.as_deref(), Some("operator:hu_1"));
+    assert_eq!(row.override_by, Some(OverrideBy::Operator("hu_1".into())));
     assert_eq!(row.override_until, None);
 
     assert!(

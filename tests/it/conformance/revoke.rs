@@ -81,7 +81,7 @@ async fn revoke_dead_letters_every_live_todo(store: &dyn Store, ts: &TestStore) 
     );
 
     let endpoint = store.unscoped_get_endpoint(&f.endpoint.id).await.unwrap();
-    assert_eq!(endpoint.state, "revoked");
+    assert_eq!(endpoint.state, EndpointState::Revoked);
     assert_eq!(endpoint.revoked_at, Some(now));
 }
 
@@ -120,7 +120,7 @@ async fn another_human_cannot_revoke(store: &dyn Store, _ts: &TestStore) {
     assert_same_as_missing(foreign, missing);
 
     let endpoint = store.unscoped_get_endpoint(&f.endpoint.id).await.unwrap();
-    assert_eq!(endpoint.state, "active");
+    assert_eq!(endpoint.state, EndpointState::Active);
     assert_eq!(get(store, &f.caller, &todo.id).await, todo);
 }
 
@@ -171,9 +171,9 @@ async fn expiry_revokes_only_endpoints_past_their_expiry(store: &dyn Store, ts: 
         let id = f.endpoint.id.clone();
         async move { store.unscoped_get_endpoint(&id).await.unwrap().state }
     };
-    assert_eq!(state_of(&soon).await, "revoked");
-    assert_eq!(state_of(&later).await, "active");
-    assert_eq!(state_of(&never).await, "active");
+    assert_eq!(state_of(&soon).await, EndpointState::Revoked);
+    assert_eq!(state_of(&later).await, EndpointState::Active);
+    assert_eq!(state_of(&never).await, EndpointState::Active);
     assert!(
         store
             .unscoped_expire_endpoints(100)
@@ -187,7 +187,11 @@ async fn expiry_revokes_only_endpoints_past_their_expiry(store: &dyn Store, ts: 
     let expired = store.unscoped_expire_endpoints(100).await.unwrap();
     assert_eq!(expired.len(), 1);
     assert_eq!(expired[0].endpoint_id, later.endpoint.id);
-    assert_eq!(state_of(&never).await, "active", "no expiry, never expires");
+    assert_eq!(
+        state_of(&never).await,
+        EndpointState::Active,
+        "no expiry, never expires"
+    );
 }
 
 exercise_on_both_backends!(

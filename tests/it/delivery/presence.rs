@@ -17,7 +17,7 @@ use switchboard::delivery::sweep::{SweepConfig, sweep_tick};
 use switchboard::delivery::{DropReason, Trigger};
 use switchboard::domain::Timestamp;
 use switchboard::domain::doorbell::DigestReason;
-use switchboard::domain::presence::Presence;
+use switchboard::domain::presence::{OverrideBy, Presence};
 use switchboard::domain::todo::TodoState;
 use switchboard::store::*;
 
@@ -70,7 +70,7 @@ async fn an_endpoint_with_no_shift_and_no_override_is_in(ts: &TestStore) {
     ts.clock.advance(hours(24 * 7));
     evaluate(ts, &hub).await;
     let row = endpoint_row(ts, &f.endpoint).await;
-    assert_eq!(row.presence_seen, "in");
+    assert_eq!(row.presence_seen, Presence::In);
     assert_eq!(row.presence_changed_at, None, "nothing ever changed");
     assert_eq!(presence(ts, &hub, &f.endpoint).await["pending"], 1);
 }
@@ -123,10 +123,10 @@ async fn the_spec_example_clock_out_mid_shift_lasts_until_the_next_start(ts: &Te
         })
     );
     let row = endpoint_row(ts, &f.endpoint).await;
-    assert_eq!(row.presence_override.as_deref(), Some("out"));
-    assert_eq!(row.override_by.as_deref(), Some("agent"));
+    assert_eq!(row.presence_override, Some(Presence::Out));
+    assert_eq!(row.override_by, Some(OverrideBy::Agent));
     assert_eq!(row.override_until, None);
-    assert_eq!(row.presence_seen, "out");
+    assert_eq!(row.presence_seen, Presence::Out);
     assert_eq!(row.presence_changed_by.as_deref(), Some("agent"));
     // At 13:00 only the source changes.
     ts.clock.set(at("2026-01-05T13:00:00Z"));
@@ -156,7 +156,7 @@ async fn a_shift_boundary_ends_an_override(ts: &TestStore) {
         row.presence_override, None,
         "the evaluator cleared the dead override"
     );
-    assert_eq!(row.presence_seen, "out", "out under the shift now");
+    assert_eq!(row.presence_seen, Presence::Out, "out under the shift now");
     // ... so the next start brings the agent back without anyone calling anything.
     let held = push(ts, &hub, &f.endpoint, "reviews", "held overnight").await;
     s.assert_silent("held while out");
@@ -383,7 +383,10 @@ async fn nothing_is_sent_when_nothing_waits(ts: &TestStore) {
         (&json!("in"), &json!(0))
     );
     s.assert_silent("no digest when nothing push-eligible waits");
-    assert_eq!(endpoint_row(ts, &f.endpoint).await.presence_seen, "in");
+    assert_eq!(
+        endpoint_row(ts, &f.endpoint).await.presence_seen,
+        Presence::In
+    );
     // Nor on a reconnect.
     ts.clock.advance(hours(1));
     stream_opened(&hub.on(&ts.store), &endpoint_row(ts, &f.endpoint).await).await;
@@ -399,8 +402,11 @@ async fn an_operator_return_digests_with_reason_operator(ts: &TestStore) {
         .await
         .unwrap();
     let out = endpoint_row(ts, &f.endpoint).await;
-    assert_eq!(out.override_by, Some(format!("operator:{}", f.human.id)));
-    assert_eq!(out.presence_seen, "out");
+    assert_eq!(
+        out.override_by,
+        Some(OverrideBy::Operator(f.human.id.clone()))
+    );
+    assert_eq!(out.presence_seen, Presence::Out);
     let view = presence(ts, &hub, &f.endpoint).await;
     assert_eq!(
         (&view["presence"], &view["source"]),
@@ -456,7 +462,8 @@ async fn a_window_opening_digests_with_reason_shift_start(ts: &TestStore) {
     set_shift(ts, &hub, &f.endpoint, Some("09:01-17:00")).await;
     let row = endpoint_row(ts, &f.endpoint).await;
     assert_eq!(
-        row.presence_seen, "out",
+        row.presence_seen,
+        Presence::Out,
         "the in→out is claimed too (no digest)"
     );
     // A human's shift write caused it, so the audit names the human.
@@ -478,7 +485,10 @@ async fn a_window_opening_digests_with_reason_shift_start(ts: &TestStore) {
     assert!(content(&digest).starts_with("switchboard: shift started — 2 todos"));
     evaluate(ts, &hub).await;
     s.assert_silent("the transition is acted on once");
-    assert_eq!(endpoint_row(ts, &f.endpoint).await.presence_seen, "in");
+    assert_eq!(
+        endpoint_row(ts, &f.endpoint).await.presence_seen,
+        Presence::In
+    );
 }
 
 async fn the_evaluator_pages_through_every_candidate(ts: &TestStore) {
@@ -499,7 +509,7 @@ async fn the_evaluator_pages_through_every_candidate(ts: &TestStore) {
     for endpoint in &endpoints {
         assert_eq!(
             endpoint_row(ts, endpoint).await.presence_seen,
-            "in",
+            Presence::In,
             "{}",
             endpoint.slug
         );
@@ -534,7 +544,7 @@ async fn an_until_passing_digests_with_reason_override_end(ts: &TestStore) {
     assert!(content(&digest).starts_with("switchboard: back in — 1 todo waiting (reviews 1)"));
     let row = endpoint_row(ts, &f.endpoint).await;
     assert_eq!(row.presence_override, None, "the dead override was cleared");
-    assert_eq!(row.presence_seen, "in");
+    assert_eq!(row.presence_seen, Presence::In);
 
     // With a shift: an until before the next boundary is still an override end.
     set_shift(ts, &hub, &f.endpoint, Some("00:00-23:00")).await;
@@ -609,14 +619,20 @@ async fn self_verbs_need_no_scope_and_cannot_name_another_endpoint(ts: &TestStor
 
     assert_eq!(presence(ts, &hub, &f.endpoint).await["presence"], "in");
     tool_ok(ts, &hub, &f.endpoint, "clock_out", json!({})).await;
-    assert_eq!(endpoint_row(ts, &f.endpoint).await.presence_seen, "out");
+    assert_eq!(
+        endpoint_row(ts, &f.endpoint).await.presence_seen,
+        Presence::Out
+    );
     assert_eq!(
         presence_row(ts, &other.endpoint).await,
         other_before,
         "only the caller's own row changes"
     );
     tool_ok(ts, &hub, &f.endpoint, "clock_in", json!({})).await;
-    assert_eq!(endpoint_row(ts, &f.endpoint).await.presence_seen, "in");
+    assert_eq!(
+        endpoint_row(ts, &f.endpoint).await.presence_seen,
+        Presence::In
+    );
     assert_eq!(
         endpoint_row(ts, &f.endpoint).await.scope_verbs,
         ["list_todos"],
@@ -659,7 +675,10 @@ async fn repeating_clock_out_or_clock_in_changes_nothing_further(ts: &TestStore)
     set_shift(ts, &hub, &f.endpoint, Some(SHIFT)).await;
     ts.clock.set(at("2026-01-05T14:00:00Z"));
     evaluate(ts, &hub).await;
-    assert_eq!(endpoint_row(ts, &f.endpoint).await.presence_seen, "out");
+    assert_eq!(
+        endpoint_row(ts, &f.endpoint).await.presence_seen,
+        Presence::Out
+    );
     tool_ok(ts, &hub, &f.endpoint, "clock_in", json!({"for": "2h"})).await;
     assert_digest(&s.one("back in against the shift"), "clock_in", 1, "inbox");
     let first = presence_row(ts, &f.endpoint).await;
@@ -852,7 +871,7 @@ async fn the_audit_names_who_changed_presence(ts: &TestStore) {
     ts.clock.advance(minutes(1));
     tool_ok(ts, &hub, &f.endpoint, "clock_in", json!({})).await;
     let row = endpoint_row(ts, &f.endpoint).await;
-    assert_eq!(row.presence_seen, "in");
+    assert_eq!(row.presence_seen, Presence::In);
     assert_eq!(row.presence_changed_at, Some(ts.clock_now()));
     assert_eq!(
         row.presence_changed_by.as_deref(),
@@ -883,7 +902,7 @@ async fn the_audit_names_who_changed_presence(ts: &TestStore) {
     ts.clock.set(at("2026-01-06T13:00:00Z"));
     evaluate(ts, &hub).await;
     let row = endpoint_row(ts, &f.endpoint).await;
-    assert_eq!(row.presence_seen, "out");
+    assert_eq!(row.presence_seen, Presence::Out);
     assert_eq!(row.presence_changed_by.as_deref(), Some("shift"));
 }
 
@@ -905,7 +924,10 @@ async fn a_digest_nobody_could_take_marks_nothing(ts: &TestStore) {
         (None, 0),
         "a failed digest write marks nothing"
     );
-    assert_eq!(endpoint_row(ts, &f.endpoint).await.presence_seen, "in");
+    assert_eq!(
+        endpoint_row(ts, &f.endpoint).await.presence_seen,
+        Presence::In
+    );
 }
 
 async fn a_digest_goes_to_one_session_preferring_a_streaming_one(ts: &TestStore) {
@@ -1021,7 +1043,10 @@ async fn the_evaluator_reads_only_endpoints_that_are_due(ts: &TestStore) {
     assert_eq!(evaluator_tick(&hub.on(&ts.store), 100).await, 0);
     ts.clock.advance(minutes(1));
     assert_eq!(evaluator_tick(&hub.on(&ts.store), 100).await, 1);
-    assert_eq!(endpoint_row(ts, &f.endpoint).await.presence_seen, "in");
+    assert_eq!(
+        endpoint_row(ts, &f.endpoint).await.presence_seen,
+        Presence::In
+    );
     assert_eq!(evaluator_tick(&hub.on(&ts.store), 100).await, 0);
     // A write of inputs makes it due at once.
     tool_ok(ts, &hub, &f.endpoint, "clock_out", json!({})).await;

@@ -322,30 +322,30 @@ pub async fn tool_err(
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PresenceRow {
     pub shift: Option<String>,
-    pub presence_override: Option<String>,
+    pub presence_override: Option<switchboard::domain::presence::Presence>,
     pub override_until: Option<switchboard::domain::Timestamp>,
     pub override_set_at: Option<switchboard::domain::Timestamp>,
-    pub override_by: Option<String>,
-    pub presence_seen: String,
+    pub override_by: Option<switchboard::domain::presence::OverrideBy>,
+    pub presence_seen: switchboard::domain::presence::Presence,
     pub presence_changed_at: Option<switchboard::domain::Timestamp>,
     pub presence_changed_by: Option<String>,
     pub scope_verbs: Vec<String>,
-    pub state: String,
+    pub state: EndpointState,
 }
 
 impl From<&Endpoint> for PresenceRow {
     fn from(e: &Endpoint) -> Self {
         Self {
             shift: e.shift.clone(),
-            presence_override: e.presence_override.clone(),
+            presence_override: e.presence_override,
             override_until: e.override_until,
             override_set_at: e.override_set_at,
             override_by: e.override_by.clone(),
-            presence_seen: e.presence_seen.clone(),
+            presence_seen: e.presence_seen,
             presence_changed_at: e.presence_changed_at,
             presence_changed_by: e.presence_changed_by.clone(),
             scope_verbs: e.scope_verbs.clone(),
-            state: e.state.clone(),
+            state: e.state,
         }
     }
 }
