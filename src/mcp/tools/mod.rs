@@ -14,7 +14,8 @@ use serde_json::{Value, json};
 
 use crate::delivery::Delivery;
 use crate::delivery::presence;
-use crate::store::{Endpoint, Finish, HeartbeatOptions, ReleaseOptions, StoreError};
+use crate::domain::todo::validate_queue_name;
+use crate::store::{Caller, Endpoint, Finish, HeartbeatOptions, ReleaseOptions, StoreError};
 pub use tool::{ParseError, Tool, ToolName};
 
 /// A tool-level failure: returned as a result with `isError: true`.
@@ -90,6 +91,61 @@ fn ok(value: Value) -> Value {
     })
 }
 
+/// A claim's result: the JSON as `structuredContent`, and as text the same
+/// JSON without the payload (in its place `payload_size`, and a `note`
+/// saying where it is), so that the payload is sent once: a claim result
+/// costs at most 1.25 x the payload + 4 KiB (`03-mcp.md`).
+fn ok_claim(value: Value) -> Value {
+    let mut text = value.clone();
+    // `claim_next`: the row is under `todo` (none when empty); `claim`: the
+    // row is the result.
+    let row = if text.get("todo").is_some() {
+        text.get_mut("todo")
+    } else if text.get("id").is_some() {
+        Some(&mut text)
+    } else {
+        None
+    };
+    if let Some(row) = row.and_then(Value::as_object_mut) {
+        let payload = row.remove("payload").unwrap_or(Value::Null);
+        row.remove("payload_preview");
+        if !payload.is_null() {
+            row.insert("payload_size".into(), json!(payload.to_string().len()));
+        } else if !row.contains_key("payload_size") {
+            row.insert("payload_size".into(), json!(0));
+        }
+        let note = if row.contains_key("payload_truncated") {
+            "payload left out: call get_todo for the whole payload (structuredContent has a preview)"
+        } else {
+            "payload left out of this text: it is in structuredContent.payload (get_todo returns it too)"
+        };
+        row.insert("payload_note".into(), json!(note));
+    }
+    json!({
+        "content": [{"type": "text", "text": text.to_string()}],
+        "structuredContent": value
+    })
+}
+
+/// Limits of tool results (`McpConfig`).
+#[derive(Debug, Clone, Copy)]
+pub struct ToolLimits {
+    /// A payload whose JSON text is longer than this many bytes is left out
+    /// of claim results (size and preview instead).
+    pub claim_payload_inline_max: usize,
+}
+
+/// The default inline limit of a claim's payload: 16 KiB.
+pub const CLAIM_PAYLOAD_INLINE_MAX: usize = 16 * 1024;
+
+impl Default for ToolLimits {
+    fn default() -> Self {
+        Self {
+            claim_payload_inline_max: CLAIM_PAYLOAD_INLINE_MAX,
+        }
+    }
+}
+
 /// A result row as JSON (objects with sorted keys, as `json!` builds them).
 fn to_json(row: impl Serialize) -> Result<Value, ToolError> {
     serde_json::to_value(row).map_err(|e| {
@@ -137,6 +193,26 @@ pub async fn call(
     arguments: Option<Value>,
     effects: &mut SideEffects,
 ) -> Result<Value, String> {
+    call_with(
+        delivery,
+        endpoint,
+        name,
+        arguments,
+        effects,
+        ToolLimits::default(),
+    )
+    .await
+}
+
+/// [`call`] with the result limits of this server.
+pub async fn call_with(
+    delivery: &Delivery,
+    endpoint: &Endpoint,
+    name: &str,
+    arguments: Option<Value>,
+    effects: &mut SideEffects,
+    limits: ToolLimits,
+) -> Result<Value, String> {
     let Some(name) = ToolName::parse(name) else {
         return Err(format!("unknown tool {name:?}"));
     };
@@ -146,10 +222,11 @@ pub async fn call(
         );
     }
     let outcome = match Tool::with_arguments(name, arguments) {
-        Ok(tool) => run(delivery, endpoint, tool, effects).await,
+        Ok(tool) => run(delivery, endpoint, tool, effects, limits).await,
         Err(err) => Err(err),
     };
     Ok(match outcome {
+        Ok(value) if matches!(name, ToolName::Claim | ToolName::ClaimNext) => ok_claim(value),
         Ok(value) => ok(value),
         Err(err) => err.into_result(),
     })
@@ -161,12 +238,22 @@ async fn run(
     endpoint: &Endpoint,
     tool: Tool,
     effects: &mut SideEffects,
+    limits: ToolLimits,
 ) -> Result<Value, ToolError> {
     let store = delivery.store();
     let caller = &endpoint.caller();
     match tool {
         Tool::ListTodos(a) => {
-            let limit = a.limit.unwrap_or(50).clamp(1, 200);
+            let limit = a.limit.unwrap_or(LIST_LIMIT_DEFAULT);
+            if !(1..=LIST_LIMIT_MAX).contains(&limit) {
+                return Err(ToolError::invalid(
+                    "limit",
+                    format!("must be between 1 and {LIST_LIMIT_MAX}"),
+                ));
+            }
+            if let Some(queue) = a.queue.as_deref() {
+                check_queue(caller, queue)?;
+            }
             let todos = store
                 .list_todos(caller, a.queue.as_deref(), a.state, limit)
                 .await?;
@@ -180,13 +267,19 @@ async fn run(
         }
         Tool::Claim(a) => {
             let claimed = store.claim(caller, &a.id, a.options()).await?;
-            to_json(rows::ClaimedRow::of(&claimed))
+            to_json(rows::ClaimedRow::of(
+                &claimed,
+                limits.claim_payload_inline_max,
+            ))
         }
         Tool::ClaimNext(a) => {
             let claimed = store
                 .claim_next(caller, a.queue.as_deref(), a.options())
                 .await?;
-            to_json(rows::NextClaim::of(claimed.as_ref()))
+            to_json(rows::NextClaim::of(
+                claimed.as_ref(),
+                limits.claim_payload_inline_max,
+            ))
         }
         Tool::Heartbeat(a) => {
             let options = HeartbeatOptions {
@@ -240,6 +333,22 @@ async fn run(
     }
 }
 
+/// `list_todos`' `limit`: default 50, 1 to 200.
+const LIST_LIMIT_DEFAULT: i64 = 50;
+const LIST_LIMIT_MAX: i64 = 200;
+
+/// A queue argument, checked as `claim_next` checks it (same refusals):
+/// a queue name, and one of the endpoint's queues.
+fn check_queue(caller: &Caller, queue: &str) -> Result<(), ToolError> {
+    validate_queue_name(queue, "queue").map_err(|e| ToolError::invalid(e.field, e.message))?;
+    if !caller.queues.iter().any(|q| q == queue) {
+        return Err(ToolError::forbidden(format!(
+            "queue {queue:?} is not in this endpoint's scope"
+        )));
+    }
+    Ok(())
+}
+
 fn finish(result: Option<Value>, summary: Option<String>, lease_token: Option<String>) -> Finish {
     Finish {
         result,
@@ -253,4 +362,47 @@ async fn presence_of(delivery: &Delivery, endpoint: &Endpoint) -> Result<Value, 
     let store = delivery.store();
     let endpoint = store.unscoped_get_endpoint(&endpoint.id).await?;
     to_json(presence::view(store, &endpoint, store.clock().now()).await)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text_of(result: &Value) -> Value {
+        serde_json::from_str(result["content"][0]["text"].as_str().unwrap()).unwrap()
+    }
+
+    #[test]
+    fn claim_results_send_the_payload_once() {
+        let payload = json!({"blob": "x".repeat(19_000)});
+        let size = payload.to_string().len();
+        let claim = json!({"id": "td_1", "title": "t", "payload": payload, "attempt_seq": 1});
+        let next = json!({"empty": false, "todo": claim.clone(), "attempt_seq": 1});
+        for value in [claim, next] {
+            let result = ok_claim(value.clone());
+            assert_eq!(result["structuredContent"], value);
+            let text = text_of(&result);
+            let row = text.get("todo").unwrap_or(&text);
+            assert!(row.get("payload").is_none());
+            assert_eq!(row["payload_size"], size);
+            assert!(
+                row["payload_note"]
+                    .as_str()
+                    .unwrap()
+                    .contains("structuredContent")
+            );
+            let bytes = result.to_string().len();
+            assert!(bytes * 4 <= size * 5 + 4 * 4096, "{bytes} for {size}");
+        }
+        // Empty: the same JSON.
+        let result = ok_claim(json!({"empty": true}));
+        assert_eq!(text_of(&result), json!({"empty": true}));
+        // Cut: the preview stays out of the text too.
+        let cut = json!({"id": "td_1", "payload": null, "payload_size": 40_000,
+                         "payload_preview": "{", "payload_truncated": true});
+        let text = text_of(&ok_claim(cut));
+        assert!(text.get("payload_preview").is_none());
+        assert_eq!(text["payload_size"], 40_000);
+        assert!(text["payload_note"].as_str().unwrap().contains("get_todo"));
+    }
 }

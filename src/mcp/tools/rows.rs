@@ -62,14 +62,53 @@ impl<'a> RowHead<'a> {
 pub struct FullRow<'a> {
     #[serde(flatten)]
     pub head: RowHead<'a>,
+    /// `null` when a claim result left it out (see [`PayloadCut`]).
     pub payload: Option<&'a Value>,
+    #[serde(flatten)]
+    pub cut: Option<PayloadCut>,
 }
 
 pub fn full_row(t: &Todo) -> FullRow<'_> {
     FullRow {
         head: RowHead::of(t),
         payload: t.payload.as_ref(),
+        cut: None,
     }
+}
+
+/// How much of a payload a claim result previews when it leaves the payload out.
+pub const PAYLOAD_PREVIEW_BYTES: usize = 1024;
+
+/// In a claim result, in place of a payload over the inline limit: its
+/// size, the start of its JSON text, and `payload_truncated: true`
+/// (`get_todo` returns it whole).
+#[derive(Debug, Serialize)]
+pub struct PayloadCut {
+    /// Bytes of the payload's JSON text.
+    pub payload_size: usize,
+    /// The first [`PAYLOAD_PREVIEW_BYTES`] (at most) of that text, cut on a
+    /// character boundary.
+    pub payload_preview: String,
+    pub payload_truncated: bool,
+}
+
+/// The full row of a claim result: the payload inline when its JSON text is
+/// at most `inline_max` bytes, else `payload: null` and a [`PayloadCut`].
+pub fn claim_row(t: &Todo, inline_max: usize) -> FullRow<'_> {
+    let mut row = full_row(t);
+    if let Some(payload) = &t.payload {
+        let text = payload.to_string();
+        if text.len() > inline_max {
+            row.payload = None;
+            row.cut = Some(PayloadCut {
+                payload_size: text.len(),
+                payload_preview: crate::domain::text::cut_to_bytes(&text, PAYLOAD_PREVIEW_BYTES)
+                    .to_owned(),
+                payload_truncated: true,
+            });
+        }
+    }
+    row
 }
 
 /// A list row: the full row without `payload`, with `payload_size` (bytes of JSON).
@@ -188,9 +227,10 @@ pub struct ClaimedRow<'a> {
 }
 
 impl<'a> ClaimedRow<'a> {
-    pub fn of(claimed: &'a Claimed) -> Self {
+    /// With the payload inline up to `inline_max` bytes (see [`claim_row`]).
+    pub fn of(claimed: &'a Claimed, inline_max: usize) -> Self {
         Self {
-            row: full_row(&claimed.todo),
+            row: claim_row(&claimed.todo, inline_max),
             extras: ClaimExtras::of(claimed),
         }
     }
@@ -208,10 +248,11 @@ pub struct NextClaim<'a> {
 }
 
 impl<'a> NextClaim<'a> {
-    pub fn of(claimed: Option<&'a Claimed>) -> Self {
+    /// With the payload inline up to `inline_max` bytes (see [`claim_row`]).
+    pub fn of(claimed: Option<&'a Claimed>, inline_max: usize) -> Self {
         Self {
             empty: claimed.is_none(),
-            todo: claimed.map(|c| full_row(&c.todo)),
+            todo: claimed.map(|c| claim_row(&c.todo, inline_max)),
             extras: claimed.map(ClaimExtras::of),
         }
     }
@@ -390,13 +431,39 @@ mod tests {
             };
             let mut row = old_full_row(&t);
             old_claim_extras(&mut row, &claimed);
-            same(ClaimedRow::of(&claimed), row);
+            same(ClaimedRow::of(&claimed, usize::MAX), row);
 
             let mut next = json!({"empty": false, "todo": old_full_row(&t)});
             old_claim_extras(&mut next, &claimed);
-            same(NextClaim::of(Some(&claimed)), next);
+            same(NextClaim::of(Some(&claimed), usize::MAX), next);
         }
-        same(NextClaim::of(None), json!({"empty": true}));
+        same(NextClaim::of(None, 0), json!({"empty": true}));
+    }
+
+    #[test]
+    fn claim_rows_leave_large_payloads_out() {
+        let mut t = todo(true);
+        // Multi-byte characters, so the preview must find a boundary.
+        let big = "é".repeat(2000);
+        t.payload = Some(json!({"text": big}));
+        let size = t.payload.as_ref().unwrap().to_string().len();
+
+        let inline = serde_json::to_value(claim_row(&t, size)).unwrap();
+        assert_eq!(inline["payload"], *t.payload.as_ref().unwrap());
+        assert!(inline.get("payload_truncated").is_none());
+
+        let cut = serde_json::to_value(claim_row(&t, size - 1)).unwrap();
+        assert_eq!(cut["payload"], Value::Null);
+        assert_eq!(cut["payload_truncated"], true);
+        assert_eq!(cut["payload_size"], size);
+        let preview = cut["payload_preview"].as_str().unwrap();
+        assert!(preview.len() <= PAYLOAD_PREVIEW_BYTES && preview.len() > 1000);
+        assert!(t.payload.as_ref().unwrap().to_string().starts_with(preview));
+
+        // No payload: nothing to leave out.
+        let empty = serde_json::to_value(claim_row(&todo(false), 0)).unwrap();
+        assert_eq!(empty["payload"], Value::Null);
+        assert!(empty.get("payload_truncated").is_none());
     }
 
     #[test]
