@@ -1,6 +1,8 @@
 //! The MCP transport over raw HTTP against the real binary (`03-mcp.md`):
-//! every status code, authentication order, sessions and streams, scope,
-//! argument checking, foreign ids, and liveness stamping.
+//! every status code, authentication order (and its 401 challenges), the
+//! `Origin` check, unsupported protocol versions, sessions and streams,
+//! scope, argument checking, foreign ids, claim result sizes, tool
+//! annotations, and liveness stamping.
 
 mod mcp_support;
 

@@ -180,7 +180,8 @@ fn http_error(status: StatusCode, code: &str, message: &str) -> Response {
 
 /// The endpoint behind the request's bearer credential, bound to the
 /// `/mcp/{slug}` it is addressed to. In order (`03`): the DNS-rebinding
-/// guard, the bearer, the path binding, the liveness stamp, the rate limit.
+/// guard (`Host`), the `Origin` check, the bearer, the path binding, the
+/// liveness stamp, the rate limit.
 ///
 /// Extracted once per request (kept in the request's extensions), so a
 /// handler may take it beside a [`BoundSession`].

@@ -1,7 +1,7 @@
 //! Streamable HTTP: POST (JSON-RPC in, JSON out), GET (the session's
 //! notification stream) and DELETE (end the session). Authentication, the
-//! DNS-rebinding guard, the rate limit, liveness stamping, the session and
-//! the body's checks are extractors (`extract.rs`).
+//! DNS-rebinding guards (`Host`, `Origin`), the rate limit, liveness
+//! stamping, the session and the body's checks are extractors (`extract.rs`).
 
 use std::convert::Infallible;
 
