@@ -862,15 +862,34 @@ async fn tool_results_carry_structured_content_and_the_same_json_as_text() {
     let session = mcp.initialize().await;
     let result = mcp.call(&session, "claim_next", json!({})).await;
     let text: Value = serde_json::from_str(result["content"][0]["text"].as_str().unwrap()).unwrap();
-    // A claim's text is the same JSON without the payload (sent once, in
-    // structuredContent), its size and a note in its place.
-    let mut expected = result["structuredContent"].clone();
-    let todo = expected["todo"].as_object_mut().unwrap();
-    let payload = todo.remove("payload").unwrap();
-    todo.insert("payload_size".into(), json!(payload.to_string().len()));
-    todo.insert("payload_note".into(), text["todo"]["payload_note"].clone());
-    assert!(text["todo"]["payload_note"].is_string());
-    assert_eq!(text, expected);
+    // A claim's text is a summary of the same JSON, without the payload
+    // (sent once, in structuredContent): the row's main keys, its payload's
+    // size, and a note saying where the rest is.
+    let structured = &result["structuredContent"];
+    let todo = &structured["todo"];
+    assert_eq!(
+        text,
+        json!({
+            "empty": false,
+            "todo": {
+                "id": todo["id"], "queue": todo["queue"], "title": todo["title"],
+                "state": "claimed", "attempt": todo["attempt"],
+                "max_attempts": todo["max_attempts"],
+                "lease_expires_at": todo["lease_expires_at"],
+                "payload_size": todo["payload"].to_string().len(),
+                "note": text["todo"]["note"],
+            },
+            "attempt_seq": structured["attempt_seq"],
+            "attempts_total": structured["attempts_total"],
+            "prior_attempts_count": 0,
+        })
+    );
+    assert!(
+        text["todo"]["note"]
+            .as_str()
+            .unwrap()
+            .contains("structuredContent")
+    );
     // Every other result's text is the same JSON as structuredContent.
     let list = mcp.call(&session, "list_todos", json!({})).await;
     let text: Value = serde_json::from_str(list["content"][0]["text"].as_str().unwrap()).unwrap();
@@ -1111,7 +1130,7 @@ async fn claim_results_carry_the_payload_once_and_large_ones_by_reference() {
         };
         assert_eq!(row["payload"], payload, "{name}: the payload inline");
         assert!(row.get("payload_truncated").is_none());
-        // The text is the same JSON without the payload.
+        // The text is a summary without the payload.
         let text: Value =
             serde_json::from_str(result["content"][0]["text"].as_str().unwrap()).unwrap();
         let text_row = if name == "claim" {
@@ -1189,4 +1208,55 @@ async fn tools_list_carries_titles_and_annotations() {
         );
         assert_eq!(hints["openWorldHint"], false, "{name}");
     }
+}
+
+#[tokio::test]
+async fn a_long_history_keeps_claim_results_within_budget() {
+    let server = Server::start(&[]);
+    let ep = server.vend(json!({"agent": "a"})).await;
+    let id = server.push(&ep.slug, "busy").await;
+    let mcp = server.mcp(&ep);
+    let session = mcp.initialize().await;
+    let summary = "s".repeat(2048);
+    for _ in 0..4 {
+        mcp.call_ok(
+            &session,
+            "claim",
+            json!({"id": id, "claimant": "c".repeat(128)}),
+        )
+        .await;
+        mcp.call_ok(
+            &session,
+            "heartbeat",
+            json!({"id": id, "note": "n".repeat(512)}),
+        )
+        .await;
+        mcp.call_ok(&session, "release", json!({"id": id, "summary": summary}))
+            .await;
+    }
+    let answer = mcp.call_raw(&session, "claim_next", json!({})).await;
+    answer.expect(200);
+    let v = answer.json();
+    let claimed = &v["result"]["structuredContent"];
+    let payload = claimed["todo"]["payload"].to_string().len();
+    assert!(
+        answer.body.len() <= payload + payload / 4 + 4096,
+        "{} bytes",
+        answer.body.len()
+    );
+    let prior = claimed["prior_attempts"].as_array().unwrap();
+    assert_eq!(prior.len(), 4, "{claimed}");
+    for attempt in prior {
+        assert_eq!(attempt["summary_truncated"], true, "{attempt}");
+        assert!(attempt["summary"].as_str().unwrap_or("").len() < 2048);
+    }
+    // get_todo has the history whole.
+    let detail = mcp.call_ok(&session, "get_todo", json!({"id": id})).await;
+    let whole = detail["attempts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["summary"] == summary.as_str())
+        .count();
+    assert_eq!(whole, 4, "{detail}");
 }

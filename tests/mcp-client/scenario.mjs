@@ -132,21 +132,32 @@ async function connect(options = {}) {
 }
 
 /**
- * What a claim's text holds: the same JSON as structuredContent without the
- * payload (sent once), with payload_size and payload_note in its place.
+ * What a claim's text holds: a summary of structuredContent without the
+ * payload (sent once): the row's main keys, payload_size, a note, and the
+ * claim's counters.
  */
 function claimText(structured, note) {
-  const text = JSON.parse(JSON.stringify(structured));
-  const row = "todo" in text ? text.todo : "id" in text ? text : null;
-  if (row) {
-    const payload = row.payload;
-    delete row.payload;
-    delete row.payload_preview;
-    if (payload !== null && payload !== undefined) row.payload_size = Buffer.byteLength(JSON.stringify(payload));
-    else if (row.payload_size === undefined) row.payload_size = 0;
-    row.payload_note = note;
+  if (structured.empty === true) return structured;
+  const row = structured.todo ?? structured;
+  const brief = {};
+  for (const key of ["id", "queue", "title", "state", "attempt", "max_attempts", "lease_expires_at"]) {
+    brief[key] = row[key] ?? null;
   }
-  return text;
+  const truncated = row.payload_truncated === true;
+  brief.payload_size = truncated
+    ? row.payload_size
+    : row.payload === null || row.payload === undefined
+      ? 0
+      : Buffer.byteLength(JSON.stringify(row.payload));
+  if (truncated) brief.payload_truncated = true;
+  brief.note = note;
+  const extras = {
+    attempt_seq: structured.attempt_seq,
+    attempts_total: structured.attempts_total,
+    prior_attempts_count: structured.prior_attempts?.length ?? 0,
+  };
+  if (structured.lease_token !== undefined) extras.lease_token = structured.lease_token;
+  return "todo" in structured ? { empty: false, todo: brief, ...extras } : { ...brief, ...extras };
 }
 
 /** Same JSON, whatever the key order. */
@@ -163,7 +174,7 @@ function sameJson(a, b) {
 /**
  * Asserts the result is a success; returns its structured content. The text
  * is the same JSON as structuredContent, except for a claim (claim,
- * claim_next): the same JSON without the payload.
+ * claim_next): a summary of it without the payload.
  */
 function ok(result, what) {
   check(!result.isError, `${what} failed`, result);
@@ -173,15 +184,15 @@ function ok(result, what) {
   const parsed = JSON.parse(text);
   const isClaim = result.toolName === "claim" || result.toolName === "claim_next";
   const row = parsed.todo ?? parsed;
-  const expected = isClaim ? claimText(result.structuredContent, row.payload_note) : result.structuredContent;
+  const expected = isClaim ? claimText(result.structuredContent, row.note) : result.structuredContent;
   if (isClaim && result.structuredContent.empty !== true) {
-    check(typeof row.payload_note === "string", `${what}: the text has no payload_note`, result);
+    check(typeof row.note === "string", `${what}: the claim's text has no note`, result);
     check(!("payload" in row), `${what}: the text repeats the payload`, result);
   }
   check(
     sameJson(parsed, expected),
     isClaim
-      ? `${what}: the text is not the claim's JSON without the payload`
+      ? `${what}: the text is not the claim's summary`
       : `${what}: the text is not the same JSON as structuredContent`,
     result,
   );
@@ -203,7 +214,7 @@ function toolError(result, what) {
 
 async function call(client, name, args = {}) {
   const result = await waitFor(client.callTool({ name, arguments: args }), `tools/call ${name}`);
-  // So that ok() knows a claim's result (whose text leaves the payload out).
+  // So that ok() knows a claim's result (whose text is a summary).
   Object.defineProperty(result, "toolName", { value: name, enumerable: false });
   return result;
 }

@@ -91,40 +91,129 @@ fn ok(value: Value) -> Value {
     })
 }
 
-/// A claim's result: the JSON as `structuredContent`, and as text the same
-/// JSON without the payload (in its place `payload_size`, and a `note`
-/// saying where it is), so that the payload is sent once: a claim result
-/// costs at most 1.25 x the payload + 4 KiB (`03-mcp.md`).
+/// A claim's result: the JSON as `structuredContent`, and as text a short
+/// summary of it, so that the payload (and the prior attempts) are sent
+/// once: a claim result costs at most 1.25 x the payload + 4 KiB
+/// (`03-mcp.md`). See [`claim_summary`].
 fn ok_claim(value: Value) -> Value {
-    let mut text = value.clone();
-    // `claim_next`: the row is under `todo` (none when empty); `claim`: the
-    // row is the result.
-    let row = if text.get("todo").is_some() {
-        text.get_mut("todo")
-    } else if text.get("id").is_some() {
-        Some(&mut text)
-    } else {
-        None
-    };
-    if let Some(row) = row.and_then(Value::as_object_mut) {
-        let payload = row.remove("payload").unwrap_or(Value::Null);
-        row.remove("payload_preview");
-        if !payload.is_null() {
-            row.insert("payload_size".into(), json!(payload.to_string().len()));
-        } else if !row.contains_key("payload_size") {
-            row.insert("payload_size".into(), json!(0));
-        }
-        let note = if row.contains_key("payload_truncated") {
-            "payload left out: call get_todo for the whole payload (structuredContent has a preview)"
-        } else {
-            "payload left out of this text: it is in structuredContent.payload (get_todo returns it too)"
-        };
-        row.insert("payload_note".into(), json!(note));
-    }
     json!({
-        "content": [{"type": "text", "text": text.to_string()}],
+        "content": [{"type": "text", "text": claim_summary(&value).to_string()}],
         "structuredContent": value
     })
+}
+
+/// Room left for the JSON-RPC envelope around a tool result.
+const ENVELOPE_BYTES: usize = 256;
+
+/// A claim's `structuredContent` (`claim` when `by_id`, else `claim_next`):
+/// the payload inline up to `inline_max`, and the prior attempts' free text
+/// cut by the first [`rows::PriorCut::LEVELS`] that keeps the whole result
+/// within 1.25 x the inline payload + 4 KiB; past the last, no prior
+/// attempts at all (`attempts_total` still counts them).
+fn claim_result(
+    claimed: &crate::store::Claimed,
+    by_id: bool,
+    inline_max: usize,
+) -> Result<Value, ToolError> {
+    let build = |cut| {
+        if by_id {
+            to_json(rows::ClaimedRow::of(claimed, inline_max, cut))
+        } else {
+            to_json(rows::NextClaim::of(Some(claimed), inline_max, cut))
+        }
+    };
+    let mut value = Value::Null;
+    for cut in rows::PriorCut::LEVELS {
+        value = build(cut)?;
+        if within_budget(&value) {
+            return Ok(value);
+        }
+    }
+    if let Some(prior) = value.get_mut("prior_attempts") {
+        *prior = json!([]);
+    }
+    Ok(value)
+}
+
+/// Whether a claim's result, as sent (see [`ok_claim`]), costs at most
+/// 1.25 x its inline payload + 4 KiB, leaving [`ENVELOPE_BYTES`] for the
+/// JSON-RPC envelope.
+fn within_budget(value: &Value) -> bool {
+    let row = value.get("todo").unwrap_or(value);
+    let payload = row
+        .get("payload")
+        .filter(|p| !p.is_null())
+        .map_or(0, |p| p.to_string().len());
+    let bytes = ok_claim(value.clone()).to_string().len();
+    bytes + ENVELOPE_BYTES <= payload + payload / 4 + 4096
+}
+
+/// The row keys a claim's text repeats.
+const SUMMARY_ROW_KEYS: [&str; 7] = [
+    "id",
+    "queue",
+    "title",
+    "state",
+    "attempt",
+    "max_attempts",
+    "lease_expires_at",
+];
+
+/// A claim result in brief, shaped like it: `{empty: true}` as is; else the
+/// row's [`SUMMARY_ROW_KEYS`] (under `todo` for `claim_next`) with
+/// `payload_size` (and `payload_truncated` when it was left out) and a
+/// `note` saying where the rest is, beside `attempt_seq`, `attempts_total`,
+/// `prior_attempts_count` and `lease_token` (fenced claims).
+pub fn claim_summary(value: &Value) -> Value {
+    if value.get("empty") == Some(&Value::Bool(true)) {
+        return value.clone();
+    }
+    let nested = value.get("todo").is_some();
+    let row = value.get("todo").unwrap_or(value);
+    let mut brief = serde_json::Map::new();
+    for key in SUMMARY_ROW_KEYS {
+        brief.insert(key.into(), row.get(key).cloned().unwrap_or(Value::Null));
+    }
+    let truncated = row.get("payload_truncated") == Some(&Value::Bool(true));
+    let size = match row.get("payload") {
+        _ if truncated => row.get("payload_size").cloned().unwrap_or(json!(0)),
+        Some(p) if !p.is_null() => json!(p.to_string().len()),
+        _ => json!(0),
+    };
+    brief.insert("payload_size".into(), size);
+    if truncated {
+        brief.insert("payload_truncated".into(), json!(true));
+    }
+    brief.insert(
+        "note".into(),
+        json!(if truncated {
+            "A summary. The payload is over the inline limit: get_todo returns it whole; \
+             structuredContent has a preview and prior_attempts."
+        } else {
+            "A summary. structuredContent has the whole result (payload, prior_attempts); \
+             get_todo returns the todo too."
+        }),
+    );
+    let mut extras = serde_json::Map::new();
+    for key in ["attempt_seq", "attempts_total"] {
+        extras.insert(key.into(), value.get(key).cloned().unwrap_or(Value::Null));
+    }
+    let prior = value
+        .get("prior_attempts")
+        .and_then(Value::as_array)
+        .map_or(0, Vec::len);
+    extras.insert("prior_attempts_count".into(), json!(prior));
+    if let Some(token) = value.get("lease_token") {
+        extras.insert("lease_token".into(), token.clone());
+    }
+    if nested {
+        extras.insert("empty".into(), json!(false));
+        extras.insert("todo".into(), Value::Object(brief));
+        Value::Object(extras)
+    } else {
+        brief.extend(extras);
+        Value::Object(brief)
+    }
 }
 
 /// Limits of tool results (`McpConfig`).
@@ -267,19 +356,16 @@ async fn run(
         }
         Tool::Claim(a) => {
             let claimed = store.claim(caller, &a.id, a.options()).await?;
-            to_json(rows::ClaimedRow::of(
-                &claimed,
-                limits.claim_payload_inline_max,
-            ))
+            claim_result(&claimed, true, limits.claim_payload_inline_max)
         }
         Tool::ClaimNext(a) => {
             let claimed = store
                 .claim_next(caller, a.queue.as_deref(), a.options())
                 .await?;
-            to_json(rows::NextClaim::of(
-                claimed.as_ref(),
-                limits.claim_payload_inline_max,
-            ))
+            match claimed {
+                Some(claimed) => claim_result(&claimed, false, limits.claim_payload_inline_max),
+                None => to_json(rows::NextClaim::of(None, 0, rows::PriorCut::WHOLE)),
+            }
         }
         Tool::Heartbeat(a) => {
             let options = HeartbeatOptions {
@@ -376,8 +462,11 @@ mod tests {
     fn claim_results_send_the_payload_once() {
         let payload = json!({"blob": "x".repeat(19_000)});
         let size = payload.to_string().len();
-        let claim = json!({"id": "td_1", "title": "t", "payload": payload, "attempt_seq": 1});
-        let next = json!({"empty": false, "todo": claim.clone(), "attempt_seq": 1});
+        let claim = json!({"id": "td_1", "title": "t", "payload": payload, "attempt_seq": 1,
+                           "attempts_total": 2, "prior_attempts": [{"seq": 1}],
+                           "lease_token": "lt_1"});
+        let next = json!({"empty": false, "todo": claim.clone(), "attempt_seq": 1,
+                          "attempts_total": 2, "prior_attempts": [{"seq": 1}]});
         for value in [claim, next] {
             let result = ok_claim(value.clone());
             assert_eq!(result["structuredContent"], value);
@@ -385,15 +474,19 @@ mod tests {
             let row = text.get("todo").unwrap_or(&text);
             assert!(row.get("payload").is_none());
             assert_eq!(row["payload_size"], size);
-            assert!(
-                row["payload_note"]
-                    .as_str()
-                    .unwrap()
-                    .contains("structuredContent")
-            );
+            assert_eq!(row["id"], "td_1");
+            assert_eq!(row["title"], "t");
+            assert!(row["note"].as_str().unwrap().contains("structuredContent"));
+            assert_eq!(text["prior_attempts_count"], 1);
+            assert_eq!(text["attempt_seq"], 1);
+            assert!(text.get("prior_attempts").is_none());
             let bytes = result.to_string().len();
             assert!(bytes * 4 <= size * 5 + 4 * 4096, "{bytes} for {size}");
         }
+        assert_eq!(
+            text_of(&ok_claim(json!({"id": "td_1", "lease_token": "lt_1"})))["lease_token"],
+            "lt_1"
+        );
         // Empty: the same JSON.
         let result = ok_claim(json!({"empty": true}));
         assert_eq!(text_of(&result), json!({"empty": true}));
@@ -403,6 +496,7 @@ mod tests {
         let text = text_of(&ok_claim(cut));
         assert!(text.get("payload_preview").is_none());
         assert_eq!(text["payload_size"], 40_000);
-        assert!(text["payload_note"].as_str().unwrap().contains("get_todo"));
+        assert_eq!(text["payload_truncated"], true);
+        assert!(text["note"].as_str().unwrap().contains("get_todo"));
     }
 }

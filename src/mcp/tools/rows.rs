@@ -159,6 +159,63 @@ pub fn attempt(a: &Attempt) -> AttemptRow<'_> {
     }
 }
 
+/// How much of each prior attempt's free text a claim result carries (the
+/// whole is in `get_todo`'s `attempts`): `summary`, heartbeat `note` and
+/// `claimant`, in bytes. A claim result stays small whatever the history
+/// (`03-mcp.md`: at most 1.25 x the payload + 4 KiB); the tools try
+/// [`PriorCut::LEVELS`] in turn until it does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PriorCut {
+    pub summary: usize,
+    pub note: usize,
+    pub claimant: usize,
+}
+
+impl PriorCut {
+    /// Nothing cut.
+    pub const WHOLE: PriorCut = PriorCut {
+        summary: usize::MAX,
+        note: usize::MAX,
+        claimant: usize::MAX,
+    };
+
+    /// Shorter and shorter; the last leaves the free text out.
+    pub const LEVELS: [PriorCut; 3] = [
+        PriorCut {
+            summary: 160,
+            note: 80,
+            claimant: 128,
+        },
+        PriorCut {
+            summary: 48,
+            note: 24,
+            claimant: 24,
+        },
+        PriorCut {
+            summary: 0,
+            note: 0,
+            claimant: 0,
+        },
+    ];
+}
+
+/// An attempt as a claim's `prior_attempts` shows it: its free text cut to
+/// `cut` (`summary_truncated` says when the summary was; a text cut to
+/// nothing is `null`).
+pub fn prior_attempt(a: &Attempt, cut: PriorCut) -> AttemptRow<'_> {
+    fn shorten(text: Option<&str>, max: usize) -> Option<&str> {
+        text.map(|t| crate::domain::text::cut_to_bytes(t, max))
+            .filter(|t| !t.is_empty() || max > 0)
+    }
+    let mut row = attempt(a);
+    let summary = shorten(row.summary, cut.summary);
+    row.summary_truncated |= summary.map_or(0, str::len) < row.summary.map_or(0, str::len);
+    row.summary = summary;
+    row.note = shorten(row.note, cut.note);
+    row.claimant = shorten(row.claimant, cut.claimant);
+    row
+}
+
 /// `list_todos`.
 #[derive(Debug, Serialize)]
 pub struct TodoList<'a> {
@@ -207,11 +264,15 @@ pub struct ClaimExtras<'a> {
 }
 
 impl<'a> ClaimExtras<'a> {
-    fn of(claimed: &'a Claimed) -> Self {
+    fn of(claimed: &'a Claimed, cut: PriorCut) -> Self {
         Self {
             attempt_seq: claimed.attempt_seq,
             attempts_total: claimed.todo.attempts_total,
-            prior_attempts: claimed.prior_attempts.iter().map(attempt).collect(),
+            prior_attempts: claimed
+                .prior_attempts
+                .iter()
+                .map(|a| prior_attempt(a, cut))
+                .collect(),
             lease_token: claimed.lease_token.as_deref(),
         }
     }
@@ -227,11 +288,12 @@ pub struct ClaimedRow<'a> {
 }
 
 impl<'a> ClaimedRow<'a> {
-    /// With the payload inline up to `inline_max` bytes (see [`claim_row`]).
-    pub fn of(claimed: &'a Claimed, inline_max: usize) -> Self {
+    /// With the payload inline up to `inline_max` bytes (see [`claim_row`])
+    /// and the prior attempts' free text cut to `cut`.
+    pub fn of(claimed: &'a Claimed, inline_max: usize, cut: PriorCut) -> Self {
         Self {
             row: claim_row(&claimed.todo, inline_max),
-            extras: ClaimExtras::of(claimed),
+            extras: ClaimExtras::of(claimed, cut),
         }
     }
 }
@@ -248,12 +310,13 @@ pub struct NextClaim<'a> {
 }
 
 impl<'a> NextClaim<'a> {
-    /// With the payload inline up to `inline_max` bytes (see [`claim_row`]).
-    pub fn of(claimed: Option<&'a Claimed>, inline_max: usize) -> Self {
+    /// With the payload inline up to `inline_max` bytes (see [`claim_row`])
+    /// and the prior attempts' free text cut to `cut`.
+    pub fn of(claimed: Option<&'a Claimed>, inline_max: usize, cut: PriorCut) -> Self {
         Self {
             empty: claimed.is_none(),
             todo: claimed.map(|c| claim_row(&c.todo, inline_max)),
-            extras: claimed.map(ClaimExtras::of),
+            extras: claimed.map(|c| ClaimExtras::of(c, cut)),
         }
     }
 }
@@ -431,13 +494,19 @@ mod tests {
             };
             let mut row = old_full_row(&t);
             old_claim_extras(&mut row, &claimed);
-            same(ClaimedRow::of(&claimed, usize::MAX), row);
+            same(ClaimedRow::of(&claimed, usize::MAX, PriorCut::WHOLE), row);
 
             let mut next = json!({"empty": false, "todo": old_full_row(&t)});
             old_claim_extras(&mut next, &claimed);
-            same(NextClaim::of(Some(&claimed), usize::MAX), next);
+            same(
+                NextClaim::of(Some(&claimed), usize::MAX, PriorCut::WHOLE),
+                next,
+            );
         }
-        same(NextClaim::of(None, 0), json!({"empty": true}));
+        same(
+            NextClaim::of(None, 0, PriorCut::WHOLE),
+            json!({"empty": true}),
+        );
     }
 
     #[test]
@@ -464,6 +533,72 @@ mod tests {
         let empty = serde_json::to_value(claim_row(&todo(false), 0)).unwrap();
         assert_eq!(empty["payload"], Value::Null);
         assert!(empty.get("payload_truncated").is_none());
+    }
+
+    /// The worst history and labels the store allows, every character one
+    /// JSON must escape: a claim result still costs at most 1.25 x the
+    /// payload + 4 KiB, whole JSON-RPC answer included.
+    #[test]
+    fn claim_results_stay_within_their_budget() {
+        use crate::domain::todo::{
+            MAX_CLAIMANT_BYTES, MAX_LABEL_BYTES, MAX_NOTE_BYTES, MAX_SUMMARY_BYTES,
+            MAX_TITLE_BYTES, PRIOR_ATTEMPTS_ON_CLAIM,
+        };
+        let quotes = |n: usize| "\"".repeat(n);
+        let mut t = todo(true);
+        t.id = format!("td_{}", "0".repeat(32));
+        t.queue = "q".repeat(64);
+        t.title = quotes(MAX_TITLE_BYTES);
+        t.kind = Some(quotes(MAX_LABEL_BYTES));
+        t.source = Some(quotes(MAX_LABEL_BYTES));
+        t.owner = Some(format!("agent:ag_{}", "0".repeat(32)));
+        let mut prior = attempt_of(true);
+        prior.claimant = Some(quotes(MAX_CLAIMANT_BYTES));
+        prior.summary = Some(quotes(MAX_SUMMARY_BYTES));
+        prior.note = Some(quotes(MAX_NOTE_BYTES));
+        let inline_max = 16 * 1024;
+        for payload_bytes in [0, 100, 4_000, inline_max - 20, inline_max + 100, 200_000] {
+            t.payload = (payload_bytes > 0).then(|| json!("\"".repeat(payload_bytes / 2)));
+            let size = t.payload.as_ref().map_or(0, |p| p.to_string().len());
+            let claimed = Claimed {
+                todo: t.clone(),
+                attempt_seq: 99,
+                prior_attempts: vec![prior.clone(); PRIOR_ATTEMPTS_ON_CLAIM as usize],
+                lease_token: Some(format!("lt_{}", "0".repeat(32))),
+            };
+            for by_id in [false, true] {
+                let result = super::super::claim_result(&claimed, by_id, inline_max).unwrap();
+                let answer = crate::mcp::jsonrpc::success(&json!(123_456), result);
+                let bytes = answer.to_string().len();
+                let budget = size + size / 4 + 4096;
+                assert!(
+                    bytes <= budget,
+                    "{bytes} bytes for a {size}-byte payload (budget {budget})"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn prior_attempts_in_claims_are_cut_short() {
+        let mut a = attempt_of(true);
+        a.summary = Some("é".repeat(1000));
+        a.summary_truncated = false;
+        a.note = Some("n".repeat(500));
+        let first = PriorCut::LEVELS[0];
+        let row = prior_attempt(&a, first);
+        assert!(row.summary.unwrap().len() <= first.summary);
+        assert!(row.summary_truncated);
+        assert_eq!(row.note.unwrap().len(), first.note);
+        assert_eq!(row.claimant, Some("me"));
+        let short = attempt_of(true);
+        let row = prior_attempt(&short, first);
+        assert_eq!((row.summary, row.note), (Some("sum"), Some("n")));
+        let none = prior_attempt(&a, PriorCut::LEVELS[2]);
+        assert_eq!((none.summary, none.note, none.claimant), (None, None, None));
+        assert!(none.summary_truncated);
+        // get_todo's attempts are whole.
+        assert_eq!(attempt(&a).summary.unwrap().len(), 2000);
     }
 
     #[test]

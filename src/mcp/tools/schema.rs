@@ -74,7 +74,7 @@ fn claim_extras() -> Value {
     json!({
         "attempt_seq": {"type": "integer"},
         "attempts_total": {"type": "integer"},
-        "prior_attempts": {"type": "array", "items": attempt_schema()},
+        "prior_attempts": {"type": "array", "items": attempt_schema(), "description": "The last closed attempts, their summary, note and claimant cut short (get_todo has them whole)."},
         "lease_token": {"type": "string", "description": "Only for require_fence claims; pass it to heartbeat/complete/fail/release."}
     })
 }
@@ -99,7 +99,8 @@ fn claim_row_schema() -> Value {
 /// Said by both claim tools.
 const LARGE_PAYLOADS: &str = "A payload over the inline limit (16 KiB of JSON by default) is \
      left out (payload: null) with payload_truncated: true, payload_size and a payload_preview; \
-     get_todo returns it whole. The text content omits the payload (it is in structuredContent).";
+     get_todo returns it whole, with the attempt history uncut. The text content is a summary \
+     without the payload; structuredContent has the whole result.";
 
 fn merge(mut a: Value, b: Value) -> Value {
     if let (Some(a), Some(b)) = (a.as_object_mut(), b.as_object()) {
