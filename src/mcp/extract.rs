@@ -35,9 +35,13 @@ pub enum McpRejection {
     Path(PathRejection),
     /// 403: the DNS-rebinding guard (a non-loopback `Host`).
     NotLoopback,
+    /// 403: an `Origin` header that is present and not allowed (see
+    /// [`origin_allowed`]).
+    OriginNotAllowed,
     /// 401 with `WWW-Authenticate`: no, or no live, `sbk_` credential. One
-    /// answer whatever was wrong.
-    Unauthenticated,
+    /// body whatever was wrong; the header adds `error="invalid_token"`
+    /// when a bearer token was presented (RFC 6750 section 3.1).
+    Unauthenticated { token_presented: bool },
     /// 403: the credential is another endpoint's.
     ForeignCredential,
     /// 503: the store could not authenticate.
@@ -48,8 +52,13 @@ pub enum McpRejection {
     UnsupportedMediaType,
     /// 413: a POST body over [`MAX_BODY_BYTES`].
     PayloadTooLarge,
-    /// 400: an `MCP-Protocol-Version` we do not speak.
-    UnsupportedProtocolVersion,
+    /// 400: an `MCP-Protocol-Version` we do not speak: a JSON-RPC error,
+    /// -32601 for a method of a newer protocol (`server/discover`), else
+    /// -32600, with `data.supported`.
+    UnsupportedProtocolVersion {
+        id: Option<Value>,
+        newer_method: bool,
+    },
     /// 400: GET/DELETE without `Mcp-Session-Id`.
     SessionRequired,
     /// 400: a POST (other than `initialize`) without `Mcp-Session-Id`.
@@ -76,7 +85,7 @@ impl IntoResponse for McpRejection {
         let (status, code, message) = match self {
             Self::Path(rejection) => return rejection.into_response(),
             Self::Rpc { status, body } => return rpc_response(status, body),
-            Self::Unauthenticated => {
+            Self::Unauthenticated { token_presented } => {
                 let mut response = http_error(
                     StatusCode::UNAUTHORIZED,
                     "unauthenticated",
@@ -84,9 +93,27 @@ impl IntoResponse for McpRejection {
                 );
                 response.headers_mut().insert(
                     header::WWW_AUTHENTICATE,
-                    HeaderValue::from_static("Bearer realm=\"switchboard\""),
+                    HeaderValue::from_static(if token_presented {
+                        "Bearer realm=\"switchboard\", error=\"invalid_token\""
+                    } else {
+                        "Bearer realm=\"switchboard\""
+                    }),
                 );
                 return response;
+            }
+            Self::UnsupportedProtocolVersion { id, newer_method } => {
+                let (code, message) = if newer_method {
+                    (
+                        jsonrpc::METHOD_NOT_FOUND,
+                        "method not found in the protocol versions this server speaks; \
+                         call initialize",
+                    )
+                } else {
+                    (jsonrpc::INVALID_REQUEST, "unsupported MCP-Protocol-Version")
+                };
+                let mut body = jsonrpc::error(id.as_ref(), code, message);
+                body["error"]["data"] = json!({"supported": PROTOCOL_VERSIONS});
+                return rpc_response(StatusCode::BAD_REQUEST, body);
             }
             Self::RateLimited { retry_after_secs } => {
                 let mut response = http_error(
@@ -104,6 +131,11 @@ impl IntoResponse for McpRejection {
                 "forbidden",
                 "this server only answers requests addressed to the loopback interface",
             ),
+            Self::OriginNotAllowed => (
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                "this Origin is not allowed",
+            ),
             Self::ForeignCredential => (
                 StatusCode::FORBIDDEN,
                 "forbidden",
@@ -119,11 +151,6 @@ impl IntoResponse for McpRejection {
                 StatusCode::PAYLOAD_TOO_LARGE,
                 "payload_too_large",
                 "the body exceeds 1 MiB",
-            ),
-            Self::UnsupportedProtocolVersion => (
-                StatusCode::BAD_REQUEST,
-                "invalid_argument",
-                "unsupported MCP-Protocol-Version",
             ),
             Self::SessionRequired => (
                 StatusCode::BAD_REQUEST,
@@ -153,7 +180,8 @@ fn http_error(status: StatusCode, code: &str, message: &str) -> Response {
 
 /// The endpoint behind the request's bearer credential, bound to the
 /// `/mcp/{slug}` it is addressed to. In order (`03`): the DNS-rebinding
-/// guard, the bearer, the path binding, the liveness stamp, the rate limit.
+/// guard (`Host`), the `Origin` check, the bearer, the path binding, the
+/// liveness stamp, the rate limit.
 ///
 /// Extracted once per request (kept in the request's extensions), so a
 /// handler may take it beside a [`BoundSession`].
@@ -187,17 +215,31 @@ async fn authenticate(
     if state.mcp.config.loopback_guard && !host_is_loopback(headers) {
         return Err(McpRejection::NotLoopback);
     }
-    let token = headers
+    if let Some(origin) = headers.get(header::ORIGIN) {
+        let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
+        let allowed = origin
+            .to_str()
+            .is_ok_and(|o| origin_allowed(o, host, state.mcp.config.loopback_guard));
+        if !allowed {
+            return Err(McpRejection::OriginNotAllowed);
+        }
+    }
+    let bearer = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.split_once(' '))
         .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
         .map(|(_, token)| token.trim())
-        .filter(|t| t.starts_with("sbk_"))
-        .ok_or(McpRejection::Unauthenticated)?;
+        .filter(|t| !t.is_empty());
+    let refused = McpRejection::Unauthenticated {
+        token_presented: bearer.is_some(),
+    };
+    let Some(token) = bearer.filter(|t| t.starts_with("sbk_")) else {
+        return Err(refused);
+    };
     let endpoint = match state.store.authenticate_endpoint(&sha256_hex(token)).await {
         Ok(Some(endpoint)) => endpoint,
-        Ok(None) => return Err(McpRejection::Unauthenticated),
+        Ok(None) => return Err(refused),
         Err(e) => {
             tracing::error!(error = %e, "endpoint authentication failed");
             return Err(McpRejection::Unavailable);
@@ -215,6 +257,48 @@ async fn authenticate(
         });
     }
     Ok(endpoint)
+}
+
+/// Whether a browser page of `origin` may talk to `/mcp` (`03-mcp.md`; the
+/// MCP transport requires servers to validate `Origin` against DNS
+/// rebinding). Allowed: the request's own origin (`http://` or `https://`
+/// and exactly its `Host`), and, when we listen on loopback, any loopback
+/// origin (`http(s)://localhost`, `127.0.0.1` or `[::1]`, any port).
+/// Everything else, `null` included, is refused. A request without `Origin`
+/// (not from a browser) is not asked.
+pub fn origin_allowed(origin: &str, host: Option<&str>, loopback: bool) -> bool {
+    let origin = origin.trim();
+    let Some((scheme, authority)) = origin.split_once("://") else {
+        return false;
+    };
+    if !(scheme.eq_ignore_ascii_case("http") || scheme.eq_ignore_ascii_case("https"))
+        || authority.is_empty()
+        || authority.contains(['/', '@', '?', '#'])
+    {
+        return false;
+    }
+    if host.is_some_and(|h| h.trim().eq_ignore_ascii_case(authority)) {
+        return true;
+    }
+    if !loopback {
+        return false;
+    }
+    let (name, port) = if let Some(rest) = authority.strip_prefix('[') {
+        match rest.split_once(']') {
+            Some((name, port)) => (name, port),
+            None => return false,
+        }
+    } else {
+        match authority.find(':') {
+            Some(i) => (&authority[..i], &authority[i..]),
+            None => (authority, ""),
+        }
+    };
+    let port_ok = port.is_empty()
+        || port.strip_prefix(':').is_some_and(|p| {
+            !p.is_empty() && p.len() <= 5 && p.bytes().all(|b| b.is_ascii_digit())
+        });
+    port_ok && (name.eq_ignore_ascii_case("localhost") || name == "127.0.0.1" || name == "::1")
 }
 
 /// `Host` must name the loopback interface when we listen on it.
@@ -320,12 +404,12 @@ impl FromRequest<McpState> for RpcMessage {
         if !is_json {
             return Err(McpRejection::UnsupportedMediaType);
         }
-        let protocol_ok = protocol_header_ok(headers);
+        let protocol = unsupported_protocol(headers);
         let body: Bytes = axum::body::to_bytes(request.into_body(), MAX_BODY_BYTES)
             .await
             .map_err(|_| McpRejection::PayloadTooLarge)?;
-        if !protocol_ok {
-            return Err(McpRejection::UnsupportedProtocolVersion);
+        if let Some(version) = protocol {
+            return Err(protocol_refusal(&version, &body));
         }
         let value: Value = serde_json::from_slice(&body)
             .map_err(|_| McpRejection::rpc(jsonrpc::PARSE_ERROR, "parse error"))?;
@@ -345,12 +429,53 @@ impl FromRequest<McpState> for RpcMessage {
     }
 }
 
-fn protocol_header_ok(headers: &HeaderMap) -> bool {
-    match headers.get(PROTOCOL_HEADER).and_then(|v| v.to_str().ok()) {
-        None => true,
-        Some(v) => PROTOCOL_VERSIONS.contains(&v),
+/// The `MCP-Protocol-Version` header when it names a version we do not
+/// speak (an unreadable one reads as empty).
+fn unsupported_protocol(headers: &HeaderMap) -> Option<String> {
+    let value = headers.get(PROTOCOL_HEADER)?;
+    let version = value.to_str().unwrap_or("").trim();
+    (!PROTOCOL_VERSIONS.contains(&version)).then(|| version.to_owned())
+}
+
+/// The refusal of a message sent under an unsupported protocol `version`:
+/// -32601 when the version is newer than ours and the method is none of
+/// ours (a 2026-era request such as `server/discover`, so the client falls
+/// back to `initialize`), else -32600. The message's id is kept when the
+/// body is a JSON-RPC request.
+fn protocol_refusal(version: &str, body: &[u8]) -> McpRejection {
+    let message: Option<Incoming> = serde_json::from_slice(body).ok();
+    let id = message
+        .as_ref()
+        .and_then(|m| m.id.clone())
+        .filter(|id| id.is_string() || id.is_number());
+    let method = message.as_ref().and_then(|m| m.method.as_deref());
+    McpRejection::UnsupportedProtocolVersion {
+        id,
+        newer_method: newer_than_ours(version) && method.is_some_and(|m| !is_known_method(m)),
     }
 }
+
+/// A protocol version later than our newest (versions are dates, `YYYY-MM-DD`).
+fn newer_than_ours(version: &str) -> bool {
+    let is_date = version.len() == 10
+        && version.bytes().enumerate().all(|(i, b)| {
+            if i == 4 || i == 7 {
+                b == b'-'
+            } else {
+                b.is_ascii_digit()
+            }
+        });
+    is_date && version > PROTOCOL_VERSIONS[0]
+}
+
+/// A method of the protocol versions we speak (ours, or one we accept as a
+/// notification such as `notifications/initialized`).
+pub(super) fn is_known_method(method: &str) -> bool {
+    KNOWN_METHODS.contains(&method) || method.starts_with("notifications/")
+}
+
+/// The requests we answer.
+pub(super) const KNOWN_METHODS: [&str; 4] = ["initialize", "ping", "tools/list", "tools/call"];
 
 #[cfg(test)]
 mod tests {
@@ -384,6 +509,77 @@ mod tests {
         assert!(!host_is_loopback(&HeaderMap::new()));
     }
 
+    #[test]
+    fn origins() {
+        let host = Some("127.0.0.1:8080");
+        for ok in [
+            "http://127.0.0.1:8080",
+            "https://127.0.0.1:8080",
+            "http://localhost:3000",
+            "http://LOCALHOST",
+            "http://127.0.0.1:1",
+            "http://[::1]:6274",
+            "https://[::1]",
+        ] {
+            assert!(origin_allowed(ok, host, true), "{ok}");
+        }
+        for bad in [
+            "null",
+            "",
+            "http://evil.example",
+            "http://localhost.evil.example:3000",
+            "http://127.0.0.2:8080",
+            "ftp://127.0.0.1:8080",
+            "http://127.0.0.1:8080/path",
+            "http://user@127.0.0.1:8080",
+            "http://localhost:",
+            "http://localhost:abc",
+            "http://[::1",
+            "127.0.0.1:8080",
+        ] {
+            assert!(!origin_allowed(bad, host, true), "{bad}");
+        }
+        // Not on loopback: only the request's own origin.
+        let host = Some("queue.example.com");
+        assert!(origin_allowed("https://queue.example.com", host, false));
+        assert!(origin_allowed("http://Queue.Example.com", host, false));
+        assert!(!origin_allowed("http://localhost:3000", host, false));
+        assert!(!origin_allowed(
+            "https://queue.example.com:444",
+            host,
+            false
+        ));
+        assert!(!origin_allowed("https://other.example.com", host, false));
+        assert!(!origin_allowed("https://queue.example.com", None, false));
+    }
+
+    #[test]
+    fn protocol_refusals() {
+        let discover = br#"{"jsonrpc":"2.0","id":"d1","method":"server/discover","params":{}}"#;
+        let ping = br#"{"jsonrpc":"2.0","id":7,"method":"ping"}"#;
+        for (version, body, id, newer) in [
+            ("2026-07-28", &discover[..], json!("d1"), true),
+            ("2099-01-01", &discover[..], json!("d1"), true),
+            // A method we know, under a newer version: invalid request.
+            ("2026-07-28", &ping[..], json!(7), false),
+            // An older or nonsense version: invalid request.
+            ("2024-11-05", &discover[..], json!("d1"), false),
+            ("banana", &discover[..], json!("d1"), false),
+            ("2026-07-28", &b"{not json"[..], Value::Null, false),
+        ] {
+            match protocol_refusal(version, body) {
+                McpRejection::UnsupportedProtocolVersion {
+                    id: got,
+                    newer_method,
+                } => {
+                    assert_eq!(got.unwrap_or(Value::Null), id, "{version}");
+                    assert_eq!(newer_method, newer, "{version}");
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+
     async fn body(response: Response) -> Value {
         let bytes = axum::body::to_bytes(response.into_body(), 1 << 16)
             .await
@@ -393,7 +589,10 @@ mod tests {
 
     #[tokio::test]
     async fn rejections_answer_with_status_headers_and_envelope() {
-        let r = McpRejection::Unauthenticated.into_response();
+        let r = McpRejection::Unauthenticated {
+            token_presented: false,
+        }
+        .into_response();
         assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
         assert_eq!(
             r.headers()[header::WWW_AUTHENTICATE],
@@ -401,6 +600,33 @@ mod tests {
         );
         assert_eq!(r.headers()[header::CACHE_CONTROL], "no-store");
         assert_eq!(body(r).await["error"]["code"], "unauthenticated");
+
+        let r = McpRejection::Unauthenticated {
+            token_presented: true,
+        }
+        .into_response();
+        assert_eq!(
+            r.headers()[header::WWW_AUTHENTICATE],
+            "Bearer realm=\"switchboard\", error=\"invalid_token\""
+        );
+        assert_eq!(body(r).await["error"]["code"], "unauthenticated");
+
+        for (newer_method, code) in [
+            (true, jsonrpc::METHOD_NOT_FOUND),
+            (false, jsonrpc::INVALID_REQUEST),
+        ] {
+            let r = McpRejection::UnsupportedProtocolVersion {
+                id: Some(json!(3)),
+                newer_method,
+            }
+            .into_response();
+            assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+            let v = body(r).await;
+            assert_eq!(v["jsonrpc"], "2.0");
+            assert_eq!(v["id"], 3);
+            assert_eq!(v["error"]["code"], code);
+            assert_eq!(v["error"]["data"]["supported"], json!(PROTOCOL_VERSIONS));
+        }
 
         let r = McpRejection::RateLimited {
             retry_after_secs: 2,
@@ -414,6 +640,7 @@ mod tests {
             (McpRejection::SessionRequired, 400, "invalid_argument"),
             (McpRejection::InitializeFirst, 400, "invalid_argument"),
             (McpRejection::NotLoopback, 403, "forbidden"),
+            (McpRejection::OriginNotAllowed, 403, "forbidden"),
             (McpRejection::PayloadTooLarge, 413, "payload_too_large"),
         ] {
             let r = rejection.into_response();

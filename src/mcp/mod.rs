@@ -40,6 +40,10 @@ pub struct McpConfig {
     pub idle_limit: Duration,
     /// Period of the session janitor.
     pub janitor_interval: Duration,
+    /// A payload whose JSON text is longer than this many bytes is left out
+    /// of claim results (`payload_size` and `payload_preview` instead;
+    /// `get_todo` returns it whole). Default 16 KiB.
+    pub claim_payload_inline_max: usize,
 }
 
 impl Default for McpConfig {
@@ -50,6 +54,7 @@ impl Default for McpConfig {
             keepalive: Duration::from_secs(15),
             idle_limit: Duration::from_secs(30 * 60),
             janitor_interval: Duration::from_secs(60),
+            claim_payload_inline_max: tools::CLAIM_PAYLOAD_INLINE_MAX,
         }
     }
 }

@@ -1,7 +1,7 @@
 //! Streamable HTTP: POST (JSON-RPC in, JSON out), GET (the session's
 //! notification stream) and DELETE (end the session). Authentication, the
-//! DNS-rebinding guard, the rate limit, liveness stamping, the session and
-//! the body's checks are extractors (`extract.rs`).
+//! DNS-rebinding guards (`Host`, `Origin`), the rate limit, liveness
+//! stamping, the session and the body's checks are extractors (`extract.rs`).
 
 use std::convert::Infallible;
 
@@ -13,7 +13,8 @@ use serde_json::{Value, json};
 
 use super::McpState;
 use super::extract::{
-    BoundSession, McpCaller, McpRejection, RpcMessage, SESSION_HEADER, session_id, stamp_seen,
+    BoundSession, KNOWN_METHODS, McpCaller, McpRejection, RpcMessage, SESSION_HEADER, session_id,
+    stamp_seen,
 };
 use super::jsonrpc::{self, Incoming};
 use super::{PROTOCOL_VERSIONS, instructions, tools};
@@ -54,8 +55,6 @@ fn last_contact(params: Option<&Value>) -> Option<Timestamp> {
         _ => None,
     }
 }
-
-const KNOWN_METHODS: [&str; 4] = ["initialize", "ping", "tools/list", "tools/call"];
 
 /// POST: one JSON-RPC message in, its answer out. `initialize` opens a
 /// session; everything else needs one (`Mcp-Session-Id`).
@@ -161,7 +160,19 @@ async fn call_tool(
     };
     let arguments = params.get("arguments").cloned();
     let mut effects = tools::SideEffects::default();
-    match tools::call(&state.delivery, endpoint, name, arguments, &mut effects).await {
+    let limits = tools::ToolLimits {
+        claim_payload_inline_max: state.mcp.config.claim_payload_inline_max,
+    };
+    match tools::call_with(
+        &state.delivery,
+        endpoint,
+        name,
+        arguments,
+        &mut effects,
+        limits,
+    )
+    .await
+    {
         Ok(result) => {
             if effects.tools_changed {
                 let note = jsonrpc::notification("notifications/tools/list_changed", json!({}));

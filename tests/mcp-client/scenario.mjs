@@ -131,15 +131,69 @@ async function connect(options = {}) {
   };
 }
 
-/** Asserts the result is a success; returns its structured content. */
+/**
+ * What a claim's text holds: a summary of structuredContent without the
+ * payload (sent once): the row's main keys, payload_size, a note, and the
+ * claim's counters.
+ */
+function claimText(structured, note) {
+  if (structured.empty === true) return structured;
+  const row = structured.todo ?? structured;
+  const brief = {};
+  for (const key of ["id", "queue", "title", "state", "attempt", "max_attempts", "lease_expires_at"]) {
+    brief[key] = row[key] ?? null;
+  }
+  const truncated = row.payload_truncated === true;
+  brief.payload_size = truncated
+    ? row.payload_size
+    : row.payload === null || row.payload === undefined
+      ? 0
+      : Buffer.byteLength(JSON.stringify(row.payload));
+  if (truncated) brief.payload_truncated = true;
+  brief.note = note;
+  const extras = {
+    attempt_seq: structured.attempt_seq,
+    attempts_total: structured.attempts_total,
+    prior_attempts_count: structured.prior_attempts?.length ?? 0,
+  };
+  if (structured.lease_token !== undefined) extras.lease_token = structured.lease_token;
+  return "todo" in structured ? { empty: false, todo: brief, ...extras } : { ...brief, ...extras };
+}
+
+/** Same JSON, whatever the key order. */
+function sameJson(a, b) {
+  const sort = (v) =>
+    Array.isArray(v)
+      ? v.map(sort)
+      : v && typeof v === "object"
+        ? Object.fromEntries(Object.keys(v).sort().map((k) => [k, sort(v[k])]))
+        : v;
+  return JSON.stringify(sort(a)) === JSON.stringify(sort(b));
+}
+
+/**
+ * Asserts the result is a success; returns its structured content. The text
+ * is the same JSON as structuredContent, except for a claim (claim,
+ * claim_next): a summary of it without the payload.
+ */
 function ok(result, what) {
   check(!result.isError, `${what} failed`, result);
   check(result.structuredContent !== undefined, `${what}: no structuredContent`, result);
   const text = result.content?.[0]?.text;
   check(typeof text === "string", `${what}: no text content`, result);
+  const parsed = JSON.parse(text);
+  const isClaim = result.toolName === "claim" || result.toolName === "claim_next";
+  const row = parsed.todo ?? parsed;
+  const expected = isClaim ? claimText(result.structuredContent, row.note) : result.structuredContent;
+  if (isClaim && result.structuredContent.empty !== true) {
+    check(typeof row.note === "string", `${what}: the claim's text has no note`, result);
+    check(!("payload" in row), `${what}: the text repeats the payload`, result);
+  }
   check(
-    JSON.stringify(JSON.parse(text)) === JSON.stringify(result.structuredContent),
-    `${what}: the text is not the same JSON as structuredContent`,
+    sameJson(parsed, expected),
+    isClaim
+      ? `${what}: the text is not the claim's summary`
+      : `${what}: the text is not the same JSON as structuredContent`,
     result,
   );
   return result.structuredContent;
@@ -159,7 +213,10 @@ function toolError(result, what) {
 }
 
 async function call(client, name, args = {}) {
-  return await waitFor(client.callTool({ name, arguments: args }), `tools/call ${name}`);
+  const result = await waitFor(client.callTool({ name, arguments: args }), `tools/call ${name}`);
+  // So that ok() knows a claim's result (whose text is a summary).
+  Object.defineProperty(result, "toolName", { value: name, enumerable: false });
+  return result;
 }
 
 /** tools/list first, so the SDK validates every later structuredContent against its outputSchema. */
@@ -280,9 +337,39 @@ const scenarios = {
       check(t.inputSchema?.type === "object", `${t.name}: inputSchema is not an object schema`, t);
       check(t.outputSchema?.type === "object", `${t.name}: no object outputSchema`, t);
       check(typeof t.description === "string" && t.description.length > 0, `${t.name}: no description`);
+      check(typeof t.title === "string" && t.title.length > 0, `${t.name}: no title`, t);
+      const a = t.annotations;
+      check(a && typeof a === "object", `${t.name}: no annotations`, t);
+      for (const hint of ["readOnlyHint", "idempotentHint", "destructiveHint", "openWorldHint"]) {
+        check(typeof a[hint] === "boolean", `${t.name}: annotations.${hint} is not a boolean`, t);
+      }
     }
+    const byName = Object.fromEntries(tools.map((t) => [t.name, t]));
+    for (const name of ["list_todos", "get_todo", "get_default_lease", "presence"]) {
+      check(byName[name].annotations.readOnlyHint === true, `${name} should be read-only`, byName[name]);
+      check(byName[name].annotations.destructiveHint === false, `${name} destroys nothing`, byName[name]);
+    }
+    for (const name of ["claim", "claim_next", "heartbeat", "complete", "fail", "release", "set_default_lease"]) {
+      check(byName[name].annotations.readOnlyHint === false, `${name} is not read-only`, byName[name]);
+    }
+    check(byName.heartbeat.annotations.idempotentHint === true, "heartbeat is idempotent", byName.heartbeat);
+    check(byName.complete.annotations.destructiveHint === true, "complete is destructive", byName.complete);
+    check(byName.release.annotations.destructiveHint === false, "release is not destructive", byName.release);
+    check(
+      tools.every((t) => t.annotations.openWorldHint === false),
+      "no tool reaches an open world",
+      tools.map((t) => t.annotations),
+    );
     await client.close();
-    return { tools: tools.map((t) => ({ name: t.name, description: t.description, input: t.inputSchema })) };
+    return {
+      tools: tools.map((t) => ({
+        name: t.name,
+        title: t.title,
+        description: t.description,
+        input: t.inputSchema,
+        annotations: t.annotations,
+      })),
+    };
   },
 
   async claim_heartbeat_complete() {
@@ -361,6 +448,33 @@ const scenarios = {
     );
     await client.close();
     return { first, second, stale, wrong, missing, completed };
+  },
+
+  /**
+   * Two todos pushed by the test: one with a payload under the inline limit,
+   * then one over it. The SDK validates both claim results against the
+   * output schema; the large payload is left out and get_todo returns it.
+   */
+  async large_payload() {
+    const { client } = await connect();
+    await listTools(client);
+    const small = ok(await call(client, "claim_next"), "claim_next (small payload)");
+    check(small.todo.payload !== null && small.todo.payload_truncated === undefined, "small payload inline", small);
+    ok(await call(client, "complete", { id: small.todo.id }), "complete");
+    const large = ok(await call(client, "claim_next"), "claim_next (large payload)");
+    check(large.todo.payload === null && large.todo.payload_truncated === true, "large payload left out", large);
+    check(typeof large.todo.payload_preview === "string", "a preview", large);
+    const whole = ok(await call(client, "get_todo", { id: large.todo.id }), "get_todo");
+    await client.close();
+    return {
+      small_size: Buffer.byteLength(JSON.stringify(small.todo.payload)),
+      large: {
+        payload_size: large.todo.payload_size,
+        preview_bytes: Buffer.byteLength(large.todo.payload_preview),
+        payload_truncated: large.todo.payload_truncated,
+      },
+      whole_size: Buffer.byteLength(JSON.stringify(whole.payload)),
+    };
   },
 
   async empty() {

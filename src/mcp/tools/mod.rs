@@ -14,7 +14,8 @@ use serde_json::{Value, json};
 
 use crate::delivery::Delivery;
 use crate::delivery::presence;
-use crate::store::{Endpoint, Finish, HeartbeatOptions, ReleaseOptions, StoreError};
+use crate::domain::todo::validate_queue_name;
+use crate::store::{Caller, Endpoint, Finish, HeartbeatOptions, ReleaseOptions, StoreError};
 pub use tool::{ParseError, Tool, ToolName};
 
 /// A tool-level failure: returned as a result with `isError: true`.
@@ -105,6 +106,150 @@ fn ok(value: Value) -> Value {
     })
 }
 
+/// A claim's result: the JSON as `structuredContent`, and as text a short
+/// summary of it, so that the payload (and the prior attempts) are sent
+/// once: a claim result costs at most 1.25 x the payload + 4 KiB
+/// (`03-mcp.md`). See [`claim_summary`].
+fn ok_claim(value: Value) -> Value {
+    json!({
+        "content": [{"type": "text", "text": claim_summary(&value).to_string()}],
+        "structuredContent": value
+    })
+}
+
+/// Room left for the JSON-RPC envelope around a tool result.
+const ENVELOPE_BYTES: usize = 256;
+
+/// A claim's `structuredContent` (`claim` when `by_id`, else `claim_next`):
+/// the payload inline up to `inline_max`, and the prior attempts' free text
+/// cut by the first [`rows::PriorCut::LEVELS`] that keeps the whole result
+/// within 1.25 x the inline payload + 4 KiB; past the last, no prior
+/// attempts at all (`attempts_total` still counts them).
+fn claim_result(
+    claimed: &crate::store::Claimed,
+    by_id: bool,
+    inline_max: usize,
+) -> Result<Value, ToolError> {
+    let build = |cut| {
+        if by_id {
+            to_json(rows::ClaimedRow::of(claimed, inline_max, cut))
+        } else {
+            to_json(rows::NextClaim::of(Some(claimed), inline_max, cut))
+        }
+    };
+    let mut value = Value::Null;
+    for cut in rows::PriorCut::LEVELS {
+        value = build(cut)?;
+        if within_budget(&value) {
+            return Ok(value);
+        }
+    }
+    if let Some(prior) = value.get_mut("prior_attempts") {
+        *prior = json!([]);
+    }
+    Ok(value)
+}
+
+/// Whether a claim's result, as sent (see [`ok_claim`]), costs at most
+/// 1.25 x its inline payload + 4 KiB, leaving [`ENVELOPE_BYTES`] for the
+/// JSON-RPC envelope.
+fn within_budget(value: &Value) -> bool {
+    let row = value.get("todo").unwrap_or(value);
+    let payload = row
+        .get("payload")
+        .filter(|p| !p.is_null())
+        .map_or(0, |p| p.to_string().len());
+    let bytes = ok_claim(value.clone()).to_string().len();
+    bytes + ENVELOPE_BYTES <= payload + payload / 4 + 4096
+}
+
+/// The row keys a claim's text repeats.
+const SUMMARY_ROW_KEYS: [&str; 7] = [
+    "id",
+    "queue",
+    "title",
+    "state",
+    "attempt",
+    "max_attempts",
+    "lease_expires_at",
+];
+
+/// A claim result in brief, shaped like it: `{empty: true}` as is; else the
+/// row's [`SUMMARY_ROW_KEYS`] (under `todo` for `claim_next`) with
+/// `payload_size` (and `payload_truncated` when it was left out) and a
+/// `note` saying where the rest is, beside `attempt_seq`, `attempts_total`,
+/// `prior_attempts_count` and `lease_token` (fenced claims).
+pub fn claim_summary(value: &Value) -> Value {
+    if value.get("empty") == Some(&Value::Bool(true)) {
+        return value.clone();
+    }
+    let nested = value.get("todo").is_some();
+    let row = value.get("todo").unwrap_or(value);
+    let mut brief = serde_json::Map::new();
+    for key in SUMMARY_ROW_KEYS {
+        brief.insert(key.into(), row.get(key).cloned().unwrap_or(Value::Null));
+    }
+    let truncated = row.get("payload_truncated") == Some(&Value::Bool(true));
+    let size = match row.get("payload") {
+        _ if truncated => row.get("payload_size").cloned().unwrap_or(json!(0)),
+        Some(p) if !p.is_null() => json!(p.to_string().len()),
+        _ => json!(0),
+    };
+    brief.insert("payload_size".into(), size);
+    if truncated {
+        brief.insert("payload_truncated".into(), json!(true));
+    }
+    brief.insert(
+        "note".into(),
+        json!(if truncated {
+            "A summary. The payload is over the inline limit: get_todo returns it whole; \
+             structuredContent has a preview and prior_attempts."
+        } else {
+            "A summary. structuredContent has the whole result (payload, prior_attempts); \
+             get_todo returns the todo too."
+        }),
+    );
+    let mut extras = serde_json::Map::new();
+    for key in ["attempt_seq", "attempts_total"] {
+        extras.insert(key.into(), value.get(key).cloned().unwrap_or(Value::Null));
+    }
+    let prior = value
+        .get("prior_attempts")
+        .and_then(Value::as_array)
+        .map_or(0, Vec::len);
+    extras.insert("prior_attempts_count".into(), json!(prior));
+    if let Some(token) = value.get("lease_token") {
+        extras.insert("lease_token".into(), token.clone());
+    }
+    if nested {
+        extras.insert("empty".into(), json!(false));
+        extras.insert("todo".into(), Value::Object(brief));
+        Value::Object(extras)
+    } else {
+        brief.extend(extras);
+        Value::Object(brief)
+    }
+}
+
+/// Limits of tool results (`McpConfig`).
+#[derive(Debug, Clone, Copy)]
+pub struct ToolLimits {
+    /// A payload whose JSON text is longer than this many bytes is left out
+    /// of claim results (size and preview instead).
+    pub claim_payload_inline_max: usize,
+}
+
+/// The default inline limit of a claim's payload: 16 KiB.
+pub const CLAIM_PAYLOAD_INLINE_MAX: usize = 16 * 1024;
+
+impl Default for ToolLimits {
+    fn default() -> Self {
+        Self {
+            claim_payload_inline_max: CLAIM_PAYLOAD_INLINE_MAX,
+        }
+    }
+}
+
 /// A result row as JSON (objects with sorted keys, as `json!` builds them).
 fn to_json(row: impl Serialize) -> Result<Value, ToolError> {
     serde_json::to_value(row).map_err(|e| {
@@ -152,6 +297,26 @@ pub async fn call(
     arguments: Option<Value>,
     effects: &mut SideEffects,
 ) -> Result<Value, String> {
+    call_with(
+        delivery,
+        endpoint,
+        name,
+        arguments,
+        effects,
+        ToolLimits::default(),
+    )
+    .await
+}
+
+/// [`call`] with the result limits of this server.
+pub async fn call_with(
+    delivery: &Delivery,
+    endpoint: &Endpoint,
+    name: &str,
+    arguments: Option<Value>,
+    effects: &mut SideEffects,
+    limits: ToolLimits,
+) -> Result<Value, String> {
     let Some(name) = ToolName::parse(name) else {
         return Err(format!("unknown tool {name:?}"));
     };
@@ -161,10 +326,11 @@ pub async fn call(
         );
     }
     let outcome = match Tool::with_arguments(name, arguments) {
-        Ok(tool) => run(delivery, endpoint, tool, effects).await,
+        Ok(tool) => run(delivery, endpoint, tool, effects, limits).await,
         Err(err) => Err(err),
     };
     Ok(match outcome {
+        Ok(value) if matches!(name, ToolName::Claim | ToolName::ClaimNext) => ok_claim(value),
         Ok(value) => ok(value),
         Err(err) => err.into_result(),
     })
@@ -176,12 +342,22 @@ async fn run(
     endpoint: &Endpoint,
     tool: Tool,
     effects: &mut SideEffects,
+    limits: ToolLimits,
 ) -> Result<Value, ToolError> {
     let store = delivery.store();
     let caller = &endpoint.caller();
     match tool {
         Tool::ListTodos(a) => {
-            let limit = a.limit.unwrap_or(50).clamp(1, 200);
+            let limit = a.limit.unwrap_or(LIST_LIMIT_DEFAULT);
+            if !(1..=LIST_LIMIT_MAX).contains(&limit) {
+                return Err(ToolError::invalid(
+                    "limit",
+                    format!("must be between 1 and {LIST_LIMIT_MAX}"),
+                ));
+            }
+            if let Some(queue) = a.queue.as_deref() {
+                check_queue(caller, queue)?;
+            }
             let todos = store
                 .list_todos(caller, a.queue.as_deref(), a.state, limit)
                 .await?;
@@ -195,13 +371,16 @@ async fn run(
         }
         Tool::Claim(a) => {
             let claimed = store.claim(caller, &a.id, a.options()).await?;
-            to_json(rows::ClaimedRow::of(&claimed))
+            claim_result(&claimed, true, limits.claim_payload_inline_max)
         }
         Tool::ClaimNext(a) => {
             let claimed = store
                 .claim_next(caller, a.queue.as_deref(), a.options())
                 .await?;
-            to_json(rows::NextClaim::of(claimed.as_ref()))
+            match claimed {
+                Some(claimed) => claim_result(&claimed, false, limits.claim_payload_inline_max),
+                None => to_json(rows::NextClaim::of(None, 0, rows::PriorCut::WHOLE)),
+            }
         }
         Tool::Heartbeat(a) => {
             let options = HeartbeatOptions {
@@ -255,6 +434,22 @@ async fn run(
     }
 }
 
+/// `list_todos`' `limit`: default 50, 1 to 200.
+const LIST_LIMIT_DEFAULT: i64 = 50;
+const LIST_LIMIT_MAX: i64 = 200;
+
+/// A queue argument, checked as `claim_next` checks it (same refusals):
+/// a queue name, and one of the endpoint's queues.
+fn check_queue(caller: &Caller, queue: &str) -> Result<(), ToolError> {
+    validate_queue_name(queue, "queue").map_err(|e| ToolError::invalid(e.field, e.message))?;
+    if !caller.queues.iter().any(|q| q == queue) {
+        return Err(ToolError::forbidden(format!(
+            "queue {queue:?} is not in this endpoint's scope"
+        )));
+    }
+    Ok(())
+}
+
 fn finish(result: Option<Value>, summary: Option<String>, lease_token: Option<String>) -> Finish {
     Finish {
         result,
@@ -268,4 +463,55 @@ async fn presence_of(delivery: &Delivery, endpoint: &Endpoint) -> Result<Value, 
     let store = delivery.store();
     let endpoint = store.unscoped_get_endpoint(&endpoint.id).await?;
     to_json(presence::view(store, &endpoint, store.clock().now()).await)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text_of(result: &Value) -> Value {
+        serde_json::from_str(result["content"][0]["text"].as_str().unwrap()).unwrap()
+    }
+
+    #[test]
+    fn claim_results_send_the_payload_once() {
+        let payload = json!({"blob": "x".repeat(19_000)});
+        let size = payload.to_string().len();
+        let claim = json!({"id": "td_1", "title": "t", "payload": payload, "attempt_seq": 1,
+                           "attempts_total": 2, "prior_attempts": [{"seq": 1}],
+                           "lease_token": "lt_1"});
+        let next = json!({"empty": false, "todo": claim.clone(), "attempt_seq": 1,
+                          "attempts_total": 2, "prior_attempts": [{"seq": 1}]});
+        for value in [claim, next] {
+            let result = ok_claim(value.clone());
+            assert_eq!(result["structuredContent"], value);
+            let text = text_of(&result);
+            let row = text.get("todo").unwrap_or(&text);
+            assert!(row.get("payload").is_none());
+            assert_eq!(row["payload_size"], size);
+            assert_eq!(row["id"], "td_1");
+            assert_eq!(row["title"], "t");
+            assert!(row["note"].as_str().unwrap().contains("structuredContent"));
+            assert_eq!(text["prior_attempts_count"], 1);
+            assert_eq!(text["attempt_seq"], 1);
+            assert!(text.get("prior_attempts").is_none());
+            let bytes = result.to_string().len();
+            assert!(bytes * 4 <= size * 5 + 4 * 4096, "{bytes} for {size}");
+        }
+        assert_eq!(
+            text_of(&ok_claim(json!({"id": "td_1", "lease_token": "lt_1"})))["lease_token"],
+            "lt_1"
+        );
+        // Empty: the same JSON.
+        let result = ok_claim(json!({"empty": true}));
+        assert_eq!(text_of(&result), json!({"empty": true}));
+        // Cut: the preview stays out of the text too.
+        let cut = json!({"id": "td_1", "payload": null, "payload_size": 40_000,
+                         "payload_preview": "{", "payload_truncated": true});
+        let text = text_of(&ok_claim(cut));
+        assert!(text.get("payload_preview").is_none());
+        assert_eq!(text["payload_size"], 40_000);
+        assert_eq!(text["payload_truncated"], true);
+        assert!(text["note"].as_str().unwrap().contains("get_todo"));
+    }
 }

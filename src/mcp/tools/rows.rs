@@ -62,14 +62,53 @@ impl<'a> RowHead<'a> {
 pub struct FullRow<'a> {
     #[serde(flatten)]
     pub head: RowHead<'a>,
+    /// `null` when a claim result left it out (see [`PayloadCut`]).
     pub payload: Option<&'a Value>,
+    #[serde(flatten)]
+    pub cut: Option<PayloadCut>,
 }
 
 pub fn full_row(t: &Todo) -> FullRow<'_> {
     FullRow {
         head: RowHead::of(t),
         payload: t.payload.as_ref(),
+        cut: None,
     }
+}
+
+/// How much of a payload a claim result previews when it leaves the payload out.
+pub const PAYLOAD_PREVIEW_BYTES: usize = 1024;
+
+/// In a claim result, in place of a payload over the inline limit: its
+/// size, the start of its JSON text, and `payload_truncated: true`
+/// (`get_todo` returns it whole).
+#[derive(Debug, Serialize)]
+pub struct PayloadCut {
+    /// Bytes of the payload's JSON text.
+    pub payload_size: usize,
+    /// The first [`PAYLOAD_PREVIEW_BYTES`] (at most) of that text, cut on a
+    /// character boundary.
+    pub payload_preview: String,
+    pub payload_truncated: bool,
+}
+
+/// The full row of a claim result: the payload inline when its JSON text is
+/// at most `inline_max` bytes, else `payload: null` and a [`PayloadCut`].
+pub fn claim_row(t: &Todo, inline_max: usize) -> FullRow<'_> {
+    let mut row = full_row(t);
+    if let Some(payload) = &t.payload {
+        let text = payload.to_string();
+        if text.len() > inline_max {
+            row.payload = None;
+            row.cut = Some(PayloadCut {
+                payload_size: text.len(),
+                payload_preview: crate::domain::text::cut_to_bytes(&text, PAYLOAD_PREVIEW_BYTES)
+                    .to_owned(),
+                payload_truncated: true,
+            });
+        }
+    }
+    row
 }
 
 /// A list row: the full row without `payload`, with `payload_size` (bytes of JSON).
@@ -120,6 +159,63 @@ pub fn attempt(a: &Attempt) -> AttemptRow<'_> {
     }
 }
 
+/// How much of each prior attempt's free text a claim result carries (the
+/// whole is in `get_todo`'s `attempts`): `summary`, heartbeat `note` and
+/// `claimant`, in bytes. A claim result stays small whatever the history
+/// (`03-mcp.md`: at most 1.25 x the payload + 4 KiB); the tools try
+/// [`PriorCut::LEVELS`] in turn until it does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PriorCut {
+    pub summary: usize,
+    pub note: usize,
+    pub claimant: usize,
+}
+
+impl PriorCut {
+    /// Nothing cut.
+    pub const WHOLE: PriorCut = PriorCut {
+        summary: usize::MAX,
+        note: usize::MAX,
+        claimant: usize::MAX,
+    };
+
+    /// Shorter and shorter; the last leaves the free text out.
+    pub const LEVELS: [PriorCut; 3] = [
+        PriorCut {
+            summary: 160,
+            note: 80,
+            claimant: 128,
+        },
+        PriorCut {
+            summary: 48,
+            note: 24,
+            claimant: 24,
+        },
+        PriorCut {
+            summary: 0,
+            note: 0,
+            claimant: 0,
+        },
+    ];
+}
+
+/// An attempt as a claim's `prior_attempts` shows it: its free text cut to
+/// `cut` (`summary_truncated` says when the summary was; a text cut to
+/// nothing is `null`).
+pub fn prior_attempt(a: &Attempt, cut: PriorCut) -> AttemptRow<'_> {
+    fn shorten(text: Option<&str>, max: usize) -> Option<&str> {
+        text.map(|t| crate::domain::text::cut_to_bytes(t, max))
+            .filter(|t| !t.is_empty() || max > 0)
+    }
+    let mut row = attempt(a);
+    let summary = shorten(row.summary, cut.summary);
+    row.summary_truncated |= summary.map_or(0, str::len) < row.summary.map_or(0, str::len);
+    row.summary = summary;
+    row.note = shorten(row.note, cut.note);
+    row.claimant = shorten(row.claimant, cut.claimant);
+    row
+}
+
 /// `list_todos`.
 #[derive(Debug, Serialize)]
 pub struct TodoList<'a> {
@@ -168,11 +264,15 @@ pub struct ClaimExtras<'a> {
 }
 
 impl<'a> ClaimExtras<'a> {
-    fn of(claimed: &'a Claimed) -> Self {
+    fn of(claimed: &'a Claimed, cut: PriorCut) -> Self {
         Self {
             attempt_seq: claimed.attempt_seq,
             attempts_total: claimed.todo.attempts_total,
-            prior_attempts: claimed.prior_attempts.iter().map(attempt).collect(),
+            prior_attempts: claimed
+                .prior_attempts
+                .iter()
+                .map(|a| prior_attempt(a, cut))
+                .collect(),
             lease_token: claimed.lease_token.as_deref(),
         }
     }
@@ -188,10 +288,12 @@ pub struct ClaimedRow<'a> {
 }
 
 impl<'a> ClaimedRow<'a> {
-    pub fn of(claimed: &'a Claimed) -> Self {
+    /// With the payload inline up to `inline_max` bytes (see [`claim_row`])
+    /// and the prior attempts' free text cut to `cut`.
+    pub fn of(claimed: &'a Claimed, inline_max: usize, cut: PriorCut) -> Self {
         Self {
-            row: full_row(&claimed.todo),
-            extras: ClaimExtras::of(claimed),
+            row: claim_row(&claimed.todo, inline_max),
+            extras: ClaimExtras::of(claimed, cut),
         }
     }
 }
@@ -208,11 +310,13 @@ pub struct NextClaim<'a> {
 }
 
 impl<'a> NextClaim<'a> {
-    pub fn of(claimed: Option<&'a Claimed>) -> Self {
+    /// With the payload inline up to `inline_max` bytes (see [`claim_row`])
+    /// and the prior attempts' free text cut to `cut`.
+    pub fn of(claimed: Option<&'a Claimed>, inline_max: usize, cut: PriorCut) -> Self {
         Self {
             empty: claimed.is_none(),
-            todo: claimed.map(|c| full_row(&c.todo)),
-            extras: claimed.map(ClaimExtras::of),
+            todo: claimed.map(|c| claim_row(&c.todo, inline_max)),
+            extras: claimed.map(|c| ClaimExtras::of(c, cut)),
         }
     }
 }
@@ -390,13 +494,111 @@ mod tests {
             };
             let mut row = old_full_row(&t);
             old_claim_extras(&mut row, &claimed);
-            same(ClaimedRow::of(&claimed), row);
+            same(ClaimedRow::of(&claimed, usize::MAX, PriorCut::WHOLE), row);
 
             let mut next = json!({"empty": false, "todo": old_full_row(&t)});
             old_claim_extras(&mut next, &claimed);
-            same(NextClaim::of(Some(&claimed)), next);
+            same(
+                NextClaim::of(Some(&claimed), usize::MAX, PriorCut::WHOLE),
+                next,
+            );
         }
-        same(NextClaim::of(None), json!({"empty": true}));
+        same(
+            NextClaim::of(None, 0, PriorCut::WHOLE),
+            json!({"empty": true}),
+        );
+    }
+
+    #[test]
+    fn claim_rows_leave_large_payloads_out() {
+        let mut t = todo(true);
+        // Multi-byte characters, so the preview must find a boundary.
+        let big = "é".repeat(2000);
+        t.payload = Some(json!({"text": big}));
+        let size = t.payload.as_ref().unwrap().to_string().len();
+
+        let inline = serde_json::to_value(claim_row(&t, size)).unwrap();
+        assert_eq!(inline["payload"], *t.payload.as_ref().unwrap());
+        assert!(inline.get("payload_truncated").is_none());
+
+        let cut = serde_json::to_value(claim_row(&t, size - 1)).unwrap();
+        assert_eq!(cut["payload"], Value::Null);
+        assert_eq!(cut["payload_truncated"], true);
+        assert_eq!(cut["payload_size"], size);
+        let preview = cut["payload_preview"].as_str().unwrap();
+        assert!(preview.len() <= PAYLOAD_PREVIEW_BYTES && preview.len() > 1000);
+        assert!(t.payload.as_ref().unwrap().to_string().starts_with(preview));
+
+        // No payload: nothing to leave out.
+        let empty = serde_json::to_value(claim_row(&todo(false), 0)).unwrap();
+        assert_eq!(empty["payload"], Value::Null);
+        assert!(empty.get("payload_truncated").is_none());
+    }
+
+    /// The worst history and labels the store allows, every character one
+    /// JSON must escape: a claim result still costs at most 1.25 x the
+    /// payload + 4 KiB, whole JSON-RPC answer included.
+    #[test]
+    fn claim_results_stay_within_their_budget() {
+        use crate::domain::todo::{
+            MAX_CLAIMANT_BYTES, MAX_LABEL_BYTES, MAX_NOTE_BYTES, MAX_SUMMARY_BYTES,
+            MAX_TITLE_BYTES, PRIOR_ATTEMPTS_ON_CLAIM,
+        };
+        let quotes = |n: usize| "\"".repeat(n);
+        let mut t = todo(true);
+        t.id = format!("td_{}", "0".repeat(32));
+        t.queue = "q".repeat(64);
+        t.title = quotes(MAX_TITLE_BYTES);
+        t.kind = Some(quotes(MAX_LABEL_BYTES));
+        t.source = Some(quotes(MAX_LABEL_BYTES));
+        t.owner = Some(format!("agent:ag_{}", "0".repeat(32)));
+        let mut prior = attempt_of(true);
+        prior.claimant = Some(quotes(MAX_CLAIMANT_BYTES));
+        prior.summary = Some(quotes(MAX_SUMMARY_BYTES));
+        prior.note = Some(quotes(MAX_NOTE_BYTES));
+        let inline_max = 16 * 1024;
+        for payload_bytes in [0, 100, 4_000, inline_max - 20, inline_max + 100, 200_000] {
+            t.payload = (payload_bytes > 0).then(|| json!("\"".repeat(payload_bytes / 2)));
+            let size = t.payload.as_ref().map_or(0, |p| p.to_string().len());
+            let claimed = Claimed {
+                todo: t.clone(),
+                attempt_seq: 99,
+                prior_attempts: vec![prior.clone(); PRIOR_ATTEMPTS_ON_CLAIM as usize],
+                lease_token: Some(format!("lt_{}", "0".repeat(32))),
+            };
+            for by_id in [false, true] {
+                let result = super::super::claim_result(&claimed, by_id, inline_max).unwrap();
+                let answer = crate::mcp::jsonrpc::success(&json!(123_456), result);
+                let bytes = answer.to_string().len();
+                let budget = size + size / 4 + 4096;
+                assert!(
+                    bytes <= budget,
+                    "{bytes} bytes for a {size}-byte payload (budget {budget})"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn prior_attempts_in_claims_are_cut_short() {
+        let mut a = attempt_of(true);
+        a.summary = Some("é".repeat(1000));
+        a.summary_truncated = false;
+        a.note = Some("n".repeat(500));
+        let first = PriorCut::LEVELS[0];
+        let row = prior_attempt(&a, first);
+        assert!(row.summary.unwrap().len() <= first.summary);
+        assert!(row.summary_truncated);
+        assert_eq!(row.note.unwrap().len(), first.note);
+        assert_eq!(row.claimant, Some("me"));
+        let short = attempt_of(true);
+        let row = prior_attempt(&short, first);
+        assert_eq!((row.summary, row.note), (Some("sum"), Some("n")));
+        let none = prior_attempt(&a, PriorCut::LEVELS[2]);
+        assert_eq!((none.summary, none.note, none.claimant), (None, None, None));
+        assert!(none.summary_truncated);
+        // get_todo's attempts are whole.
+        assert_eq!(attempt(&a).summary.unwrap().len(), 2000);
     }
 
     #[test]

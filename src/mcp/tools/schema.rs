@@ -74,10 +74,33 @@ fn claim_extras() -> Value {
     json!({
         "attempt_seq": {"type": "integer"},
         "attempts_total": {"type": "integer"},
-        "prior_attempts": {"type": "array", "items": attempt_schema()},
+        "prior_attempts": {"type": "array", "items": attempt_schema(), "description": "The last closed attempts, their summary, note and claimant cut short (get_todo has them whole)."},
         "lease_token": {"type": "string", "description": "Only for require_fence claims; pass it to heartbeat/complete/fail/release."}
     })
 }
+
+/// What a claim result says in place of a payload over the inline limit.
+fn payload_cut() -> Value {
+    json!({
+        "payload_size": {"type": "integer", "description": "Bytes of the payload's JSON text; present when the payload was left out."},
+        "payload_preview": {"type": "string", "description": "The first 1 KiB (at most) of the payload's JSON text."},
+        "payload_truncated": {"type": "boolean", "description": "true: payload is null here; call get_todo for the whole payload."}
+    })
+}
+
+/// A claim's row: the row, with the payload left out when it is large.
+fn claim_row_schema() -> Value {
+    merge(
+        row_schema(),
+        json!({"properties": merge(row_properties(), payload_cut())}),
+    )
+}
+
+/// Said by both claim tools.
+const LARGE_PAYLOADS: &str = "A payload over the inline limit (16 KiB of JSON by default) is \
+     left out (payload: null) with payload_truncated: true, payload_size and a payload_preview; \
+     get_todo returns it whole, with the attempt history uncut. The text content is a summary \
+     without the payload; structuredContent has the whole result.";
 
 fn merge(mut a: Value, b: Value) -> Value {
     if let (Some(a), Some(b)) = (a.as_object_mut(), b.as_object()) {
@@ -146,9 +169,9 @@ pub fn definition(name: ToolName, effective_lease: i64) -> Value {
             "List this endpoint's todos, newest first (compact rows without payload).".to_owned(),
             object(
                 json!({
-                    "queue": {"type": "string"},
+                    "queue": {"type": "string", "description": "One of this endpoint's queues."},
                     "state": {"type": "string", "enum": ["pending", "claimed", "done", "failed"]},
-                    "limit": {"type": "integer", "minimum": 1, "description": "Default 50, at most 200."}
+                    "limit": {"type": "integer", "minimum": 1, "maximum": 200, "description": "Default 50, at most 200."}
                 }),
                 &[],
             ),
@@ -159,7 +182,8 @@ pub fn definition(name: ToolName, effective_lease: i64) -> Value {
             }),
         ),
         ToolName::GetTodo => (
-            "Read one todo with its result and attempt history.".to_owned(),
+            "Read one todo with its result and attempt history; the payload always whole."
+                .to_owned(),
             object(
                 json!({
                     "id": {"type": "string"},
@@ -180,7 +204,8 @@ pub fn definition(name: ToolName, effective_lease: i64) -> Value {
         ToolName::Claim => (
             format!(
                 "Claim one todo by id. You hold it under a lease of {effective_lease} s unless you \
-                 ask otherwise; heartbeat before it lapses, and end with complete, fail or release."
+                 ask otherwise; heartbeat before it lapses, and end with complete, fail or release. \
+                 {LARGE_PAYLOADS}"
             ),
             object(
                 json!({
@@ -193,13 +218,14 @@ pub fn definition(name: ToolName, effective_lease: i64) -> Value {
             ),
             merge(
                 row_schema(),
-                json!({"properties": merge(row_properties(), claim_extras())}),
+                json!({"properties": merge(merge(row_properties(), payload_cut()), claim_extras())}),
             ),
         ),
         ToolName::ClaimNext => (
             format!(
                 "Claim the oldest claimable todo (optionally in one queue). Returns {{empty:true}} \
-                 when there is none. The lease is {effective_lease} s unless you ask otherwise."
+                 when there is none. The lease is {effective_lease} s unless you ask otherwise. \
+                 {LARGE_PAYLOADS}"
             ),
             object(
                 json!({
@@ -214,7 +240,7 @@ pub fn definition(name: ToolName, effective_lease: i64) -> Value {
                 "type": "object",
                 "properties": merge(json!({
                     "empty": {"type": "boolean"},
-                    "todo": row_schema()
+                    "todo": claim_row_schema()
                 }), claim_extras()),
                 "required": ["empty"]
             }),
@@ -313,11 +339,20 @@ pub fn definition(name: ToolName, effective_lease: i64) -> Value {
             presence_schema(),
         ),
     };
+    let hints = name.hints();
     json!({
         "name": name.as_str(),
+        "title": name.title(),
         "description": description,
         "inputSchema": input,
         "outputSchema": or_tool_error(output),
+        "annotations": {
+            "title": name.title(),
+            "readOnlyHint": hints.read_only,
+            "idempotentHint": hints.idempotent,
+            "destructiveHint": hints.destructive,
+            "openWorldHint": hints.open_world,
+        },
     })
 }
 
@@ -359,6 +394,57 @@ fn or_tool_error(mut output: Value) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_tool_has_a_title_and_annotations() {
+        for name in ToolName::ALL {
+            let def = definition(name, 300);
+            assert_eq!(def["title"], name.title());
+            let a = &def["annotations"];
+            let hints = name.hints();
+            assert_eq!(a["readOnlyHint"], hints.read_only, "{name}");
+            assert_eq!(a["idempotentHint"], hints.idempotent, "{name}");
+            assert_eq!(a["destructiveHint"], hints.destructive, "{name}");
+            assert_eq!(a["openWorldHint"], false, "{name}");
+            // A read-only tool destroys nothing.
+            assert!(!(hints.read_only && hints.destructive), "{name}");
+        }
+        let read_only: Vec<ToolName> = ToolName::ALL
+            .into_iter()
+            .filter(|n| n.hints().read_only)
+            .collect();
+        assert_eq!(
+            read_only,
+            [
+                ToolName::ListTodos,
+                ToolName::GetTodo,
+                ToolName::GetDefaultLease,
+                ToolName::Presence
+            ]
+        );
+        assert!(ToolName::Heartbeat.hints().idempotent);
+        assert!(ToolName::ClockIn.hints().idempotent && ToolName::ClockOut.hints().idempotent);
+        assert!(ToolName::Complete.hints().destructive && ToolName::Fail.hints().destructive);
+        assert!(!ToolName::Release.hints().destructive);
+        assert!(!ToolName::ClaimNext.hints().idempotent);
+    }
+
+    #[test]
+    fn claim_schemas_describe_the_left_out_payload() {
+        for name in [ToolName::Claim, ToolName::ClaimNext] {
+            let def = definition(name, 300);
+            assert!(def["description"].as_str().unwrap().contains("get_todo"));
+            let props = &def["outputSchema"]["properties"];
+            let row = if name == ToolName::Claim {
+                props
+            } else {
+                &props["todo"]["properties"]
+            };
+            for key in ["payload_size", "payload_preview", "payload_truncated"] {
+                assert!(row.get(key).is_some(), "{name} {key}");
+            }
+        }
+    }
 
     #[test]
     fn output_schemas_admit_the_success_shape_and_tool_errors() {

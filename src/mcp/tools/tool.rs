@@ -97,6 +97,77 @@ impl ToolName {
     }
 }
 
+/// What a tool does, as MCP tool annotations say it (`03-mcp.md`: "as they
+/// truly are"; Claude Code runs read-only tools concurrently and offers them
+/// in read-only modes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Hints {
+    /// Changes nothing.
+    pub read_only: bool,
+    /// Calling it again with the same arguments changes nothing more.
+    pub idempotent: bool,
+    /// May end or undo something for good (only meaningful when not read-only).
+    pub destructive: bool,
+    /// Reaches beyond this server (none do: they only touch our queue).
+    pub open_world: bool,
+}
+
+impl ToolName {
+    /// The human title shown by clients.
+    pub fn title(self) -> &'static str {
+        match self {
+            ToolName::ListTodos => "List todos",
+            ToolName::GetTodo => "Read a todo",
+            ToolName::Claim => "Claim a todo",
+            ToolName::ClaimNext => "Claim the next todo",
+            ToolName::Heartbeat => "Extend a lease",
+            ToolName::Complete => "Complete a todo",
+            ToolName::Fail => "Fail a todo",
+            ToolName::Release => "Release a todo",
+            ToolName::GetDefaultLease => "Read the default lease",
+            ToolName::SetDefaultLease => "Set the default lease",
+            ToolName::ClockIn => "Clock in",
+            ToolName::ClockOut => "Clock out",
+            ToolName::Presence => "Read presence",
+        }
+    }
+
+    /// The tool's annotations.
+    ///
+    /// - read-only: the reads (`list_todos`, `get_todo`, `get_default_lease`,
+    ///   `presence`);
+    /// - idempotent: `heartbeat` (the lease runs to now + TTL whichever call
+    ///   set it), `set_default_lease`, `clock_in`, `clock_out`, and the
+    ///   finishing verbs `complete`, `fail`, `release` (a repeat is refused
+    ///   with `conflict`, never applied twice); not `claim`/`claim_next`
+    ///   (another call may take another todo, or a new attempt);
+    /// - destructive: `complete` and `fail` end the attempt for good (the
+    ///   todo is done, or retried/dead-lettered; it cannot be taken back);
+    ///   `release` hands it back unharmed, a claim only takes it;
+    /// - open world: none (they only touch this server's queue).
+    pub fn hints(self) -> Hints {
+        let (read_only, idempotent, destructive) = match self {
+            ToolName::ListTodos
+            | ToolName::GetTodo
+            | ToolName::GetDefaultLease
+            | ToolName::Presence => (true, true, false),
+            ToolName::Heartbeat
+            | ToolName::SetDefaultLease
+            | ToolName::ClockIn
+            | ToolName::ClockOut
+            | ToolName::Release => (false, true, false),
+            ToolName::Complete | ToolName::Fail => (false, true, true),
+            ToolName::Claim | ToolName::ClaimNext => (false, false, false),
+        };
+        Hints {
+            read_only,
+            idempotent,
+            destructive,
+            open_world: false,
+        }
+    }
+}
+
 /// One parsed tool call: which tool, with its arguments read and checked.
 #[derive(Debug)]
 pub enum Tool {

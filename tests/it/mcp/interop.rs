@@ -142,6 +142,57 @@ async fn list_tools_shows_every_granted_verb_with_schemas() {
     );
     assert_eq!(claim["input"]["required"], json!(["id"]));
     assert_eq!(claim["input"]["additionalProperties"], false);
+
+    // Titles and annotations, as the SDK parsed them (MCP 2025-06-18).
+    for tool in out["tools"].as_array().unwrap() {
+        let name = tool["name"].as_str().unwrap();
+        assert!(
+            tool["title"].as_str().is_some_and(|t| !t.is_empty()),
+            "{name}"
+        );
+        let read_only = matches!(
+            name,
+            "list_todos" | "get_todo" | "get_default_lease" | "presence"
+        );
+        let a = &tool["annotations"];
+        assert_eq!(a["readOnlyHint"], read_only, "{name}: {a}");
+        assert_eq!(
+            a["destructiveHint"],
+            matches!(name, "complete" | "fail"),
+            "{name}: {a}"
+        );
+        assert_eq!(
+            a["idempotentHint"],
+            !matches!(name, "claim" | "claim_next"),
+            "{name}: {a}"
+        );
+        assert_eq!(a["openWorldHint"], false, "{name}: {a}");
+    }
+    assert!(
+        claim["description"].as_str().unwrap().contains("get_todo"),
+        "a claim says where a large payload is: {claim}"
+    );
+}
+
+#[tokio::test]
+async fn large_payloads_are_left_out_of_claims_and_read_whole_with_get_todo() {
+    let (server, ep, _) = setup(&[], 0).await;
+    for n in [8_000, 40_000] {
+        server
+            .api(
+                reqwest::Method::POST,
+                &format!("/api/v1/endpoints/{}/todos", ep.slug),
+                Some(json!({"title": format!("{n} bytes"), "payload": {"blob": "x".repeat(n)}})),
+            )
+            .await;
+    }
+    let out = scenario(&ep, "large_payload");
+    assert!(out["small_size"].as_u64().unwrap() > 8_000, "{out}");
+    let size = out["large"]["payload_size"].as_u64().unwrap();
+    assert!(size > 40_000, "{out}");
+    assert_eq!(out["large"]["payload_truncated"], true);
+    assert!(out["large"]["preview_bytes"].as_u64().unwrap() <= 1024);
+    assert_eq!(out["whole_size"], size);
 }
 
 #[tokio::test]

@@ -1,6 +1,8 @@
 //! The MCP transport over raw HTTP against the server in process (`03-mcp.md`):
-//! every status code, authentication order, sessions and streams, scope,
-//! argument checking, foreign ids, and liveness stamping.
+//! every status code, authentication order (and its 401 challenges), the
+//! `Origin` check, unsupported protocol versions, sessions and streams,
+//! scope, argument checking, foreign ids, claim result sizes, tool
+//! annotations, and liveness stamping.
 
 use crate::support::mcp;
 
@@ -11,6 +13,8 @@ use reqwest::Method;
 use serde_json::{Value, json};
 
 const UNAUTHENTICATED_REALM: &str = "Bearer realm=\"switchboard\"";
+/// When a bearer token was presented and refused (RFC 6750 section 3.1).
+const INVALID_TOKEN: &str = "Bearer realm=\"switchboard\", error=\"invalid_token\"";
 
 /// Sets an endpoint's expiry in the past, behind the server's back.
 async fn expire(server: &Server, slug: &str) {
@@ -41,27 +45,61 @@ async fn every_credential_failure_gets_the_same_401() {
     expired_mcp.initialize().await;
     expire(&server, &expired.slug).await;
 
-    let cases: Vec<(&str, Option<String>, &mcp::Mcp)> = vec![
-        ("missing", None, &mcp),
-        ("empty bearer", Some("Bearer ".into()), &mcp),
-        ("no scheme", Some(good.token.clone()), &mcp),
-        ("basic scheme", Some(format!("Basic {}", good.token)), &mcp),
-        ("malformed", Some("Bearer not-a-credential".into()), &mcp),
+    // The body is the same in every case; the header adds
+    // error="invalid_token" when a bearer token was presented.
+    let cases: Vec<(&str, Option<String>, &mcp::Mcp, &str)> = vec![
+        ("missing", None, &mcp, UNAUTHENTICATED_REALM),
+        (
+            "empty bearer",
+            Some("Bearer ".into()),
+            &mcp,
+            UNAUTHENTICATED_REALM,
+        ),
+        (
+            "no scheme",
+            Some(good.token.clone()),
+            &mcp,
+            UNAUTHENTICATED_REALM,
+        ),
+        (
+            "basic scheme",
+            Some(format!("Basic {}", good.token)),
+            &mcp,
+            UNAUTHENTICATED_REALM,
+        ),
+        (
+            "malformed",
+            Some("Bearer not-a-credential".into()),
+            &mcp,
+            INVALID_TOKEN,
+        ),
         (
             "unknown",
             Some("Bearer sbk_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA".into()),
             &mcp,
+            INVALID_TOKEN,
         ),
-        ("revoked", Some(revoked.authorization.clone()), &mcp),
-        ("expired", Some(expired.authorization.clone()), &expired_mcp),
+        (
+            "revoked",
+            Some(revoked.authorization.clone()),
+            &mcp,
+            INVALID_TOKEN,
+        ),
+        (
+            "expired",
+            Some(expired.authorization.clone()),
+            &expired_mcp,
+            INVALID_TOKEN,
+        ),
         (
             "human token",
             Some(format!("Bearer {}", server.admin_token)),
             &mcp,
+            INVALID_TOKEN,
         ),
     ];
     let mut first_body: Option<Vec<u8>> = None;
-    for (what, authorization, target) in cases {
+    for (what, authorization, target, challenge) in cases {
         for method in [Method::POST, Method::GET, Method::DELETE] {
             let mut req = target
                 .http
@@ -78,7 +116,7 @@ async fn every_credential_failure_gets_the_same_401() {
             answer.expect(401);
             assert_eq!(
                 answer.header("www-authenticate"),
-                Some(UNAUTHENTICATED_REALM),
+                Some(challenge),
                 "{what} {method}"
             );
             match &first_body {
@@ -515,7 +553,7 @@ async fn revoking_ends_open_streams_at_once_and_then_401() {
     let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"});
     let a = mcp.post(Some(&session), &list).await;
     a.expect(401);
-    assert_eq!(a.header("www-authenticate"), Some(UNAUTHENTICATED_REALM));
+    assert_eq!(a.header("www-authenticate"), Some(INVALID_TOKEN));
 }
 
 #[tokio::test]
@@ -824,7 +862,38 @@ async fn tool_results_carry_structured_content_and_the_same_json_as_text() {
     let session = mcp.initialize().await;
     let result = mcp.call(&session, "claim_next", json!({})).await;
     let text: Value = serde_json::from_str(result["content"][0]["text"].as_str().unwrap()).unwrap();
-    assert_eq!(text, result["structuredContent"]);
+    // A claim's text is a summary of the same JSON, without the payload
+    // (sent once, in structuredContent): the row's main keys, its payload's
+    // size, and a note saying where the rest is.
+    let structured = &result["structuredContent"];
+    let todo = &structured["todo"];
+    assert_eq!(
+        text,
+        json!({
+            "empty": false,
+            "todo": {
+                "id": todo["id"], "queue": todo["queue"], "title": todo["title"],
+                "state": "claimed", "attempt": todo["attempt"],
+                "max_attempts": todo["max_attempts"],
+                "lease_expires_at": todo["lease_expires_at"],
+                "payload_size": todo["payload"].to_string().len(),
+                "note": text["todo"]["note"],
+            },
+            "attempt_seq": structured["attempt_seq"],
+            "attempts_total": structured["attempts_total"],
+            "prior_attempts_count": 0,
+        })
+    );
+    assert!(
+        text["todo"]["note"]
+            .as_str()
+            .unwrap()
+            .contains("structuredContent")
+    );
+    // Every other result's text is the same JSON as structuredContent.
+    let list = mcp.call(&session, "list_todos", json!({})).await;
+    let text: Value = serde_json::from_str(list["content"][0]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(text, list["structuredContent"]);
     let row = &result["structuredContent"]["todo"];
     for key in [
         "id",
@@ -848,4 +917,346 @@ async fn tool_results_carry_structured_content_and_the_same_json_as_text() {
     let next = mcp.call(&session, "claim_next", json!({})).await;
     assert_eq!(next["structuredContent"], json!({"empty": true}));
     assert!(next.get("isError").is_none_or(|e| e == false));
+}
+
+#[tokio::test]
+async fn an_unsupported_protocol_version_is_a_json_rpc_400() {
+    let server = Server::start(&[]);
+    let ep = server.vend(json!({"agent": "a"})).await;
+    let mcp = server.mcp(&ep);
+    let supported = json!(["2025-11-25", "2025-06-18", "2025-03-26"]);
+    let post = |session: Option<String>, version: &'static str, body: Value| {
+        let mcp = mcp.clone();
+        async move {
+            let resp = mcp
+                .request(Method::POST, session.as_deref())
+                .header("Content-Type", "application/json")
+                .header("MCP-Protocol-Version", version)
+                .body(body.to_string())
+                .send()
+                .await
+                .unwrap();
+            Answer::read(resp).await
+        }
+    };
+
+    // The Python SDK 2.x opening: server/discover under 2026-07-28, no
+    // session. Method not found, so it falls back to initialize.
+    let probe = json!({"jsonrpc": "2.0", "id": "d1", "method": "server/discover", "params": {}});
+    let a = post(None, "2026-07-28", probe).await;
+    a.expect(400).assert_secure();
+    let v = a.json();
+    assert_eq!(v["jsonrpc"], "2.0");
+    assert_eq!(v["id"], "d1");
+    assert_eq!(v["error"]["code"], -32601, "{v}");
+    assert_eq!(v["error"]["data"]["supported"], supported);
+    mcp.post(None, &initialize_body(2)).await.expect(200);
+
+    // A method we know, or a version that is not newer: invalid request.
+    let session = mcp.initialize().await;
+    for (version, method) in [
+        ("2026-07-28", "ping"),
+        ("2026-07-28", "tools/list"),
+        ("2024-11-05", "server/discover"),
+        ("1999-01-01", "ping"),
+        ("banana", "server/discover"),
+    ] {
+        let body = json!({"jsonrpc": "2.0", "id": 5, "method": method});
+        let a = post(Some(session.clone()), version, body).await;
+        a.expect(400).assert_secure();
+        let v = a.json();
+        assert_eq!(v["error"]["code"], -32600, "{version} {method}: {v}");
+        assert_eq!(v["id"], 5);
+        assert_eq!(v["error"]["data"]["supported"], supported);
+        assert!(v.get("result").is_none());
+    }
+    // The session is unharmed.
+    mcp.rpc(&session, 6, "ping", json!({})).await.expect(200);
+}
+
+#[tokio::test]
+async fn an_origin_that_is_present_and_not_allowed_is_403() {
+    let server = Server::start(&[]);
+    let ep = server.vend(json!({"agent": "a"})).await;
+    let mcp = server.mcp(&ep);
+    let session = mcp.initialize().await;
+    let port = server.addr.rsplit_once(':').unwrap().1.to_owned();
+
+    for origin in [
+        "http://evil.example",
+        "https://localhost.evil.example",
+        "null",
+        "http://10.0.0.1:8080",
+    ] {
+        for method in [Method::POST, Method::GET, Method::DELETE] {
+            // Refused before the credential is even read.
+            for authorization in [mcp.authorization.as_str(), "Bearer sbk_nope"] {
+                let mut req = mcp
+                    .with_authorization(authorization)
+                    .request(method.clone(), Some(&session))
+                    .header("Origin", origin)
+                    .header("Content-Type", "application/json");
+                if method == Method::POST {
+                    req =
+                        req.body(json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}).to_string());
+                }
+                let a = Answer::read(req.send().await.unwrap()).await;
+                a.expect(403).assert_secure();
+                assert_eq!(a.json()["error"]["code"], "forbidden", "{origin} {method}");
+            }
+        }
+    }
+
+    // Allowed: no Origin, the request's own origin, and (on loopback) any
+    // loopback origin.
+    let own = format!("http://{}", server.addr);
+    let localhost = format!("http://localhost:{port}");
+    for origin in [
+        None,
+        Some(own.as_str()),
+        Some(localhost.as_str()),
+        Some("http://localhost:6274"),
+        Some("http://127.0.0.1:3000"),
+        Some("http://[::1]:5173"),
+    ] {
+        let mut req = mcp
+            .request(Method::POST, Some(&session))
+            .header("Content-Type", "application/json")
+            .body(json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}).to_string());
+        if let Some(origin) = origin {
+            req = req.header("Origin", origin);
+        }
+        Answer::read(req.send().await.unwrap()).await.expect(200);
+    }
+}
+
+#[tokio::test]
+async fn list_todos_checks_queue_and_limit_like_claim_next() {
+    let server = Server::start(&[]);
+    let ep = server.vend(json!({"agent": "a"})).await;
+    server.push(&ep.slug, "one").await;
+    let mcp = server.mcp(&ep);
+    let session = mcp.initialize().await;
+
+    for queue in ["Bad Queue!", "", "elsewhere", &"q".repeat(65)] {
+        let listed = mcp
+            .call_err(&session, "list_todos", json!({"queue": queue}))
+            .await;
+        let claimed = mcp
+            .call_err(&session, "claim_next", json!({"queue": queue}))
+            .await;
+        assert_eq!(listed, claimed, "{queue:?}");
+    }
+    let (code, message) = mcp
+        .call_err(&session, "list_todos", json!({"queue": "elsewhere"}))
+        .await;
+    assert_eq!(code, "forbidden");
+    assert_eq!(
+        message,
+        "queue \"elsewhere\" is not in this endpoint's scope"
+    );
+    let (code, message) = mcp
+        .call_err(&session, "list_todos", json!({"queue": "Bad Queue!"}))
+        .await;
+    assert_eq!(code, "invalid_argument");
+    assert!(message.starts_with("queue: "), "{message}");
+
+    for limit in [0, -1, 201, 10_000] {
+        let (code, message) = mcp
+            .call_err(&session, "list_todos", json!({"limit": limit}))
+            .await;
+        assert_eq!(code, "invalid_argument");
+        assert_eq!(message, "limit: must be between 1 and 200", "{limit}");
+    }
+    for limit in [1, 50, 200] {
+        let list = mcp
+            .call_ok(
+                &session,
+                "list_todos",
+                json!({"limit": limit, "queue": "inbox"}),
+            )
+            .await;
+        assert_eq!(list["todos"].as_array().unwrap().len(), 1, "{limit}");
+    }
+    // Nothing was claimed by the refused claim_next calls.
+    let list = mcp.call_ok(&session, "list_todos", json!({})).await;
+    assert_eq!(list["todos"][0]["state"], "pending");
+}
+
+/// Pushes a todo whose payload is `{"blob": "<n bytes>"}`.
+async fn push_payload(server: &Server, slug: &str, title: &str, n: usize) -> (String, Value) {
+    let payload = json!({"blob": "ü".repeat(n / 2)});
+    let v = server
+        .api(
+            Method::POST,
+            &format!("/api/v1/endpoints/{slug}/todos"),
+            Some(json!({"title": title, "payload": payload})),
+        )
+        .await;
+    (v["id"].as_str().unwrap().to_owned(), payload)
+}
+
+#[tokio::test]
+async fn claim_results_carry_the_payload_once_and_large_ones_by_reference() {
+    let server = Server::start(&[]);
+    let ep = server.vend(json!({"agent": "a"})).await;
+    let mcp = server.mcp(&ep);
+    let session = mcp.initialize().await;
+
+    // Just under the 16 KiB inline limit (of the payload's JSON text): inline,
+    // once.
+    for (name, n) in [("claim_next", 16_000), ("claim", 16_000)] {
+        let (id, payload) = push_payload(&server, &ep.slug, "medium", n).await;
+        let size = payload.to_string().len();
+        assert!(size > 15_000 && size <= 16 * 1024, "{size}");
+        let args = if name == "claim" {
+            json!({"id": id})
+        } else {
+            json!({})
+        };
+        let answer = mcp.call_raw(&session, name, args).await;
+        answer.expect(200);
+        assert!(
+            answer.body.len() * 4 <= size * 5 + 4 * 4096,
+            "{name}: {} bytes for a {size}-byte payload",
+            answer.body.len()
+        );
+        let result = answer.json()["result"].clone();
+        let structured = &result["structuredContent"];
+        let row = if name == "claim" {
+            structured
+        } else {
+            &structured["todo"]
+        };
+        assert_eq!(row["payload"], payload, "{name}: the payload inline");
+        assert!(row.get("payload_truncated").is_none());
+        // The text is a summary without the payload.
+        let text: Value =
+            serde_json::from_str(result["content"][0]["text"].as_str().unwrap()).unwrap();
+        let text_row = if name == "claim" {
+            &text
+        } else {
+            &text["todo"]
+        };
+        assert!(text_row.get("payload").is_none());
+        assert_eq!(text_row["payload_size"], size);
+        assert_eq!(text_row["id"], row["id"]);
+        mcp.call_ok(&session, "complete", json!({"id": row["id"]}))
+            .await;
+    }
+
+    // 19 KB and 40 KB: over the limit, left out: size, preview, get_todo.
+    for n in [19_000, 40_000] {
+        let (id, payload) = push_payload(&server, &ep.slug, "large", n).await;
+        let size = payload.to_string().len();
+        let answer = mcp.call_raw(&session, "claim", json!({"id": id})).await;
+        answer.expect(200);
+        assert!(
+            answer.body.len() * 4 <= size * 5 + 4 * 4096,
+            "{} bytes for {size}",
+            answer.body.len()
+        );
+        assert!(answer.body.len() < 8 * 1024, "{}", answer.body.len());
+        let row = answer.json()["result"]["structuredContent"].clone();
+        assert_eq!(row["payload"], Value::Null);
+        assert_eq!(row["payload_truncated"], true);
+        assert_eq!(row["payload_size"], size);
+        let preview = row["payload_preview"].as_str().unwrap();
+        assert!(
+            preview.len() <= 1024 && preview.len() > 1000,
+            "{}",
+            preview.len()
+        );
+        assert!(payload.to_string().starts_with(preview));
+        let whole = mcp.call_ok(&session, "get_todo", json!({"id": id})).await;
+        assert_eq!(whole["payload"], payload, "get_todo returns it whole");
+        mcp.call_ok(&session, "release", json!({"id": id})).await;
+    }
+}
+
+#[tokio::test]
+async fn tools_list_carries_titles_and_annotations() {
+    let server = Server::start(&[]);
+    let ep = server.vend(json!({"agent": "a"})).await;
+    let mcp = server.mcp(&ep);
+    let session = mcp.initialize().await;
+    let a = mcp.rpc(&session, 1, "tools/list", json!({})).await;
+    a.expect(200);
+    let tools = a.json()["result"]["tools"].as_array().unwrap().clone();
+    assert_eq!(tools.len(), 13);
+    for tool in &tools {
+        let name = tool["name"].as_str().unwrap();
+        assert!(
+            tool["title"].as_str().is_some_and(|t| !t.is_empty()),
+            "{name}"
+        );
+        let hints = &tool["annotations"];
+        let read_only = matches!(
+            name,
+            "list_todos" | "get_todo" | "get_default_lease" | "presence"
+        );
+        assert_eq!(hints["readOnlyHint"], read_only, "{name}");
+        assert_eq!(
+            hints["destructiveHint"],
+            matches!(name, "complete" | "fail"),
+            "{name}"
+        );
+        assert_eq!(
+            hints["idempotentHint"],
+            !matches!(name, "claim" | "claim_next"),
+            "{name}"
+        );
+        assert_eq!(hints["openWorldHint"], false, "{name}");
+    }
+}
+
+#[tokio::test]
+async fn a_long_history_keeps_claim_results_within_budget() {
+    let server = Server::start(&[]);
+    let ep = server.vend(json!({"agent": "a"})).await;
+    let id = server.push(&ep.slug, "busy").await;
+    let mcp = server.mcp(&ep);
+    let session = mcp.initialize().await;
+    let summary = "s".repeat(2048);
+    for _ in 0..4 {
+        mcp.call_ok(
+            &session,
+            "claim",
+            json!({"id": id, "claimant": "c".repeat(128)}),
+        )
+        .await;
+        mcp.call_ok(
+            &session,
+            "heartbeat",
+            json!({"id": id, "note": "n".repeat(512)}),
+        )
+        .await;
+        mcp.call_ok(&session, "release", json!({"id": id, "summary": summary}))
+            .await;
+    }
+    let answer = mcp.call_raw(&session, "claim_next", json!({})).await;
+    answer.expect(200);
+    let v = answer.json();
+    let claimed = &v["result"]["structuredContent"];
+    let payload = claimed["todo"]["payload"].to_string().len();
+    assert!(
+        answer.body.len() <= payload + payload / 4 + 4096,
+        "{} bytes",
+        answer.body.len()
+    );
+    let prior = claimed["prior_attempts"].as_array().unwrap();
+    assert_eq!(prior.len(), 4, "{claimed}");
+    for attempt in prior {
+        assert_eq!(attempt["summary_truncated"], true, "{attempt}");
+        assert!(attempt["summary"].as_str().unwrap_or("").len() < 2048);
+    }
+    // get_todo has the history whole.
+    let detail = mcp.call_ok(&session, "get_todo", json!({"id": id})).await;
+    let whole = detail["attempts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["summary"] == summary.as_str())
+        .count();
+    assert_eq!(whole, 4, "{detail}");
 }
