@@ -8,6 +8,7 @@ mod shift;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
+use std::time::Duration;
 
 use serde_json::Value;
 
@@ -484,4 +485,76 @@ fn doctor_reports_a_healthy_setup_and_an_endpoint_nobody_listens_on() {
             .contains("--dangerously-load-development-channels server:switchboard-reviewer"),
         "{sessions}"
     );
+}
+
+/// A session that reads its stream but never calls (what a Claude Code
+/// started without the channels flag looks like) becomes deaf, `doctor` says
+/// so and how to fix it, and its next request clears it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_that_never_answers_its_doorbells_is_deaf_until_it_calls() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(
+        dir.path(),
+        &["--unanswered-after", "1s", "--mcp-rate", "1000"],
+    );
+    let cli = Client::new(dir.path());
+    cli.login(&server);
+    let vended = cli.json(&["endpoint", "vend", "reviewer"]);
+    let slug = vended["slug"].as_str().unwrap().to_owned();
+    let mcp = crate::support::mcp::Mcp {
+        http: crate::support::mcp::client(),
+        url: vended["mcp_url"].as_str().unwrap().to_owned(),
+        authorization: format!("Bearer {}", vended["token"].as_str().unwrap()),
+    };
+    let session = mcp.initialize().await;
+    let mut stream = mcp.open_stream(&session).await;
+    for n in 0..3 {
+        cli.ok(&["todo", "push", &slug, &format!("unheard {n}")]);
+        let bell = crate::support::mcp::next_event(&mut stream, Duration::from_secs(5), |v| {
+            v["method"] == "notifications/claude/channel"
+        })
+        .await;
+        assert!(bell.is_some(), "doorbell {n} was written");
+    }
+    // Every window passes with no request from the session.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let row = loop {
+        let endpoint = cli.json(&["endpoint", "show", &slug]);
+        let row = endpoint["sessions"]["list"][0].clone();
+        if row["deaf_reason"] == "unanswered" {
+            assert_eq!(endpoint["liveness"]["condition"], "deaf", "{endpoint}");
+            break row;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never deaf: {endpoint}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(row["unanswered_doorbells"], 3, "{row}");
+
+    let out = cli.run(&["doctor", &slug]);
+    assert_eq!(out.status.code(), Some(1));
+    let report = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        report.contains("was rung 3 times with no request since"),
+        "{report}"
+    );
+    assert!(
+        report.contains("--dangerously-load-development-channels server:switchboard-reviewer"),
+        "{report}"
+    );
+
+    // Any request answers them all.
+    mcp.rpc(&session, 9, "ping", serde_json::json!({}))
+        .await
+        .expect(200);
+    let endpoint = cli.json(&["endpoint", "show", &slug]);
+    assert_eq!(
+        endpoint["sessions"]["list"][0]["deaf_reason"],
+        Value::Null,
+        "{endpoint}"
+    );
+    assert_eq!(endpoint["sessions"]["deaf"], 0);
+    cli.ok(&["doctor", &slug]);
 }
