@@ -1,9 +1,22 @@
 //! Switchboard: a durable work queue for AI agents, reached over MCP.
 //!
-//! The crate is laid out by concern: [`domain`] holds the pure rules,
-//! [`store`] the storage contract and its SQLite/PostgreSQL backends,
-//! [`server`] the HTTP server and its background loops, [`intake`] webhook
-//! deliveries, [`cli`] the command line.
+//! The modules, bottom layer first (a module uses only its own layer or the
+//! ones below; `scripts/check-layers` enforces it; see `ARCHITECTURE.md`):
+//!
+//! - [`domain`] — the pure rules and types (no IO); [`mint`] — minting ids
+//!   and secrets; [`clock`] — the one source of "now".
+//! - [`store`] — the storage contract (capability traits) and its SQLite and
+//!   PostgreSQL implementation, migrations, typed errors.
+//! - [`bus`] — the cluster bus: in process, or PostgreSQL `LISTEN/NOTIFY`.
+//! - [`delivery`] — the event path: sessions, doorbells, the re-ring sweep,
+//!   presence and digests, the bus listener.
+//! - [`http`] — what the HTTP surfaces share: the error envelope, rate limits.
+//! - The surfaces, each with its own state and `router(state)`: [`api`]
+//!   (`/api/v1`), [`mcp`] (`/mcp/{slug}`), [`intake`] (webhooks),
+//!   [`metrics`] (`/metrics`).
+//! - [`server`] — wiring: config → store → bus → delivery → surfaces → loops.
+//! - [`cli`] — the command line (the server and the REST client).
+#![warn(unreachable_pub)]
 
 pub mod api;
 pub mod bus;

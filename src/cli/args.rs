@@ -56,7 +56,7 @@ impl ClientArgs {
 }
 
 /// `90`, `90s`, `15m`, `1h`: whole seconds.
-pub fn seconds(text: &str) -> Result<i64, String> {
+pub(super) fn seconds(text: &str) -> Result<i64, String> {
     if let Ok(n) = text.trim().parse::<i64>() {
         return match n {
             1.. => Ok(n),
@@ -77,7 +77,7 @@ pub enum LeaseTtl {
     Default,
 }
 
-pub fn lease_ttl(text: &str) -> Result<LeaseTtl, String> {
+pub(super) fn lease_ttl(text: &str) -> Result<LeaseTtl, String> {
     if text.trim().eq_ignore_ascii_case("default") {
         Ok(LeaseTtl::Default)
     } else {
@@ -87,7 +87,7 @@ pub fn lease_ttl(text: &str) -> Result<LeaseTtl, String> {
 
 /// A lifetime: a duration (`30d`, `12h`, `90m`) or the RFC 3339 instant it
 /// ends at, which must lie ahead.
-pub fn lifetime(text: &str) -> Result<Duration, String> {
+pub(super) fn lifetime(text: &str) -> Result<Duration, String> {
     lifetime_at(text, SystemClock.now())
 }
 
@@ -108,7 +108,7 @@ fn lifetime_at(text: &str, now: Timestamp) -> Result<Duration, String> {
 }
 
 /// A lifetime as the API takes it (`expires_in`).
-pub fn api_duration(d: Duration) -> String {
+pub(super) fn api_duration(d: Duration) -> String {
     format!("{}s", d.as_secs().max(1))
 }
 

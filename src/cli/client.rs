@@ -16,7 +16,7 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Parses a server URL as the user typed it. Only `http` works: this build
 /// of the CLI carries no TLS (`docs/cli.md`).
-pub fn parse_server_url(text: &str) -> anyhow::Result<Url> {
+pub(super) fn parse_server_url(text: &str) -> anyhow::Result<Url> {
     let text = text.trim();
     let with_scheme = if text.contains("://") {
         text.to_owned()
@@ -39,7 +39,7 @@ pub fn parse_server_url(text: &str) -> anyhow::Result<Url> {
 }
 
 /// The canonical text of a server URL, as saved and compared: no trailing slash.
-pub fn display_url(url: &Url) -> String {
+pub(super) fn display_url(url: &Url) -> String {
     url.as_str().trim_end_matches('/').to_owned()
 }
 
@@ -66,7 +66,7 @@ impl ApiResponse {
 
 /// A non-2xx answer, from the API's envelope when it has one.
 #[derive(Debug)]
-pub struct ApiFailure {
+pub(super) struct ApiFailure {
     pub code: String,
     pub message: String,
     pub field: Option<String>,

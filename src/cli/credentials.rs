@@ -44,14 +44,14 @@ impl FromStr for Secret {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Credentials {
+pub(super) struct Credentials {
     pub url: String,
     pub token: Secret,
 }
 
 /// `$SWITCHBOARD_CONFIG_DIR`, else `$XDG_CONFIG_HOME/switchboard`, else
 /// `~/.config/switchboard`.
-pub fn config_dir() -> anyhow::Result<PathBuf> {
+pub(super) fn config_dir() -> anyhow::Result<PathBuf> {
     let non_empty = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
     if let Some(dir) = non_empty("SWITCHBOARD_CONFIG_DIR") {
         return Ok(PathBuf::from(dir));
@@ -68,12 +68,12 @@ pub fn config_dir() -> anyhow::Result<PathBuf> {
     }
 }
 
-pub fn file_path() -> anyhow::Result<PathBuf> {
+pub(super) fn file_path() -> anyhow::Result<PathBuf> {
     Ok(config_dir()?.join(FILE_NAME))
 }
 
 /// The saved login, if any.
-pub fn load() -> anyhow::Result<Option<Credentials>> {
+pub(super) fn load() -> anyhow::Result<Option<Credentials>> {
     let path = file_path()?;
     let text = match fs::read_to_string(&path) {
         Ok(text) => text,
@@ -90,7 +90,7 @@ pub fn load() -> anyhow::Result<Option<Credentials>> {
 }
 
 /// Saves the login with mode 0600 and returns where.
-pub fn save(credentials: &Credentials) -> anyhow::Result<PathBuf> {
+pub(super) fn save(credentials: &Credentials) -> anyhow::Result<PathBuf> {
     let path = file_path()?;
     let dir = path.parent().expect("the file has a directory");
     DirBuilder::new()
@@ -128,7 +128,7 @@ fn write_private(path: &Path, bytes: &[u8]) -> io::Result<()> {
 }
 
 /// Removes the saved login; the path when there was one.
-pub fn remove() -> anyhow::Result<Option<PathBuf>> {
+pub(super) fn remove() -> anyhow::Result<Option<PathBuf>> {
     let path = file_path()?;
     match fs::remove_file(&path) {
         Ok(()) => Ok(Some(path)),

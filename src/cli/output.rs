@@ -8,7 +8,7 @@ use crate::clock::{Clock, SystemClock};
 use crate::domain::Timestamp;
 
 /// Prints `--json` output (the body verbatim) or the readable form.
-pub fn emit(
+pub(super) fn emit(
     json: bool,
     response: &ApiResponse,
     readable: impl FnOnce(&Value) -> anyhow::Result<()>,
@@ -23,7 +23,7 @@ pub fn emit(
 
 /// The value at a dotted path (`liveness.condition`), as display text:
 /// strings bare, `null` and absent as `-`, anything else as JSON.
-pub fn text(value: &Value, path: &str) -> String {
+pub(super) fn text(value: &Value, path: &str) -> String {
     match lookup(value, path) {
         None | Some(Value::Null) => "-".to_owned(),
         Some(Value::String(s)) => s.clone(),
@@ -33,18 +33,18 @@ pub fn text(value: &Value, path: &str) -> String {
     }
 }
 
-pub fn lookup<'a>(value: &'a Value, path: &str) -> Option<&'a Value> {
+pub(super) fn lookup<'a>(value: &'a Value, path: &str) -> Option<&'a Value> {
     path.split('.').try_fold(value, |v, key| v.get(key))
 }
 
-pub fn flag(value: &Value, path: &str) -> bool {
+pub(super) fn flag(value: &Value, path: &str) -> bool {
     lookup(value, path)
         .and_then(Value::as_bool)
         .unwrap_or(false)
 }
 
 /// A list of strings as `a, b`.
-pub fn joined(value: &Value, path: &str) -> String {
+pub(super) fn joined(value: &Value, path: &str) -> String {
     match lookup(value, path).and_then(Value::as_array) {
         Some(items) if !items.is_empty() => items
             .iter()
@@ -56,7 +56,7 @@ pub fn joined(value: &Value, path: &str) -> String {
 }
 
 /// An RFC 3339 time at `path` as "5m ago" / "in 2h", or `absent` when null.
-pub fn when(value: &Value, path: &str, absent: &str) -> String {
+pub(super) fn when(value: &Value, path: &str, absent: &str) -> String {
     match lookup(value, path).and_then(Value::as_str) {
         Some(t) => relative(t),
         None => absent.to_owned(),
@@ -64,7 +64,7 @@ pub fn when(value: &Value, path: &str, absent: &str) -> String {
 }
 
 /// Like [`when`], followed by the exact time for a detail view.
-pub fn when_exact(value: &Value, path: &str, absent: &str) -> String {
+pub(super) fn when_exact(value: &Value, path: &str, absent: &str) -> String {
     match lookup(value, path).and_then(Value::as_str) {
         Some(t) => format!("{} ({t})", relative(t)),
         None => absent.to_owned(),
@@ -85,7 +85,7 @@ fn relative(rfc3339: &str) -> String {
 }
 
 /// Seconds as the largest sensible unit: `42s`, `5m`, `3h`, `2d`.
-pub fn human_span(secs: u64) -> String {
+pub(super) fn human_span(secs: u64) -> String {
     match secs {
         0..60 => format!("{secs}s"),
         60..3600 => format!("{}m", secs / 60),
@@ -95,7 +95,7 @@ pub fn human_span(secs: u64) -> String {
 }
 
 /// One line, cut to `max` characters with an ellipsis.
-pub fn clip(text: &str, max: usize) -> String {
+pub(super) fn clip(text: &str, max: usize) -> String {
     let line = text.lines().next().unwrap_or("");
     if line.chars().count() <= max && !text.contains('\n') {
         line.to_owned()
@@ -106,7 +106,7 @@ pub fn clip(text: &str, max: usize) -> String {
 }
 
 /// Prints `key: value` lines with the values aligned.
-pub fn print_pairs(pairs: &[(&str, String)]) {
+pub(super) fn print_pairs(pairs: &[(&str, String)]) {
     let width = pairs.iter().map(|(k, _)| k.len()).max().unwrap_or(0) + 1;
     for (key, value) in pairs {
         println!("{:<width$} {value}", format!("{key}:"));
@@ -114,7 +114,7 @@ pub fn print_pairs(pairs: &[(&str, String)]) {
 }
 
 /// Prints a JSON value indented, under a heading.
-pub fn print_block(heading: &str, value: &Value) {
+pub(super) fn print_block(heading: &str, value: &Value) {
     println!("{heading}:");
     let pretty = serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string());
     for line in pretty.lines() {
@@ -124,25 +124,25 @@ pub fn print_block(heading: &str, value: &Value) {
 
 /// A plain-text table with a header row and left-aligned columns.
 #[derive(Debug)]
-pub struct Table {
+pub(super) struct Table {
     headers: Vec<String>,
     rows: Vec<Vec<String>>,
 }
 
 impl Table {
-    pub fn new(headers: &[&str]) -> Self {
+    pub(super) fn new(headers: &[&str]) -> Self {
         Self {
             headers: headers.iter().map(|h| (*h).to_owned()).collect(),
             rows: Vec::new(),
         }
     }
 
-    pub fn row(&mut self, cells: Vec<String>) {
+    pub(super) fn row(&mut self, cells: Vec<String>) {
         debug_assert_eq!(cells.len(), self.headers.len());
         self.rows.push(cells);
     }
 
-    pub fn render(&self) -> String {
+    pub(super) fn render(&self) -> String {
         let mut widths: Vec<usize> = self.headers.iter().map(|h| h.chars().count()).collect();
         for row in &self.rows {
             for (w, cell) in widths.iter_mut().zip(row) {
@@ -171,7 +171,7 @@ impl Table {
     }
 
     /// Prints the table, or `empty` when it has no rows.
-    pub fn print_or(&self, empty: &str) {
+    pub(super) fn print_or(&self, empty: &str) {
         if self.rows.is_empty() {
             println!("{empty}");
         } else {
@@ -181,7 +181,7 @@ impl Table {
 }
 
 /// Tells the reader how to get the next page of a list, when there is one.
-pub fn print_next_page(list: &Value) {
+pub(super) fn print_next_page(list: &Value) {
     if let Some(cursor) = list.get("next_cursor").and_then(Value::as_str) {
         println!("(more: add --cursor {cursor})");
     }

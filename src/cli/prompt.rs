@@ -5,7 +5,7 @@ use std::io::{self, BufRead, IsTerminal, Write};
 
 use rustix::termios::{self, LocalModes, OptionalActions};
 
-pub fn stdin_is_terminal() -> bool {
+pub(super) fn stdin_is_terminal() -> bool {
     io::stdin().is_terminal()
 }
 
@@ -16,7 +16,7 @@ fn read_line() -> io::Result<String> {
 }
 
 /// Asks `question [y/N]`; only `y` or `yes` agrees.
-pub fn confirm(question: &str) -> io::Result<bool> {
+pub(super) fn confirm(question: &str) -> io::Result<bool> {
     eprint!("{question} [y/N] ");
     io::stderr().flush()?;
     let answer = read_line()?.to_ascii_lowercase();
@@ -25,7 +25,7 @@ pub fn confirm(question: &str) -> io::Result<bool> {
 
 /// Reads a secret from the terminal with echo turned off, so that it stays
 /// off the screen and out of terminal scrollback.
-pub fn read_secret(prompt: &str) -> io::Result<String> {
+pub(super) fn read_secret(prompt: &str) -> io::Result<String> {
     eprint!("{prompt}");
     io::stderr().flush()?;
     let stdin = io::stdin();

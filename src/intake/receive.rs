@@ -23,19 +23,19 @@ use crate::store::{NewIntakeEvent, NewTodo, StoreError, TrustMode, WebhookTarget
 
 /// The 202 answer: `{"todo": {"id", "queue", "created"}}`.
 #[derive(Debug, Serialize)]
-pub struct Receipt {
+pub(super) struct Receipt {
     pub todo: ReceiptTodo,
 }
 
 #[derive(Debug, Serialize)]
-pub struct ReceiptTodo {
+pub(super) struct ReceiptTodo {
     pub id: String,
     pub queue: String,
     /// `false` when this was a redelivery of a live todo (nothing new, nothing rings).
     pub created: bool,
 }
 
-pub async fn receive(
+pub(super) async fn receive(
     State(state): State<IntakeState>,
     url_token: Result<Path<String>, PathRejection>,
     request: Request,

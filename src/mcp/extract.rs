@@ -30,7 +30,7 @@ const PROTOCOL_HEADER: &str = "mcp-protocol-version";
 /// `{"error": {code, message}}` envelope (plus `WWW-Authenticate` or
 /// `Retry-After` where due), or a bare JSON-RPC error.
 #[derive(Debug)]
-pub enum McpRejection {
+pub(super) enum McpRejection {
     /// The path did not extract: axum's own answer.
     Path(PathRejection),
     /// 403: the DNS-rebinding guard (a non-loopback `Host`).
@@ -186,7 +186,7 @@ fn http_error(status: StatusCode, code: &str, message: &str) -> Response {
 /// Extracted once per request (kept in the request's extensions), so a
 /// handler may take it beside a [`BoundSession`].
 #[derive(Debug, Clone)]
-pub struct McpCaller {
+pub(super) struct McpCaller {
     pub endpoint: Endpoint,
 }
 
@@ -266,7 +266,7 @@ async fn authenticate(
 /// origin (`http(s)://localhost`, `127.0.0.1` or `[::1]`, any port).
 /// Everything else, `null` included, is refused. A request without `Origin`
 /// (not from a browser) is not asked.
-pub fn origin_allowed(origin: &str, host: Option<&str>, loopback: bool) -> bool {
+pub(super) fn origin_allowed(origin: &str, host: Option<&str>, loopback: bool) -> bool {
     let origin = origin.trim();
     let Some((scheme, authority)) = origin.split_once("://") else {
         return false;
@@ -360,11 +360,15 @@ pub(super) fn session_id(headers: &HeaderMap) -> Option<&str> {
 /// foreign session answers exactly like a missing one). Extracting it
 /// extracts the [`McpCaller`] first.
 #[derive(Debug, Clone)]
-pub struct BoundSession(pub Arc<Session>);
+pub(super) struct BoundSession(pub Arc<Session>);
 
 impl BoundSession {
     /// Session `id`, if it is a live session of `endpoint`.
-    pub fn resolve(mcp: &McpContext, endpoint: &Endpoint, id: &str) -> Result<Self, McpRejection> {
+    pub(super) fn resolve(
+        mcp: &McpContext,
+        endpoint: &Endpoint,
+        id: &str,
+    ) -> Result<Self, McpRejection> {
         match mcp.sessions.get(id) {
             Some(session) if session.endpoint_id == endpoint.id => Ok(Self(session)),
             _ => Err(McpRejection::NoSuchSession),
@@ -386,7 +390,7 @@ impl FromRequestParts<McpState> for BoundSession {
 /// protocol version we speak (when stated), one well-formed JSON-RPC 2.0
 /// object (no batches). Checked in that order.
 #[derive(Debug)]
-pub struct RpcMessage(pub Incoming);
+pub(super) struct RpcMessage(pub Incoming);
 
 impl FromRequest<McpState> for RpcMessage {
     type Rejection = McpRejection;

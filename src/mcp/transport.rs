@@ -58,7 +58,7 @@ fn last_contact(params: Option<&Value>) -> Option<Timestamp> {
 
 /// POST: one JSON-RPC message in, its answer out. `initialize` opens a
 /// session; everything else needs one (`Mcp-Session-Id`).
-pub async fn post_message(
+pub(super) async fn post_message(
     State(state): State<McpState>,
     McpCaller { endpoint }: McpCaller,
     headers: HeaderMap,
@@ -187,7 +187,7 @@ async fn call_tool(
 }
 
 /// GET: the session's notification stream (SSE).
-pub async fn open_stream(
+pub(super) async fn open_stream(
     State(state): State<McpState>,
     McpCaller { endpoint }: McpCaller,
     BoundSession(session): BoundSession,
@@ -218,7 +218,7 @@ pub async fn open_stream(
 }
 
 /// DELETE: end the session.
-pub async fn end_session(
+pub(super) async fn end_session(
     State(state): State<McpState>,
     McpCaller { endpoint }: McpCaller,
     BoundSession(session): BoundSession,

@@ -7,9 +7,9 @@ use anyhow::Context;
 use crate::store::issue_api_token;
 use crate::store::{Store, StoreError, Taken};
 
-pub const FIRST_HUMAN: &str = "admin";
+pub(super) const FIRST_HUMAN: &str = "admin";
 
-pub async fn first_human(store: &dyn Store, public_url: &str) -> anyhow::Result<()> {
+pub(super) async fn first_human(store: &dyn Store, public_url: &str) -> anyhow::Result<()> {
     if store.count_humans().await? > 0 {
         return Ok(());
     }

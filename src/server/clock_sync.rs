@@ -13,14 +13,18 @@ use crate::metrics::Metrics;
 use crate::store::SqlStore;
 
 /// How often the offset is measured again.
-pub const PERIOD: Duration = Duration::from_secs(60);
+pub(super) const PERIOD: Duration = Duration::from_secs(60);
 
 /// An offset change worth a log line.
 const NOTABLE_CHANGE_MS: i64 = 50;
 
 /// Measures once and applies the result; `false` when the database could
 /// not be read (the previous offset stays).
-pub async fn align(store: &SqlStore, clock: &OffsetClock, metrics: Option<&Metrics>) -> bool {
+pub(super) async fn align(
+    store: &SqlStore,
+    clock: &OffsetClock,
+    metrics: Option<&Metrics>,
+) -> bool {
     let samples = match store.sample_database_clock().await {
         Ok(samples) => samples,
         Err(e) => {
@@ -46,7 +50,7 @@ pub async fn align(store: &SqlStore, clock: &OffsetClock, metrics: Option<&Metri
     true
 }
 
-pub fn spawn(
+pub(super) fn spawn(
     store: Arc<SqlStore>,
     clock: Arc<OffsetClock>,
     metrics: Arc<Metrics>,

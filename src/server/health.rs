@@ -24,7 +24,7 @@ pub struct HealthState {
     pub bus: Option<Arc<PgBusStats>>,
 }
 
-pub fn router(state: HealthState) -> Router {
+pub(super) fn router(state: HealthState) -> Router {
     Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))

@@ -96,7 +96,7 @@ fn opt_json(row: &AnyRow, col: &str) -> Result<Option<serde_json::Value>, StoreE
     }
 }
 
-pub fn todo(row: &AnyRow) -> Result<Todo, StoreError> {
+pub(super) fn todo(row: &AnyRow) -> Result<Todo, StoreError> {
     let state_text: String = row.try_get("state")?;
     let state =
         TodoState::parse_field(&state_text, "state").map_err(|_| corrupt("state", &state_text))?;
@@ -134,7 +134,7 @@ pub fn todo(row: &AnyRow) -> Result<Todo, StoreError> {
     })
 }
 
-pub fn attempt(row: &AnyRow) -> Result<Attempt, StoreError> {
+pub(super) fn attempt(row: &AnyRow) -> Result<Attempt, StoreError> {
     let outcome = match row.try_get::<Option<String>, _>("outcome")? {
         None => None,
         Some(s) => Some(Outcome::parse(&s).ok_or_else(|| corrupt("outcome", &s))?),
@@ -165,7 +165,7 @@ fn string_list(row: &AnyRow, col: &str) -> Result<Vec<String>, StoreError> {
         .map_err(|e| StoreError::internal(format!("column {col} holds invalid JSON: {e}")))
 }
 
-pub fn endpoint(row: &AnyRow) -> Result<Endpoint, StoreError> {
+pub(super) fn endpoint(row: &AnyRow) -> Result<Endpoint, StoreError> {
     Ok(Endpoint {
         id: row.try_get("id")?,
         agent_id: row.try_get("agent_id")?,
@@ -201,7 +201,7 @@ pub fn endpoint(row: &AnyRow) -> Result<Endpoint, StoreError> {
     })
 }
 
-pub fn human(row: &AnyRow) -> Result<Human, StoreError> {
+pub(super) fn human(row: &AnyRow) -> Result<Human, StoreError> {
     Ok(Human {
         id: row.try_get("id")?,
         name: row.try_get("name")?,
@@ -209,7 +209,7 @@ pub fn human(row: &AnyRow) -> Result<Human, StoreError> {
     })
 }
 
-pub fn agent(row: &AnyRow) -> Result<Agent, StoreError> {
+pub(super) fn agent(row: &AnyRow) -> Result<Agent, StoreError> {
     let kind: String = row.try_get("kind")?;
     Ok(Agent {
         id: row.try_get("id")?,
@@ -223,7 +223,7 @@ pub fn agent(row: &AnyRow) -> Result<Agent, StoreError> {
     })
 }
 
-pub fn api_token(row: &AnyRow) -> Result<ApiToken, StoreError> {
+pub(super) fn api_token(row: &AnyRow) -> Result<ApiToken, StoreError> {
     Ok(ApiToken {
         id: row.try_get("id")?,
         human_id: row.try_get("human_id")?,
@@ -236,7 +236,7 @@ pub fn api_token(row: &AnyRow) -> Result<ApiToken, StoreError> {
     })
 }
 
-pub fn intake_event(row: &AnyRow) -> Result<IntakeEvent, StoreError> {
+pub(super) fn intake_event(row: &AnyRow) -> Result<IntakeEvent, StoreError> {
     let headers: String = row.try_get("headers")?;
     Ok(IntakeEvent {
         id: row.try_get("id")?,

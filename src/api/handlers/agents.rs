@@ -16,7 +16,7 @@ use crate::store::{
     Agent, AgentKind, AgentPatch, Endpoint, EndpointActivity, NewAgent, Store, StoreError,
 };
 
-pub fn parse_kind(kind: &str) -> Result<AgentKind, ApiError> {
+pub(crate) fn parse_kind(kind: &str) -> Result<AgentKind, ApiError> {
     AgentKind::parse(kind).ok_or_else(|| {
         ApiError::invalid(
             "kind",
@@ -77,7 +77,7 @@ async fn agent_views(
         (status = 401, body = ErrorBody),
         (status = 429, body = ErrorBody),
     ))]
-pub async fn list(
+pub(crate) async fn list(
     State(state): State<ApiState>,
     auth: HumanAuth,
     ApiQuery(q): ApiQuery<ListQuery>,
@@ -97,7 +97,7 @@ pub async fn list(
 
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-pub struct RegisterAgent {
+pub(crate) struct RegisterAgent {
     /// Lowercase `[a-z0-9][a-z0-9-]{0,62}`, unique per human.
     #[schema(pattern = r"^[a-z0-9][a-z0-9-]{0,62}$")]
     pub name: String,
@@ -123,7 +123,7 @@ pub struct RegisterAgent {
         (status = 413, body = ErrorBody),
         (status = 429, body = ErrorBody),
     ))]
-pub async fn register(
+pub(crate) async fn register(
     State(state): State<ApiState>,
     auth: HumanAuth,
     ApiJson(body): ApiJson<RegisterAgent>,
@@ -160,7 +160,7 @@ pub async fn register(
         (status = 404, body = ErrorBody),
         (status = 429, body = ErrorBody),
     ))]
-pub async fn show(
+pub(crate) async fn show(
     State(state): State<ApiState>,
     auth: HumanAuth,
     ApiPath(name): ApiPath<String>,
@@ -181,7 +181,7 @@ where
 
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-pub struct EditAgent {
+pub(crate) struct EditAgent {
     /// `heartbeat`, `session` or `task`.
     #[schema(pattern = r"^(heartbeat|session|task)$")]
     pub kind: Option<String>,
@@ -207,7 +207,7 @@ pub struct EditAgent {
         (status = 413, body = ErrorBody),
         (status = 429, body = ErrorBody),
     ))]
-pub async fn edit(
+pub(crate) async fn edit(
     State(state): State<ApiState>,
     auth: HumanAuth,
     ApiPath(name): ApiPath<String>,

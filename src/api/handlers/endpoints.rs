@@ -25,7 +25,7 @@ use crate::mint::{new_endpoint_credential, new_slug};
 use crate::store::{AgentKind, Endpoint, EndpointActivity, NewEndpoint, StoreError, Taken};
 
 /// Views for endpoints, with their work counts and liveness.
-pub async fn endpoint_views(
+pub(crate) async fn endpoint_views(
     state: &ApiState,
     endpoints: &[Endpoint],
 ) -> ApiResult<Vec<EndpointView>> {
@@ -88,7 +88,7 @@ async fn endpoint_view(state: &ApiState, endpoint: &Endpoint) -> ApiResult<Endpo
         (status = 401, body = ErrorBody),
         (status = 429, body = ErrorBody),
     ))]
-pub async fn list(
+pub(crate) async fn list(
     State(state): State<ApiState>,
     auth: HumanAuth,
     ApiQuery(q): ApiQuery<ListQuery>,
@@ -108,7 +108,7 @@ pub async fn list(
 
 #[derive(Debug, Deserialize, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-pub struct VendRequest {
+pub(crate) struct VendRequest {
     /// The agent's name; created (with `kind`) when it does not exist yet.
     #[schema(pattern = r"^[a-z0-9][a-z0-9-]{0,62}$")]
     pub agent: String,
@@ -147,7 +147,7 @@ pub struct VendRequest {
         (status = 413, body = ErrorBody),
         (status = 429, body = ErrorBody),
     ))]
-pub async fn vend(
+pub(crate) async fn vend(
     State(state): State<ApiState>,
     auth: HumanAuth,
     ApiJson(body): ApiJson<VendRequest>,
@@ -267,7 +267,7 @@ pub async fn vend(
         (status = 404, body = ErrorBody),
         (status = 429, body = ErrorBody),
     ))]
-pub async fn show(
+pub(crate) async fn show(
     State(state): State<ApiState>,
     auth: HumanAuth,
     ApiPath(reference): ApiPath<String>,
@@ -278,7 +278,7 @@ pub async fn show(
 
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-pub struct EditEndpoint {
+pub(crate) struct EditEndpoint {
     /// 60–86 400 seconds, or null for the server default (300). Scope fields
     /// are immutable and refused.
     #[serde(default, deserialize_with = "present")]
@@ -300,7 +300,7 @@ pub struct EditEndpoint {
         (status = 413, body = ErrorBody),
         (status = 429, body = ErrorBody),
     ))]
-pub async fn edit(
+pub(crate) async fn edit(
     State(state): State<ApiState>,
     auth: HumanAuth,
     ApiPath(reference): ApiPath<String>,
@@ -330,7 +330,7 @@ pub async fn edit(
         (status = 409, body = ErrorBody),
         (status = 429, body = ErrorBody),
     ))]
-pub async fn revoke(
+pub(crate) async fn revoke(
     State(state): State<ApiState>,
     auth: HumanAuth,
     ApiPath(reference): ApiPath<String>,
@@ -371,7 +371,7 @@ pub async fn revoke(
         (status = 409, body = ErrorBody),
         (status = 429, body = ErrorBody),
     ))]
-pub async fn remove(
+pub(crate) async fn remove(
     State(state): State<ApiState>,
     auth: HumanAuth,
     ApiPath(reference): ApiPath<String>,

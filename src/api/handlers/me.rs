@@ -12,6 +12,6 @@ use crate::http::error::ErrorBody;
         (status = 401, body = ErrorBody),
         (status = 429, body = ErrorBody),
     ))]
-pub async fn get_me(auth: HumanAuth) -> Json<HumanView> {
+pub(crate) async fn get_me(auth: HumanAuth) -> Json<HumanView> {
     Json(HumanView::from(&auth.human))
 }

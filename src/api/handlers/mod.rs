@@ -1,23 +1,26 @@
 //! One module per resource.
 
-pub mod agents;
-pub mod endpoints;
-pub mod me;
-pub mod presence;
-pub mod todos;
-pub mod tokens;
-pub mod webhooks;
+pub(super) mod agents;
+pub(super) mod endpoints;
+pub(super) mod me;
+pub(super) mod presence;
+pub(super) mod todos;
+pub(super) mod tokens;
+pub(super) mod webhooks;
 
 use super::extract::parse_param;
 use crate::http::error::ApiError;
 use crate::store::PageRequest;
 
-pub async fn not_found() -> ApiError {
+pub(super) async fn not_found() -> ApiError {
     ApiError::not_found()
 }
 
 /// `?limit=&cursor=` of a list route.
-pub fn page_request(limit: Option<&str>, cursor: Option<&str>) -> Result<PageRequest, ApiError> {
+pub(super) fn page_request(
+    limit: Option<&str>,
+    cursor: Option<&str>,
+) -> Result<PageRequest, ApiError> {
     let limit: Option<i64> = parse_param(limit, "limit", "a whole number")?;
     if let Some(l) = limit
         && !(1..=200).contains(&l)

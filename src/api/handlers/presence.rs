@@ -13,7 +13,7 @@ use crate::store::{Endpoint, StoreError};
 
 /// Presence as the API shows it (`05-presence.md`).
 #[derive(Debug, Serialize, ToSchema)]
-pub struct PresenceBody {
+pub(crate) struct PresenceBody {
     /// `in` or `out`.
     pub presence: String,
     /// `shift`, `agent`, `operator` or `default`.
@@ -62,7 +62,7 @@ fn refused(e: StoreError) -> ApiError {
         (status = 404, body = ErrorBody),
         (status = 429, body = ErrorBody),
     ))]
-pub async fn show(
+pub(crate) async fn show(
     State(state): State<ApiState>,
     auth: HumanAuth,
     ApiPath(reference): ApiPath<String>,
@@ -73,7 +73,7 @@ pub async fn show(
 
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-pub struct SetPresence {
+pub(crate) struct SetPresence {
     /// `in` or `out`.
     pub presence: String,
     /// RFC 3339, in the future; null = until the next shift boundary or a change.
@@ -95,7 +95,7 @@ pub struct SetPresence {
         (status = 413, body = ErrorBody),
         (status = 429, body = ErrorBody),
     ))]
-pub async fn set(
+pub(crate) async fn set(
     State(state): State<ApiState>,
     auth: HumanAuth,
     ApiPath(reference): ApiPath<String>,
@@ -131,7 +131,7 @@ pub async fn set(
         (status = 409, body = ErrorBody),
         (status = 429, body = ErrorBody),
     ))]
-pub async fn clear(
+pub(crate) async fn clear(
     State(state): State<ApiState>,
     auth: HumanAuth,
     ApiPath(reference): ApiPath<String>,
@@ -145,7 +145,7 @@ pub async fn clear(
 
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-pub struct SetShift {
+pub(crate) struct SetShift {
     /// A weekly schedule such as `TZ=Europe/Berlin Mon-Fri 09:00-17:00`; null clears it.
     pub shift: Option<String>,
 }
@@ -164,7 +164,7 @@ pub struct SetShift {
         (status = 413, body = ErrorBody),
         (status = 429, body = ErrorBody),
     ))]
-pub async fn set_shift(
+pub(crate) async fn set_shift(
     State(state): State<ApiState>,
     auth: HumanAuth,
     ApiPath(reference): ApiPath<String>,

@@ -17,7 +17,7 @@ use crate::store::{NewIntakeEvent, NewTodo, StoreError, TodoFilter, TrustMode};
 
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-pub struct PushTodo {
+pub(crate) struct PushTodo {
     /// One line, at most 200 bytes.
     #[schema(min_length = 1, max_length = 200)]
     pub title: String,
@@ -51,7 +51,7 @@ pub struct PushTodo {
         (status = 413, body = ErrorBody),
         (status = 429, body = ErrorBody),
     ))]
-pub async fn push(
+pub(crate) async fn push(
     State(state): State<ApiState>,
     auth: HumanAuth,
     ApiPath(reference): ApiPath<String>,
@@ -131,7 +131,7 @@ pub async fn push(
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
-pub struct TodoQuery {
+pub(crate) struct TodoQuery {
     /// Endpoint slug or id (404 when it is not one of the caller's).
     pub endpoint: Option<String>,
     pub queue: Option<String>,
@@ -157,7 +157,7 @@ pub struct TodoQuery {
         (status = 404, body = ErrorBody),
         (status = 429, body = ErrorBody),
     ))]
-pub async fn list(
+pub(crate) async fn list(
     State(state): State<ApiState>,
     auth: HumanAuth,
     ApiQuery(q): ApiQuery<TodoQuery>,
@@ -203,7 +203,7 @@ pub async fn list(
         (status = 404, body = ErrorBody),
         (status = 429, body = ErrorBody),
     ))]
-pub async fn show(
+pub(crate) async fn show(
     State(state): State<ApiState>,
     auth: HumanAuth,
     ApiPath(id): ApiPath<String>,
@@ -230,7 +230,7 @@ pub async fn show(
         (status = 404, body = ErrorBody),
         (status = 429, body = ErrorBody),
     ))]
-pub async fn event(
+pub(crate) async fn event(
     State(state): State<ApiState>,
     auth: HumanAuth,
     ApiPath(id): ApiPath<String>,
@@ -253,7 +253,7 @@ pub async fn event(
         (status = 409, body = ErrorBody),
         (status = 429, body = ErrorBody),
     ))]
-pub async fn retry(
+pub(crate) async fn retry(
     State(state): State<ApiState>,
     auth: HumanAuth,
     ApiPath(id): ApiPath<String>,
@@ -273,7 +273,7 @@ pub async fn retry(
         (status = 409, body = ErrorBody),
         (status = 429, body = ErrorBody),
     ))]
-pub async fn release(
+pub(crate) async fn release(
     State(state): State<ApiState>,
     auth: HumanAuth,
     ApiPath(id): ApiPath<String>,

@@ -17,7 +17,7 @@ use crate::store::issue_api_token;
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
-pub struct ListQuery {
+pub(crate) struct ListQuery {
     /// 1–200, default 50.
     #[param(value_type = Option<i64>, minimum = 1, maximum = 200)]
     pub limit: Option<String>,
@@ -34,7 +34,7 @@ pub struct ListQuery {
         (status = 401, body = ErrorBody),
         (status = 429, body = ErrorBody),
     ))]
-pub async fn list(
+pub(crate) async fn list(
     State(state): State<ApiState>,
     auth: HumanAuth,
     ApiQuery(q): ApiQuery<ListQuery>,
@@ -54,7 +54,7 @@ pub async fn list(
 
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-pub struct CreateToken {
+pub(crate) struct CreateToken {
     /// A name to recognise the token by: one line, at most 100 bytes.
     #[schema(max_length = 100)]
     pub label: Option<String>,
@@ -72,7 +72,7 @@ pub struct CreateToken {
         (status = 413, body = ErrorBody),
         (status = 429, body = ErrorBody),
     ))]
-pub async fn create(
+pub(crate) async fn create(
     State(state): State<ApiState>,
     auth: HumanAuth,
     ApiJson(body): ApiJson<CreateToken>,
@@ -114,7 +114,7 @@ pub async fn create(
         (status = 409, body = ErrorBody),
         (status = 429, body = ErrorBody),
     ))]
-pub async fn revoke(
+pub(crate) async fn revoke(
     State(state): State<ApiState>,
     auth: HumanAuth,
     ApiPath(id): ApiPath<String>,

@@ -25,7 +25,7 @@ impl From<&Webhook> for WebhookView {
     }
 }
 
-pub fn ingest_url(public_url: &str, url_token: &str) -> String {
+pub(crate) fn ingest_url(public_url: &str, url_token: &str) -> String {
     format!(
         "{}/webhooks/w/{url_token}",
         public_url.trim_end_matches('/')
@@ -33,7 +33,7 @@ pub fn ingest_url(public_url: &str, url_token: &str) -> String {
 }
 
 /// Creates a webhook and returns its one-time URL (and secret).
-pub async fn issue_webhook(
+pub(crate) async fn issue_webhook(
     state: &ApiState,
     human_id: &str,
     endpoint_id: &str,
@@ -69,7 +69,7 @@ pub async fn issue_webhook(
         (status = 404, body = ErrorBody),
         (status = 429, body = ErrorBody),
     ))]
-pub async fn list(
+pub(crate) async fn list(
     State(state): State<ApiState>,
     auth: HumanAuth,
     ApiPath(reference): ApiPath<String>,
@@ -86,7 +86,7 @@ pub async fn list(
 
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-pub struct CreateWebhook {
+pub(crate) struct CreateWebhook {
     /// A queue of the endpoint's scope; may be omitted when it has one queue.
     #[schema(pattern = r"^[a-z0-9][a-z0-9._-]{0,63}$")]
     pub queue: Option<String>,
@@ -108,7 +108,7 @@ pub struct CreateWebhook {
         (status = 413, body = ErrorBody),
         (status = 429, body = ErrorBody),
     ))]
-pub async fn create(
+pub(crate) async fn create(
     State(state): State<ApiState>,
     auth: HumanAuth,
     ApiPath(reference): ApiPath<String>,
@@ -149,7 +149,7 @@ pub async fn create(
         (status = 404, body = ErrorBody),
         (status = 429, body = ErrorBody),
     ))]
-pub async fn rotate(
+pub(crate) async fn rotate(
     State(state): State<ApiState>,
     auth: HumanAuth,
     ApiPath(id): ApiPath<String>,
@@ -183,7 +183,7 @@ pub async fn rotate(
         (status = 404, body = ErrorBody),
         (status = 429, body = ErrorBody),
     ))]
-pub async fn remove(
+pub(crate) async fn remove(
     State(state): State<ApiState>,
     auth: HumanAuth,
     ApiPath(id): ApiPath<String>,

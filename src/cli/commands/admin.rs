@@ -80,7 +80,7 @@ pub struct TokenCreateArgs {
     pub json: bool,
 }
 
-pub async fn run(args: AdminArgs) -> anyhow::Result<()> {
+pub(crate) async fn run(args: AdminArgs) -> anyhow::Result<()> {
     match args.command {
         AdminCommand::Human(HumanCommand::Create(args)) => create_human(args).await,
         AdminCommand::Token(TokenCommand::Create(args)) => create_token(args).await,

@@ -70,7 +70,7 @@ pub struct EditArgs {
     pub clear_description: bool,
 }
 
-pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
+pub(crate) async fn run(args: AgentArgs) -> anyhow::Result<()> {
     let client = args.client.connect()?;
     let json = args.client.json;
     match args.command {

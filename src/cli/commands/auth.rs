@@ -33,7 +33,7 @@ pub struct LogoutArgs {
 }
 
 /// Checks the token against the server and saves the login only if it works.
-pub async fn login(args: LoginArgs) -> anyhow::Result<()> {
+pub(crate) async fn login(args: LoginArgs) -> anyhow::Result<()> {
     let url = parse_server_url(&args.url)?;
     let token = match args.token {
         Some(token) => token,
@@ -88,7 +88,7 @@ fn check_token_shape(token: &Secret) -> anyhow::Result<()> {
     Ok(())
 }
 
-pub fn logout(args: LogoutArgs) -> anyhow::Result<()> {
+pub(crate) fn logout(args: LogoutArgs) -> anyhow::Result<()> {
     let removed = credentials::remove()?;
     if args.json {
         println!("{{}}");
@@ -106,7 +106,7 @@ pub fn logout(args: LogoutArgs) -> anyhow::Result<()> {
 
 /// Where the CLI points, who it is there, and whether the server is ready.
 /// Fails (exit 1) unless both the token and the server are good.
-pub async fn status(args: ClientArgs) -> anyhow::Result<()> {
+pub(crate) async fn status(args: ClientArgs) -> anyhow::Result<()> {
     let client = args.connect()?;
     let ready = client.readiness().await;
     let me = client.get(&["me"], &[]).await;

@@ -26,7 +26,7 @@ pub struct DoctorArgs {
 /// How bad a finding is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Level {
+pub(crate) enum Level {
     Ok,
     /// Worth knowing; not a fault (e.g. clocked out on purpose).
     Note,
@@ -34,7 +34,7 @@ pub enum Level {
 }
 
 #[derive(Debug, Clone, Serialize)]
-pub struct Finding {
+pub(crate) struct Finding {
     pub check: &'static str,
     pub level: Level,
     pub detail: String,
@@ -79,7 +79,7 @@ struct Report<'a> {
 
 /// Found problems: the exit code is 1, and the report already said why.
 #[derive(Debug)]
-pub struct ProblemsFound(pub usize);
+pub(crate) struct ProblemsFound(pub usize);
 
 impl std::fmt::Display for ProblemsFound {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -89,7 +89,7 @@ impl std::fmt::Display for ProblemsFound {
 
 impl std::error::Error for ProblemsFound {}
 
-pub async fn run(args: DoctorArgs) -> anyhow::Result<()> {
+pub(crate) async fn run(args: DoctorArgs) -> anyhow::Result<()> {
     let findings = examine(&args).await;
     let problems = findings
         .iter()
@@ -207,7 +207,7 @@ async fn check_server(client: &ApiClient, findings: &mut Vec<Finding>) -> bool {
 }
 
 /// What an endpoint's view says about whether its doorbells are heard.
-pub fn examine_endpoint(e: &Value) -> Vec<Finding> {
+pub(crate) fn examine_endpoint(e: &Value) -> Vec<Finding> {
     let mut findings = Vec::new();
     let slug = text(e, "slug");
     let key = e

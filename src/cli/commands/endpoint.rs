@@ -122,7 +122,7 @@ pub struct RevokeArgs {
     pub yes: bool,
 }
 
-pub async fn run(args: EndpointArgs) -> anyhow::Result<()> {
+pub(crate) async fn run(args: EndpointArgs) -> anyhow::Result<()> {
     let json = args.client.json;
     // Ask before connecting: a refusal should not depend on the server.
     if let EndpointCommand::Revoke(revoke) = &args.command

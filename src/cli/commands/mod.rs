@@ -2,12 +2,12 @@
 //! subcommands and runs them against the REST API (or, for `admin`, against
 //! the database directly).
 
-pub mod admin;
-pub mod agent;
-pub mod auth;
-pub mod doctor;
-pub mod endpoint;
-pub mod shift;
-pub mod todo;
-pub mod token;
-pub mod webhook;
+pub(super) mod admin;
+pub(super) mod agent;
+pub(super) mod auth;
+pub(super) mod doctor;
+pub(super) mod endpoint;
+pub(super) mod shift;
+pub(super) mod todo;
+pub(super) mod token;
+pub(super) mod webhook;

@@ -62,7 +62,7 @@ fn instant(text: &str) -> Result<Timestamp, String> {
         .ok_or_else(|| format!("{text:?} is not an RFC 3339 time (e.g. 2026-09-21T16:00:00Z)"))
 }
 
-pub fn run(args: ShiftArgs) -> anyhow::Result<()> {
+pub(crate) fn run(args: ShiftArgs) -> anyhow::Result<()> {
     match args.command {
         ShiftCommand::Check(check) => run_check(check),
     }

@@ -79,7 +79,7 @@ pub struct ListArgs {
     pub cursor: Option<String>,
 }
 
-pub async fn run(args: TodoArgs) -> anyhow::Result<()> {
+pub(crate) async fn run(args: TodoArgs) -> anyhow::Result<()> {
     let json = args.client.json;
     // Read the payload first: a bad one should fail before any request.
     let payload = match &args.command {

@@ -48,7 +48,7 @@ pub struct CreateArgs {
     pub expires_in: Option<Duration>,
 }
 
-pub async fn run(args: TokenArgs) -> anyhow::Result<()> {
+pub(crate) async fn run(args: TokenArgs) -> anyhow::Result<()> {
     let client = args.client.connect()?;
     let json = args.client.json;
     match args.command {

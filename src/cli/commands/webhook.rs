@@ -39,7 +39,7 @@ pub struct CreateArgs {
     pub signed: bool,
 }
 
-pub async fn run(args: WebhookArgs) -> anyhow::Result<()> {
+pub(crate) async fn run(args: WebhookArgs) -> anyhow::Result<()> {
     let client = args.client.connect()?;
     let json = args.client.json;
     match args.command {

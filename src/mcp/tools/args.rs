@@ -22,7 +22,7 @@ use super::ToolError;
 /// Implementors derive `Deserialize` with `#[serde(deny_unknown_fields)]`
 /// and read every field through a [`de`] function (or `Option<Value>`), so
 /// that a type error carries today's message.
-pub trait ToolArgs: DeserializeOwned {
+pub(super) trait ToolArgs: DeserializeOwned {
     /// Whether an absent argument reads as `null`. `false` for a struct with
     /// an argument that must be given even when it is `null` ("clear the
     /// default"); serde then reports its absence, see [`missing_message`].
@@ -36,7 +36,7 @@ pub trait ToolArgs: DeserializeOwned {
 
 /// The arguments of a tool: missing or `null` is `{}`; anything but an
 /// object is refused.
-pub fn parse<T: ToolArgs>(value: Option<Value>) -> Result<T, ToolError> {
+pub(super) fn parse<T: ToolArgs>(value: Option<Value>) -> Result<T, ToolError> {
     let map = match value {
         None | Some(Value::Null) => serde_json::Map::new(),
         Some(Value::Object(map)) => map,
@@ -100,7 +100,7 @@ fn backticked_after(message: &str, prefix: &str) -> Option<String> {
 
 /// The serialised names of a struct's fields, in declaration order: what
 /// `#[derive(Deserialize)]` hands to `deserialize_struct`.
-pub fn fields_of<T: DeserializeOwned>() -> &'static [&'static str] {
+pub(super) fn fields_of<T: DeserializeOwned>() -> &'static [&'static str] {
     struct Grab<'a>(&'a mut &'static [&'static str]);
 
     impl<'de> Deserializer<'de> for Grab<'_> {
@@ -134,11 +134,11 @@ pub fn fields_of<T: DeserializeOwned>() -> &'static [&'static str] {
 
 /// Field readers with today's refusals. `null` is "not given" except in
 /// [`nullable_integer`].
-pub mod de {
+pub(super) mod de {
     use serde::de::{Deserialize, Deserializer, Error};
     use serde_json::Value;
 
-    pub fn string<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    pub(crate) fn string<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
         match Value::deserialize(d)? {
             Value::Null => Ok(None),
             Value::String(s) => Ok(Some(s)),
@@ -147,13 +147,13 @@ pub mod de {
     }
 
     /// A string that must be given and not empty.
-    pub fn required_string<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    pub(crate) fn required_string<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
         string(d)?
             .filter(|s| !s.is_empty())
             .ok_or_else(|| D::Error::custom("is required"))
     }
 
-    pub fn integer<'de, D: Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
+    pub(crate) fn integer<'de, D: Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
         match Value::deserialize(d)? {
             Value::Null => Ok(None),
             v => v
@@ -163,7 +163,7 @@ pub mod de {
         }
     }
 
-    pub fn boolean<'de, D: Deserializer<'de>>(d: D) -> Result<Option<bool>, D::Error> {
+    pub(crate) fn boolean<'de, D: Deserializer<'de>>(d: D) -> Result<Option<bool>, D::Error> {
         match Value::deserialize(d)? {
             Value::Null => Ok(None),
             Value::Bool(b) => Ok(Some(b)),
@@ -172,7 +172,9 @@ pub mod de {
     }
 
     /// Must be given (see `ToolArgs::ABSENT_IS_NULL`); `null` is a value.
-    pub fn nullable_integer<'de, D: Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
+    pub(crate) fn nullable_integer<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<i64>, D::Error> {
         match Value::deserialize(d)? {
             Value::Null => Ok(None),
             v => v

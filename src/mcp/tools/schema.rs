@@ -163,7 +163,7 @@ fn summary_arg() -> Value {
 
 /// A tool's definition. `effective_lease` goes into
 /// the descriptions so an agent knows its lease without asking.
-pub fn definition(name: ToolName, effective_lease: i64) -> Value {
+pub(super) fn definition(name: ToolName, effective_lease: i64) -> Value {
     let (description, input, output) = match name {
         ToolName::ListTodos => (
             "List this endpoint's todos, newest first (compact rows without payload).".to_owned(),

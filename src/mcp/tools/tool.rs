@@ -680,13 +680,13 @@ mod tests {
         use crate::domain::duration::parse_positive_duration;
         use crate::domain::todo::{KEPT_ATTEMPTS, TodoState};
 
-        pub struct Args {
+        pub(super) struct Args {
             map: Map<String, Value>,
         }
 
         impl Args {
             /// Accepts a missing or `{}`-shaped argument object with only `allowed` keys.
-            pub fn parse(value: Option<Value>, allowed: &[&str]) -> Result<Self, ToolError> {
+            pub(super) fn parse(value: Option<Value>, allowed: &[&str]) -> Result<Self, ToolError> {
                 let map = match value {
                     None | Some(Value::Null) => Map::new(),
                     Some(Value::Object(map)) => map,
@@ -712,7 +712,7 @@ mod tests {
                 self.map.get(key).filter(|v| !v.is_null())
             }
 
-            pub fn string(&self, key: &str) -> Result<Option<String>, ToolError> {
+            pub(super) fn string(&self, key: &str) -> Result<Option<String>, ToolError> {
                 match self.get(key) {
                     None => Ok(None),
                     Some(Value::String(s)) => Ok(Some(s.clone())),
@@ -720,13 +720,13 @@ mod tests {
                 }
             }
 
-            pub fn required_string(&self, key: &str) -> Result<String, ToolError> {
+            pub(super) fn required_string(&self, key: &str) -> Result<String, ToolError> {
                 self.string(key)?
                     .filter(|s| !s.is_empty())
                     .ok_or_else(|| ToolError::invalid(key, "is required"))
             }
 
-            pub fn integer(&self, key: &str) -> Result<Option<i64>, ToolError> {
+            pub(super) fn integer(&self, key: &str) -> Result<Option<i64>, ToolError> {
                 match self.get(key) {
                     None => Ok(None),
                     Some(v) => v
@@ -736,7 +736,7 @@ mod tests {
                 }
             }
 
-            pub fn boolean(&self, key: &str) -> Result<Option<bool>, ToolError> {
+            pub(super) fn boolean(&self, key: &str) -> Result<Option<bool>, ToolError> {
                 match self.get(key) {
                     None => Ok(None),
                     Some(Value::Bool(b)) => Ok(Some(*b)),
@@ -745,12 +745,12 @@ mod tests {
             }
 
             /// Any JSON value, as given.
-            pub fn json(&self, key: &str) -> Option<Value> {
+            pub(super) fn json(&self, key: &str) -> Option<Value> {
                 self.get(key).cloned()
             }
 
             /// A key that must be present and may be `null` (e.g. "clear the default").
-            pub fn nullable_integer(&self, key: &str) -> Result<Option<i64>, ToolError> {
+            pub(super) fn nullable_integer(&self, key: &str) -> Result<Option<i64>, ToolError> {
                 match self.map.get(key) {
                     None => Err(ToolError::invalid(key, "is required (a number or null)")),
                     Some(Value::Null) => Ok(None),
@@ -762,7 +762,7 @@ mod tests {
             }
         }
 
-        pub fn check(name: &str, arguments: Option<Value>) -> Result<(), ToolError> {
+        pub(super) fn check(name: &str, arguments: Option<Value>) -> Result<(), ToolError> {
             match name {
                 "list_todos" => {
                     let a = Args::parse(arguments, &["queue", "state", "limit"])?;

@@ -9,17 +9,17 @@ use crate::domain::{Invalid, Timestamp};
 use crate::store::StoreResult;
 use crate::store::model::{Page, PageRequest};
 
-pub const DEFAULT_LIMIT: i64 = 50;
-pub const MAX_LIMIT: i64 = 200;
+pub(super) const DEFAULT_LIMIT: i64 = 50;
+pub(super) const MAX_LIMIT: i64 = 200;
 
 /// Where a page starts: strictly older than this key.
-pub struct Cursor {
+pub(super) struct Cursor {
     pub created_at: i64,
     pub id: String,
 }
 
 impl Cursor {
-    pub fn new(created_at: Timestamp, id: &str) -> Self {
+    pub(super) fn new(created_at: Timestamp, id: &str) -> Self {
         Self {
             created_at: created_at.as_millis(),
             id: id.to_owned(),
@@ -51,7 +51,7 @@ impl Cursor {
 
 /// The clamped limit and the decoded cursor of a page request (the first
 /// page starts at `i64::MAX`, after every real row).
-pub fn decode(page: &PageRequest) -> StoreResult<(i64, Cursor)> {
+pub(super) fn decode(page: &PageRequest) -> StoreResult<(i64, Cursor)> {
     let limit = if page.limit <= 0 {
         DEFAULT_LIMIT
     } else {
@@ -66,7 +66,7 @@ pub fn decode(page: &PageRequest) -> StoreResult<(i64, Cursor)> {
 }
 
 /// Builds a page from up to `limit + 1` fetched rows.
-pub fn page<T>(mut items: Vec<T>, limit: i64, key: impl Fn(&T) -> Cursor) -> Page<T> {
+pub(super) fn page<T>(mut items: Vec<T>, limit: i64, key: impl Fn(&T) -> Cursor) -> Page<T> {
     let more = items.len() as i64 > limit;
     items.truncate(limit as usize);
     let next_cursor = if more {
