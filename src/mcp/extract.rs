@@ -15,7 +15,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
 use super::jsonrpc::{self, Incoming};
-use super::transport::{rpc_response, with_security_headers};
+use super::response::{rpc_response, with_security_headers};
 use super::{MAX_BODY_BYTES, McpContext, McpState, PROTOCOL_VERSIONS};
 use crate::delivery::sessions::Session;
 use crate::domain::Timestamp;

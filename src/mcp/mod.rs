@@ -7,6 +7,7 @@
 mod extract;
 pub mod instructions;
 pub mod jsonrpc;
+mod response;
 pub mod tools;
 mod transport;
 
@@ -99,7 +100,7 @@ pub fn router(state: McpState) -> Router {
                 .delete(transport::end_session),
         )
         // Also on what axum answers itself (405 with Allow).
-        .layer(axum::middleware::map_response(transport::secure))
+        .layer(axum::middleware::map_response(response::secure))
         .with_state(state)
 }
 

@@ -6,7 +6,7 @@
 use std::convert::Infallible;
 
 use axum::extract::State;
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
@@ -17,28 +17,10 @@ use super::extract::{
     stamp_seen,
 };
 use super::jsonrpc::{self, Incoming};
+use super::response::{rpc_response, with_security_headers};
 use super::{PROTOCOL_VERSIONS, instructions, tools};
 use crate::domain::Timestamp;
 use crate::store::Endpoint;
-
-/// Every response carries these.
-pub(super) async fn secure(response: Response) -> Response {
-    with_security_headers(response)
-}
-
-pub(super) fn with_security_headers(mut response: Response) -> Response {
-    let headers = response.headers_mut();
-    headers.insert(
-        header::X_CONTENT_TYPE_OPTIONS,
-        HeaderValue::from_static("nosniff"),
-    );
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    response
-}
-
-pub(super) fn rpc_response(status: StatusCode, body: Value) -> Response {
-    with_security_headers((status, axum::Json(body)).into_response())
-}
 
 /// `params._meta.last_contact`: RFC 3339 or Unix seconds; anything else is ignored.
 fn last_contact(params: Option<&Value>) -> Option<Timestamp> {
