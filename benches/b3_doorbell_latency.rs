@@ -31,19 +31,46 @@
 //! other notification (digest), and no stream ended. Exits non-zero when a
 //! check fails.
 //!
-//! Two instances on one PostgreSQL are not measured: cross-instance
-//! doorbells need the cluster bus, which does not exist yet
-//! (`docs/doorbells.md`, "Limits of this version").
+//! **Cross-instance mode** (`cargo bench --bench b3_doorbell_latency --
+//! --cluster`, or `B3_MODE=cluster`): two `serve` processes, A and B, on
+//! one PostgreSQL database (the cluster bus, `docs/cluster.md`). A starts
+//! first on the empty database and prints the admin token; B starts second.
+//! The endpoints are vended on B and every session (`initialize`,
+//! `notifications/initialized`, GET stream: the same code as above) lives
+//! on B. Pushes alternate between B (same instance) and A (across
+//! instances) in ABBA order, one round of two pushes per session in turn,
+//! so both figures come from the same run under the same machine noise; A
+//! hosts nothing, so its pushes reach B only through `NOTIFY` and B rings.
+//! The same correctness checks apply (exactly one notification per push,
+//! on B's right session). Reported: p50 / p90 / p99 / max per session count
+//! and way, sample counts, the load average at the start and end of every
+//! push phase, the PostgreSQL settings; the target is p99 ≤ 50 ms across
+//! instances. Every configuration runs even when an earlier one failed;
+//! the bench then exits non-zero.
+//!
+//! The database of the cross-instance mode is never the shared server: the
+//! bench starts a throwaway cluster (`benches/common/pg_cluster.rs`:
+//! `initdb --auth=trust -U postgres` into a fresh temporary directory, run
+//! as the `postgres` user when the bench runs as root, `pg_ctl start` on a
+//! free port of 127.0.0.1 with default settings), a fresh database per
+//! configuration, and stops and deletes the cluster at the end, also when
+//! the bench fails (a Drop guard; not on SIGKILL). `SWITCHBOARD_BENCH_PG_BIN`
+//! names the PostgreSQL binaries (default `/usr/lib/postgresql/15/bin`).
+//! `B3_BACKENDS` and the database URLs are ignored in this mode; `B3_PUSHES`
+//! defaults to 600 (300 per way).
 //!
 //! Environment: `B3_SESSIONS` (default `1,100,1000`), `B3_PUSHES` (500 per
 //! configuration), `B3_SECONDS` (the most a push phase may take, default
-//! 60), `B3_INTERVAL_MS` (push i starts i × this after the first, default
+//! 60), `B3_TOTAL_SECONDS` (every push phase ends by this long after the
+//! start, default 900), `B3_MODE` (`cluster` for the cross-instance mode), `B3_INTERVAL_MS` (push i starts i × this after the first, default
 //! 10, or at once when the previous one took longer), `B3_WAIT_MS` (how long to wait for one notification, 2 000),
 //! `B3_BACKENDS` (`sqlite,postgres`), `B3_RESULTS` (also write the Markdown
 //! report there). PostgreSQL: `SWITCHBOARD_BENCH_DATABASE_URL`, else
 //! `SWITCHBOARD_TEST_DATABASE_URL`; a fresh database per configuration,
 //! dropped after it. Without either, only SQLite runs.
 
+#[path = "common/pg_cluster.rs"]
+mod pg_cluster;
 #[path = "common/server.rs"]
 mod server;
 
@@ -93,6 +120,10 @@ struct Config {
     backends: Vec<Backend>,
     pg_admin_url: Option<(String, &'static str)>,
     results: Option<String>,
+    /// The cross-instance mode (`--cluster` or `B3_MODE=cluster`).
+    cluster: bool,
+    /// Every push phase ends by then (`B3_TOTAL_SECONDS` after the start).
+    ends: Instant,
 }
 
 fn env_num<T: std::str::FromStr>(name: &str, default: T) -> Result<T> {
@@ -107,6 +138,8 @@ fn env_num<T: std::str::FromStr>(name: &str, default: T) -> Result<T> {
 
 impl Config {
     fn from_env() -> Result<Self> {
+        let cluster = std::env::args().skip(1).any(|a| a == "--cluster")
+            || std::env::var("B3_MODE").is_ok_and(|m| m.trim() == "cluster");
         let sessions = std::env::var("B3_SESSIONS")
             .unwrap_or_else(|_| "1,100,1000".into())
             .split(',')
@@ -135,6 +168,7 @@ impl Config {
             match name.trim() {
                 "sqlite" => backends.push(Backend::Sqlite),
                 "postgres" if pg_admin_url.is_some() => backends.push(Backend::Postgres),
+                "postgres" if cluster => {}
                 "postgres" => eprintln!(
                     "B3: PostgreSQL skipped: set SWITCHBOARD_BENCH_DATABASE_URL \
                      (or SWITCHBOARD_TEST_DATABASE_URL)"
@@ -144,13 +178,15 @@ impl Config {
         }
         Ok(Self {
             sessions,
-            pushes: env_num("B3_PUSHES", 500)?,
+            pushes: env_num("B3_PUSHES", if cluster { 600 } else { 500 })?,
             seconds: env_num("B3_SECONDS", 60)?,
             interval: Duration::from_millis(env_num("B3_INTERVAL_MS", 10)?),
             wait: Duration::from_millis(env_num("B3_WAIT_MS", 2_000)?),
             backends,
             pg_admin_url,
             results: std::env::var("B3_RESULTS").ok().filter(|v| !v.is_empty()),
+            cluster,
+            ends: Instant::now() + Duration::from_secs(env_num("B3_TOTAL_SECONDS", 900)?),
         })
     }
 }
@@ -204,7 +240,8 @@ struct Sample {
     pg: HashMap<String, u64>,
 }
 
-async fn sample(server_pid: u32, pg: Option<&PgRun>) -> Result<Sample> {
+/// `server_pids`: the server processes whose CPU counts as the server's.
+async fn sample(server_pids: &[u32], pg: Option<&PgRun>) -> Result<Sample> {
     let mut pg_ticks = HashMap::new();
     if let Some(pg) = pg {
         for pid in pg.backend_pids().await? {
@@ -215,7 +252,10 @@ async fn sample(server_pid: u32, pg: Option<&PgRun>) -> Result<Sample> {
     }
     Ok(Sample {
         at: Instant::now(),
-        server: proc_ticks(&server_pid.to_string()).unwrap_or(0),
+        server: server_pids
+            .iter()
+            .map(|pid| proc_ticks(&pid.to_string()).unwrap_or(0))
+            .sum(),
         this: proc_ticks("self").unwrap_or(0),
         host: host_busy_ticks(),
         pg: pg_ticks,
@@ -289,14 +329,15 @@ async fn vend(
     })
 }
 
-/// `n` endpoints, `SETUP_CONCURRENCY` vends at a time; index order kept.
-async fn vend_all(server: &ServerProcess, n: usize) -> Result<Vec<Endpoint>> {
+/// `n` endpoints vended on the server at `addr`, `SETUP_CONCURRENCY` vends
+/// at a time; index order kept.
+async fn vend_all(addr: &str, admin_token: &str, n: usize) -> Result<Vec<Endpoint>> {
     let http = http_client()?;
     let next = Arc::new(AtomicUsize::new(0));
     let mut set = tokio::task::JoinSet::new();
     for _ in 0..SETUP_CONCURRENCY.min(n) {
         let (http, next) = (http.clone(), next.clone());
-        let (addr, token) = (server.addr.clone(), server.admin_token.clone());
+        let (addr, token) = (addr.to_owned(), admin_token.to_owned());
         set.spawn(async move {
             let mut out = Vec::new();
             loop {
@@ -585,24 +626,34 @@ impl PgRun {
 // ---------------------------------------------------------------------------
 // One configuration.
 
+/// Latencies of the pushes that went one way (to one instance), µs, sorted.
+#[derive(Debug, Clone, Default)]
+struct WayResult {
+    /// Push start → notification read.
+    latency_us: Vec<u64>,
+    /// Push HTTP round trip.
+    http_us: Vec<u64>,
+    /// Notification read − push answer read (negative: the doorbell came first).
+    gap_us: Vec<i64>,
+}
+
 #[derive(Debug, Clone)]
 struct RunResult {
     sessions: usize,
     pushes: usize,
-    /// Push start → notification read, µs, sorted.
-    latency_us: Vec<u64>,
-    /// Push HTTP round trip, µs, sorted.
-    http_us: Vec<u64>,
-    /// Notification read − push answer read, µs (negative: the doorbell came first), sorted.
-    gap_us: Vec<i64>,
+    /// One per way pushes went, in the order of `drive`'s `ways`.
+    ways: Vec<WayResult>,
     /// Correctness counts (all zero, or the run failed): lost, twice, wrong session.
     faults: [usize; 3],
     setup_secs: f64,
     elapsed: f64,
+    /// CPU of the server processes (both instances in the cluster mode).
     server_cpu: f64,
     this_cpu: f64,
     pg_cpu: Option<f64>,
     other_cores: f64,
+    /// /proc/loadavg (1, 5, 15 min) at the start and the end of the push phase.
+    load: (String, String),
 }
 
 fn pct(sorted: &[u64], p: f64) -> f64 {
@@ -617,6 +668,13 @@ fn micros(d: Duration) -> u64 {
     d.as_micros().min(u64::MAX as u128) as u64
 }
 
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "?".into())
+}
+
+/// One instance: sessions and pushes on the same server.
 async fn run_once(cfg: &Config, backend: Backend, n: usize, tck: f64) -> Result<RunResult> {
     let dir = tempfile::Builder::new().prefix("sb-b3-").tempdir()?;
     let pg = match backend {
@@ -632,7 +690,16 @@ async fn run_once(cfg: &Config, backend: Backend, n: usize, tck: f64) -> Result<
     };
     let outcome = async {
         let server = ServerProcess::start(&database, dir.path())?;
-        let result = drive(cfg, n, tck, &server, pg.as_ref()).await;
+        let result = drive(
+            cfg,
+            n,
+            tck,
+            &server,
+            &[&server],
+            &server.admin_token,
+            pg.as_ref(),
+        )
+        .await;
         server.stop();
         result
     }
@@ -643,15 +710,68 @@ async fn run_once(cfg: &Config, backend: Backend, n: usize, tck: f64) -> Result<
     outcome
 }
 
+/// Two instances on one fresh database of the throwaway cluster: A starts
+/// first (and prints the admin token), then B; every session streams on B;
+/// pushes alternate between B (same instance, way 0) and A (across, way 1).
+async fn run_cluster(cfg: &Config, admin_url: &str, n: usize, tck: f64) -> Result<RunResult> {
+    let dir_a = tempfile::Builder::new().prefix("sb-b3-a-").tempdir()?;
+    let dir_b = tempfile::Builder::new().prefix("sb-b3-b-").tempdir()?;
+    let pg = PgRun::create(admin_url).await?;
+    let outcome = async {
+        let a = ServerProcess::start(&pg.url, dir_a.path())?;
+        let b = match ServerProcess::start_another(&pg.url, dir_b.path()) {
+            Ok(b) => b,
+            Err(e) => {
+                a.stop();
+                return Err(e);
+            }
+        };
+        let result = drive(cfg, n, tck, &b, &[&b, &a], &a.admin_token, Some(&pg)).await;
+        b.stop();
+        a.stop();
+        result
+    }
+    .await;
+    pg.drop_database().await;
+    outcome
+}
+
+/// Which way push `i` goes and which session it rings: pushes go round by
+/// round, one per way in each round (ABBA order for two ways, so neither
+/// always goes first), and every push of round `r` rings session `r % n`.
+fn plan(i: usize, ways: usize, n: usize) -> (usize, usize) {
+    let (round, pos) = (i / ways, i % ways);
+    let way = if ways == 2 && round % 2 == 1 {
+        1 - pos
+    } else {
+        pos
+    };
+    (way, round % n)
+}
+
+/// Vends `n` endpoints and opens their sessions and streams on `host`, then
+/// pushes `cfg.pushes` todos through the API of the servers in `ways` (push
+/// `i` as [`plan`] says) and times each to its notification on `host`;
+/// checks that every push rang exactly once, on the right session.
 async fn drive(
     cfg: &Config,
     n: usize,
     tck: f64,
-    server: &ServerProcess,
+    host: &ServerProcess,
+    ways: &[&ServerProcess],
+    admin_token: &str,
     pg: Option<&PgRun>,
 ) -> Result<RunResult> {
+    let pids: Vec<u32> = ways.iter().map(|s| s.pid()).collect();
     let setup_started = Instant::now();
-    let endpoints = vend_all(server, n).await?;
+    let endpoints = vend_all(&host.addr, admin_token, n).await?;
+    // The sessions must live on `host`: its MCP URLs must point at it.
+    let prefix = format!("http://{}/", host.addr);
+    ensure!(
+        endpoints.iter().all(|e| e.mcp_url.starts_with(&prefix)),
+        "vended MCP URLs do not point at {prefix}: {}",
+        endpoints[0].mcp_url
+    );
     let (tx, mut rx) = mpsc::unbounded_channel();
     let mut readers = tokio::task::JoinSet::new();
     let opened = open_all(&endpoints, &tx, &mut readers).await;
@@ -668,9 +788,7 @@ async fn drive(
     }
 
     let http = http_client()?;
-    let mut latency_us = Vec::with_capacity(cfg.pushes);
-    let mut http_us = Vec::with_capacity(cfg.pushes);
-    let mut gap_us: Vec<i64> = Vec::with_capacity(cfg.pushes);
+    let mut results = vec![WayResult::default(); ways.len()];
     // todo id → (expected session); and everything read, by todo id.
     let mut pushed: HashMap<String, usize> = HashMap::with_capacity(cfg.pushes);
     let mut seen: HashMap<String, Vec<(usize, Instant)>> = HashMap::new();
@@ -692,23 +810,27 @@ async fn drive(
         absorb(r, &mut seen, &mut others);
     }
 
-    let start = sample(server.pid(), pg).await?;
-    let deadline = start.at + Duration::from_secs(cfg.seconds);
+    let load_start = loadavg();
+    let start = sample(&pids, pg).await?;
+    let deadline = (start.at + Duration::from_secs(cfg.seconds)).min(cfg.ends);
     for i in 0..cfg.pushes {
         if Instant::now() >= deadline {
-            eprintln!("B3: push phase reached B3_SECONDS after {i} pushes");
+            eprintln!("B3: push phase reached its time limit after {i} pushes");
             break;
         }
         // Paced: push i starts at i × interval (or at once when behind).
         tokio::time::sleep_until((start.at + cfg.interval * i as u32).into()).await;
-        let target = i % n;
+        let (way, target) = plan(i, ways.len(), n);
         let ep = &endpoints[target];
-        let url = format!("http://{}/api/v1/endpoints/{}/todos", server.addr, ep.slug);
+        let url = format!(
+            "http://{}/api/v1/endpoints/{}/todos",
+            ways[way].addr, ep.slug
+        );
         let body = format!(r#"{{"title":"b3 push {i}"}}"#);
         let t0 = Instant::now();
         let resp = http
             .post(&url)
-            .bearer_auth(&server.admin_token)
+            .bearer_auth(admin_token)
             .header("Content-Type", "application/json")
             .body(body)
             .send()
@@ -727,11 +849,12 @@ async fn drive(
             .or_else(|| v["id"].as_str())
             .with_context(|| format!("push {i}: no todo id in {v}"))?
             .to_owned();
-        http_us.push(micros(t1 - t0));
+        let r = &mut results[way];
+        r.http_us.push(micros(t1 - t0));
         pushed.insert(id.clone(), target);
         // The notification may well have been read before the answer.
-        while let Ok(r) = rx.try_recv() {
-            absorb(r, &mut seen, &mut others);
+        while let Ok(m) = rx.try_recv() {
+            absorb(m, &mut seen, &mut others);
         }
         let wait_until = t1 + cfg.wait;
         while !seen.contains_key(&id) {
@@ -740,14 +863,14 @@ async fn drive(
                 break;
             }
             match tokio::time::timeout(left, rx.recv()).await {
-                Ok(Some(r)) => absorb(r, &mut seen, &mut others),
+                Ok(Some(m)) => absorb(m, &mut seen, &mut others),
                 Ok(None) | Err(_) => break,
             }
         }
         match seen.get(&id).and_then(|v| v.first()) {
             Some((_, at)) => {
-                latency_us.push(micros(at.saturating_duration_since(t0)));
-                gap_us.push(if *at >= t1 {
+                r.latency_us.push(micros(at.saturating_duration_since(t0)));
+                r.gap_us.push(if *at >= t1 {
                     micros(*at - t1) as i64
                 } else {
                     -(micros(t1 - *at) as i64)
@@ -756,7 +879,8 @@ async fn drive(
             None => lost += 1,
         }
     }
-    let end = sample(server.pid(), pg).await?;
+    let end = sample(&pids, pg).await?;
+    let load_end = loadavg();
     // Late or duplicate notifications: give them a moment, then look.
     let settle_until = Instant::now() + Duration::from_millis(500);
     loop {
@@ -772,11 +896,57 @@ async fn drive(
     readers.abort_all();
     while readers.join_next().await.is_some() {}
 
-    // Correctness: exactly one notification per push, on the right session.
     let done = pushed.len();
+    let faults = check(&pushed, &seen, &others, &closed, lost)?;
+
+    for r in &mut results {
+        r.latency_us.sort_unstable();
+        r.http_us.sort_unstable();
+        r.gap_us.sort_unstable();
+    }
+    let elapsed = (end.at - start.at).as_secs_f64();
+    let secs = |ticks: u64| ticks as f64 / tck;
+    let server_cpu = secs(end.server.saturating_sub(start.server));
+    let this_cpu = secs(end.this.saturating_sub(start.this));
+    let pg_cpu = pg.map(|_| {
+        secs(
+            end.pg
+                .iter()
+                .map(|(pid, t)| t.saturating_sub(start.pg.get(pid).copied().unwrap_or(0)))
+                .sum(),
+        )
+    });
+    let host = secs(end.host.saturating_sub(start.host));
+    let other_cores =
+        ((host - server_cpu - this_cpu - pg_cpu.unwrap_or(0.0)) / elapsed.max(1e-9)).max(0.0);
+    Ok(RunResult {
+        sessions: n,
+        pushes: done,
+        ways: results,
+        faults,
+        setup_secs,
+        elapsed,
+        server_cpu,
+        this_cpu,
+        pg_cpu,
+        other_cores,
+        load: (load_start, load_end),
+    })
+}
+
+/// Correctness: exactly one notification per push, on the right session;
+/// nothing else on any stream, and no stream ended. The fault counts (lost,
+/// twice, wrong session), or an error describing the first problem.
+fn check(
+    pushed: &HashMap<String, usize>,
+    seen: &HashMap<String, Vec<(usize, Instant)>>,
+    others: &[String],
+    closed: &[String],
+    lost: usize,
+) -> Result<[usize; 3]> {
     let mut problems = Vec::new();
     let (mut lost_at_end, mut twice, mut wrong) = (0usize, 0usize, 0usize);
-    for (id, &target) in &pushed {
+    for (id, &target) in pushed {
         match seen.get(id).map(Vec::as_slice) {
             None | Some([]) => {
                 lost_at_end += 1;
@@ -809,39 +979,7 @@ async fn drive(
         problems.len(),
         problems.first().map(String::as_str).unwrap_or("")
     );
-
-    latency_us.sort_unstable();
-    http_us.sort_unstable();
-    gap_us.sort_unstable();
-    let elapsed = (end.at - start.at).as_secs_f64();
-    let secs = |ticks: u64| ticks as f64 / tck;
-    let server_cpu = secs(end.server.saturating_sub(start.server));
-    let this_cpu = secs(end.this.saturating_sub(start.this));
-    let pg_cpu = pg.map(|_| {
-        secs(
-            end.pg
-                .iter()
-                .map(|(pid, t)| t.saturating_sub(start.pg.get(pid).copied().unwrap_or(0)))
-                .sum(),
-        )
-    });
-    let host = secs(end.host.saturating_sub(start.host));
-    let other_cores =
-        ((host - server_cpu - this_cpu - pg_cpu.unwrap_or(0.0)) / elapsed.max(1e-9)).max(0.0);
-    Ok(RunResult {
-        sessions: n,
-        pushes: done,
-        latency_us,
-        http_us,
-        gap_us,
-        faults: [lost_at_end, twice, wrong],
-        setup_secs,
-        elapsed,
-        server_cpu,
-        this_cpu,
-        pg_cpu,
-        other_cores,
-    })
+    Ok([lost_at_end, twice, wrong])
 }
 
 // ---------------------------------------------------------------------------
@@ -866,13 +1004,14 @@ fn report(results: &[(Backend, RunResult)], header: &str) -> String {
             backend.name(),
             r.sessions,
             r.pushes,
-            pct(&r.latency_us, 50.0),
-            pct(&r.latency_us, 99.0),
-            pct(&r.latency_us, 100.0),
-            pct(&r.http_us, 50.0),
-            pct(&r.http_us, 99.0),
-            r.gap_us
-                .get(r.gap_us.len() / 2)
+            pct(&r.ways[0].latency_us, 50.0),
+            pct(&r.ways[0].latency_us, 99.0),
+            pct(&r.ways[0].latency_us, 100.0),
+            pct(&r.ways[0].http_us, 50.0),
+            pct(&r.ways[0].http_us, 99.0),
+            r.ways[0]
+                .gap_us
+                .get(r.ways[0].gap_us.len() / 2)
                 .map_or(f64::NAN, |g| *g as f64 / 1000.0),
             per(r.server_cpu),
             r.pg_cpu
@@ -892,7 +1031,7 @@ fn report(results: &[(Backend, RunResult)], header: &str) -> String {
          | result |\n|---|---|---:|---:|---:|---|\n",
     );
     for (backend, r) in results {
-        let p99 = pct(&r.latency_us, 99.0);
+        let p99 = pct(&r.ways[0].latency_us, 99.0);
         let _ = writeln!(
             md,
             "| doorbell p99 ≤ 10 ms, one instance | {} | {} | {p99:.2} ms | ≤ 10 ms | {} |",
@@ -902,8 +1041,8 @@ fn report(results: &[(Backend, RunResult)], header: &str) -> String {
         );
     }
     md.push_str(
-        "| doorbell p99 ≤ 50 ms, across two instances | PostgreSQL | — | not measured | ≤ 50 ms \
-         | not implemented: cross-instance doorbells need the cluster bus |\n",
+        "| doorbell p99 ≤ 50 ms, across two instances | PostgreSQL | — | see the \
+         cross-instance mode (`--cluster`) | ≤ 50 ms | — |\n",
     );
     md
 }
@@ -935,7 +1074,9 @@ async fn pg_settings(url: &str) -> Result<String> {
 
 async fn run() -> Result<()> {
     let cfg = Config::from_env()?;
-    ensure!(!cfg.backends.is_empty(), "B3: no backend to run");
+    if !cfg.cluster {
+        ensure!(!cfg.backends.is_empty(), "B3: no backend to run");
+    }
     let most = cfg.sessions.iter().copied().max().unwrap_or(0) as u64;
     if let Some(limit) = open_files_limit() {
         ensure!(
@@ -945,6 +1086,9 @@ async fn run() -> Result<()> {
         );
     }
     let tck = clock_ticks_per_sec();
+    if cfg.cluster {
+        return cluster_mode(&cfg, tck).await;
+    }
 
     let mut header = String::new();
     let _ = writeln!(header, "### Parameters\n");
@@ -992,6 +1136,13 @@ async fn run() -> Result<()> {
     let mut results = Vec::new();
     for &backend in &cfg.backends {
         for &n in &cfg.sessions {
+            if Instant::now() >= cfg.ends {
+                eprintln!(
+                    "B3: B3_TOTAL_SECONDS reached; {} {n} not run",
+                    backend.name()
+                );
+                continue;
+            }
             let r = run_once(&cfg, backend, n, tck)
                 .await
                 .with_context(|| format!("{} with {n} sessions", backend.name()))?;
@@ -1000,9 +1151,9 @@ async fn run() -> Result<()> {
                  server {:.0} µs/push; setup {:.1} s",
                 backend.name(),
                 r.pushes,
-                pct(&r.latency_us, 50.0),
-                pct(&r.latency_us, 99.0),
-                pct(&r.latency_us, 100.0),
+                pct(&r.ways[0].latency_us, 50.0),
+                pct(&r.ways[0].latency_us, 99.0),
+                pct(&r.ways[0].latency_us, 100.0),
                 r.server_cpu * 1e6 / r.pushes.max(1) as f64,
                 r.setup_secs
             );
@@ -1015,4 +1166,246 @@ async fn run() -> Result<()> {
         std::fs::write(file, &md).with_context(|| format!("cannot write {file}"))?;
     }
     Ok(())
+}
+
+// ---------------------------------------------------------------------------
+// The cross-instance mode.
+
+const PG_SETTINGS: &[&str] = &[
+    "server_version",
+    "shared_buffers",
+    "synchronous_commit",
+    "fsync",
+    "wal_sync_method",
+    "full_page_writes",
+    "autovacuum",
+    "max_connections",
+    "checkpoint_timeout",
+    "max_wal_size",
+    "work_mem",
+];
+
+/// Two instances on one database of a throwaway cluster, for each session
+/// count; records the same-instance and the cross-instance latencies side by
+/// side. Every cell runs even when an earlier one failed; fails at the end
+/// if any did.
+async fn cluster_mode(cfg: &Config, tck: f64) -> Result<()> {
+    let started = chrono_now();
+    let load_before = loadavg();
+    let cluster = tokio::task::spawn_blocking(pg_cluster::PgCluster::start)
+        .await?
+        .context("starting the throwaway PostgreSQL cluster")?;
+    eprintln!(
+        "B3 cluster: throwaway PostgreSQL on 127.0.0.1:{} in {}",
+        cluster.port,
+        cluster.dir().display()
+    );
+    let settings = server::pg_settings(&cluster.admin_url, PG_SETTINGS)
+        .await
+        .unwrap_or_else(|e| format!("unavailable ({e})"));
+    let mut cells: Vec<(usize, Result<RunResult, String>)> = Vec::new();
+    for &n in &cfg.sessions {
+        if Instant::now() >= cfg.ends {
+            cells.push((n, Err("not run: B3_TOTAL_SECONDS reached".into())));
+            continue;
+        }
+        let outcome = run_cluster(cfg, &cluster.admin_url, n, tck).await;
+        match outcome {
+            Ok(r) => {
+                for (way, label) in r.ways.iter().zip(WAYS) {
+                    eprintln!(
+                        "B3 cluster {n} sessions on B, push on {label}: {} samples, \
+                         p50 {:.2} ms, p90 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+                        way.latency_us.len(),
+                        pct(&way.latency_us, 50.0),
+                        pct(&way.latency_us, 90.0),
+                        pct(&way.latency_us, 99.0),
+                        pct(&way.latency_us, 100.0),
+                    );
+                }
+                cells.push((n, Ok(r)));
+            }
+            Err(e) => {
+                eprintln!("B3 cluster {n} sessions: FAILED: {e:#}");
+                cells.push((n, Err(format!("{e:#}"))));
+            }
+        }
+    }
+    drop(cluster);
+    let md = report_cluster(cfg, &cells, &settings, &started, &load_before);
+    println!("{md}");
+    if let Some(file) = &cfg.results {
+        std::fs::write(file, &md).with_context(|| format!("cannot write {file}"))?;
+    }
+    let failed = cells.iter().filter(|(_, r)| r.is_err()).count();
+    ensure!(
+        failed == 0,
+        "{failed} configuration(s) failed (see the table)"
+    );
+    Ok(())
+}
+
+/// The ways of the cluster mode, in `run_cluster`'s order.
+const WAYS: [&str; 2] = ["B (same instance)", "A (across instances)"];
+
+fn chrono_now() -> String {
+    Command::new("date")
+        .args(["-u", "+%Y-%m-%d %H:%M:%S UTC"])
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .map(|s| s.trim().to_owned())
+        .unwrap_or_else(|| "?".into())
+}
+
+fn report_cluster(
+    cfg: &Config,
+    cells: &[(usize, Result<RunResult, String>)],
+    settings: &str,
+    started: &str,
+    load_before: &str,
+) -> String {
+    let mut md = String::new();
+    let _ = writeln!(
+        md,
+        "## B3 across instances — {started}\n\n\
+         Run with `cargo bench --bench b3_doorbell_latency -- --cluster` (see the \
+         header of `benches/b3_doorbell_latency.rs` for its environment). Recorded by \
+         hand from the bench's output (`B3_RESULTS`); `scripts/bench` runs the \
+         single-instance mode only.\n"
+    );
+    let _ = writeln!(md, "### Parameters\n");
+    let commit = Command::new("git")
+        .args(["rev-parse", "--short", "HEAD"])
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .map(|s| s.trim().to_owned())
+        .unwrap_or_else(|| "unknown".into());
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let _ = writeln!(
+        md,
+        "- finished: {}; commit {commit}; {cores} cores, shared with other work; load \
+         average (1/5/15 min) before: {load_before}; after: {} (per configuration below)",
+        chrono_now(),
+        loadavg()
+    );
+    let _ = writeln!(
+        md,
+        "- two `switchboard serve` processes, A then B (`{BIN}`, rate limits lifted, \
+         logging at warn), on one fresh database per configuration of a throwaway \
+         PostgreSQL cluster (initdb, default settings, 127.0.0.1, stopped and deleted at \
+         the end): {settings}"
+    );
+    let _ = writeln!(
+        md,
+        "- streaming sessions {:?}, all on B, one per endpoint (vended on B); {} pushes per \
+         configuration through the REST API with A's first-start admin token, one at a \
+         time, paced {} ms apart at most, alternating B, A, A, B, B, A, … (both pushes \
+         of a round ring the same session; round r rings session r mod n), so the same \
+         machine noise hits both columns; each push waits for its doorbell (at most {} \
+         ms) before the next; at most {} s per push phase, {} s in all",
+        cfg.sessions,
+        cfg.pushes,
+        cfg.interval.as_millis(),
+        cfg.wait.as_millis(),
+        cfg.seconds,
+        env_num("B3_TOTAL_SECONDS", 900u64).unwrap_or(900)
+    );
+    let _ = writeln!(
+        md,
+        "- latency = push start → the chunk holding the `notifications/claude/channel` \
+         message with that `meta.todo_id` was read on B's stream. Push on B: B rings at \
+         once. Push on A: A hosts no session, so the ring travels A → `NOTIFY \
+         switchboard_bus` → B's listener → B's claim (one guarded UPDATE) → B's stream"
+    );
+    let _ = writeln!(
+        md,
+        "- correctness checked per configuration: every push rang exactly once, on the \
+         session of its endpoint; none lost, none twice, nothing else on any stream, no \
+         stream ended\n"
+    );
+    md.push_str(
+        "| sessions on B | push on | samples | p50 (ms) | p90 (ms) | p99 (ms) | max (ms) | \
+         push HTTP p50 / p99 (ms) | doorbell − HTTP answer median (ms) |\n\
+         |---:|---|---:|---:|---:|---:|---:|---:|---:|\n",
+    );
+    for (n, cell) in cells {
+        match cell {
+            Ok(r) => {
+                for (way, label) in r.ways.iter().zip(WAYS) {
+                    let _ = writeln!(
+                        md,
+                        "| {n} | {label} | {} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} / {:.2} \
+                         | {:+.2} |",
+                        way.latency_us.len(),
+                        pct(&way.latency_us, 50.0),
+                        pct(&way.latency_us, 90.0),
+                        pct(&way.latency_us, 99.0),
+                        pct(&way.latency_us, 100.0),
+                        pct(&way.http_us, 50.0),
+                        pct(&way.http_us, 99.0),
+                        way.gap_us
+                            .get(way.gap_us.len() / 2)
+                            .map_or(f64::NAN, |g| *g as f64 / 1000.0),
+                    );
+                }
+            }
+            Err(e) => {
+                let _ = writeln!(md, "| {n} | — | — | FAILED: {} |||||", e.replace('|', "/"));
+            }
+        }
+    }
+    md.push_str(
+        "\n| sessions on B | pushes | lost / twice / wrong session | load average at start → \
+         end of the push phase | other load (cores) | servers A+B CPU µs/push | PostgreSQL \
+         CPU µs/push | push phase (s) | setup (s) |\n\
+         |---:|---:|---|---|---:|---:|---:|---:|---:|\n",
+    );
+    for (n, cell) in cells {
+        if let Ok(r) = cell {
+            let per = |cpu: f64| cpu * 1e6 / r.pushes.max(1) as f64;
+            let _ = writeln!(
+                md,
+                "| {n} | {} | {} / {} / {} | {} → {} | {:.2} | {:.0} | {} | {:.1} | {:.1} |",
+                r.pushes,
+                r.faults[0],
+                r.faults[1],
+                r.faults[2],
+                r.load.0,
+                r.load.1,
+                r.other_cores,
+                per(r.server_cpu),
+                r.pg_cpu
+                    .map(|c| format!("{:.0}", per(c)))
+                    .unwrap_or_else(|| "—".into()),
+                r.elapsed,
+                r.setup_secs,
+            );
+        }
+    }
+    md.push_str(
+        "\n### Targets (09-quality.md, B3)\n\n| target | sessions | measured p99 | required | \
+         result |\n|---|---:|---:|---:|---|\n",
+    );
+    for (n, cell) in cells {
+        match cell {
+            Ok(r) => {
+                let p99 = pct(&r.ways[1].latency_us, 99.0);
+                let _ = writeln!(
+                    md,
+                    "| doorbell p99 ≤ 50 ms, across two instances | {n} | {p99:.2} ms | ≤ 50 ms \
+                     | {} |",
+                    if p99 <= 50.0 { "PASS" } else { "FAIL" }
+                );
+            }
+            Err(_) => {
+                let _ = writeln!(
+                    md,
+                    "| doorbell p99 ≤ 50 ms, across two instances | {n} | — | ≤ 50 ms | FAILED |"
+                );
+            }
+        }
+    }
+    md
 }

@@ -17,11 +17,24 @@ const BIN: &str = env!("CARGO_BIN_EXE_switchboard");
 pub struct ServerProcess {
     child: Child,
     pub addr: String,
+    /// The first-start `sbh_` token; empty for [`ServerProcess::start_another`].
     pub admin_token: String,
 }
 
 impl ServerProcess {
+    /// The first server on an empty database: it prints the admin token.
     pub fn start(database: &str, dir: &Path) -> Result<Self> {
+        Self::spawn(database, dir, true)
+    }
+
+    /// Another server on a database some server already initialised (no
+    /// token is printed; `admin_token` stays empty), e.g. a second cluster
+    /// instance on the same PostgreSQL database.
+    pub fn start_another(database: &str, dir: &Path) -> Result<Self> {
+        Self::spawn(database, dir, false)
+    }
+
+    fn spawn(database: &str, dir: &Path, first: bool) -> Result<Self> {
         let mut child = Command::new(BIN)
             .current_dir(dir)
             .args(["serve", "--listen", "127.0.0.1:0", "--database", database])
@@ -68,7 +81,11 @@ impl ServerProcess {
                 bail!("the server did not report its address within 60 s");
             }
         };
-        let admin_token = token.context("the first start prints an sbh_ token")?;
+        let admin_token = match token {
+            Some(token) => token,
+            None if !first => String::new(),
+            None => bail!("the first start prints an sbh_ token"),
+        };
         Ok(Self {
             child,
             addr,
