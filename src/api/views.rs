@@ -189,6 +189,8 @@ pub struct SessionRow {
     pub id_prefix: String,
     /// `clientInfo.name` from `initialize`, when the client sent one.
     pub client_name: Option<String>,
+    /// `clientInfo.version` from `initialize`, when the client sent one.
+    pub client_version: Option<String>,
     pub protocol_version: String,
     /// Its GET notification stream is open.
     pub streaming: bool,

@@ -23,7 +23,9 @@ pub struct Session {
     pub endpoint_id: String,
     pub slug: String,
     pub protocol_version: String,
+    /// `clientInfo.name` and `.version` from `initialize`, when sent.
     pub client_name: Option<String>,
+    pub client_version: Option<String>,
     state: Mutex<SessionState>,
 }
 
@@ -239,12 +241,25 @@ impl SessionRegistry {
         protocol_version: &str,
         client_name: Option<String>,
     ) -> Arc<Session> {
+        self.create_for_client(endpoint_id, slug, protocol_version, client_name, None)
+    }
+
+    /// As [`Self::create`], with the client's version too.
+    pub fn create_for_client(
+        &self,
+        endpoint_id: &str,
+        slug: &str,
+        protocol_version: &str,
+        client_name: Option<String>,
+        client_version: Option<String>,
+    ) -> Arc<Session> {
         let session = Arc::new(Session {
             id: random_token(24),
             endpoint_id: endpoint_id.to_owned(),
             slug: slug.to_owned(),
             protocol_version: protocol_version.to_owned(),
             client_name,
+            client_version,
             state: Mutex::new(SessionState {
                 last_activity: Instant::now(),
                 in_flight: 0,

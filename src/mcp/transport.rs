@@ -98,16 +98,22 @@ async fn initialize(state: &McpState, endpoint: &Endpoint, message: &Incoming) -
     let version = requested
         .filter(|v| PROTOCOL_VERSIONS.contains(v))
         .unwrap_or(PROTOCOL_VERSIONS[0]);
-    let client_name = params
-        .get("clientInfo")
-        .and_then(|c| c.get("name"))
-        .and_then(Value::as_str)
-        .map(|s| crate::domain::text::strip_controls_and_cut(s, 64));
+    let client_info = |key: &str| {
+        params
+            .get("clientInfo")
+            .and_then(|c| c.get(key))
+            .and_then(Value::as_str)
+            .map(|s| crate::domain::text::strip_controls_and_cut(s, 64))
+    };
+    let (client_name, client_version) = (client_info("name"), client_info("version"));
     let waiting = state.store.count_pending(&endpoint.id).await.unwrap_or(0);
-    let session = state
-        .mcp
-        .sessions
-        .create(&endpoint.id, &endpoint.slug, version, client_name);
+    let session = state.mcp.sessions.create_for_client(
+        &endpoint.id,
+        &endpoint.slug,
+        version,
+        client_name,
+        client_version,
+    );
     tracing::info!(
         endpoint = %endpoint.slug,
         protocol = version,

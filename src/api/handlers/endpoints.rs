@@ -57,6 +57,7 @@ fn sessions_view(doorbells: &Doorbells, endpoint_id: &str) -> SessionsView {
         .map(|s| SessionRow {
             id_prefix: s.id.chars().take(8).collect(),
             client_name: s.client_name.clone(),
+            client_version: s.client_version.clone(),
             protocol_version: s.protocol_version.clone(),
             streaming: s.is_streaming(),
             deaf_reason: doorbells.deaf_reason(s).map(|r| r.as_str().to_owned()),

@@ -265,13 +265,30 @@ pub(crate) fn examine_endpoint(e: &Value) -> Vec<Finding> {
             "the client is not listening for doorbells; restart it (Claude Code opens the stream itself)",
         ));
     } else {
+        let clients: Vec<String> = rows
+            .iter()
+            .map(|r| {
+                let name = r["client_name"].as_str().unwrap_or("unknown client");
+                match r["client_version"].as_str() {
+                    Some(version) => format!("{name} {version}"),
+                    None => name.to_owned(),
+                }
+            })
+            .collect();
         findings.push(Finding::ok(
             "sessions",
-            format!("{attached} attached, {streaming} streaming"),
+            format!(
+                "{attached} attached, {streaming} streaming ({})",
+                clients.join(", ")
+            ),
         ));
     }
     for row in &rows {
-        let client = row["client_name"].as_str().unwrap_or("unknown client");
+        let client = match (row["client_name"].as_str(), row["client_version"].as_str()) {
+            (Some(name), Some(version)) => format!("{name} {version}"),
+            (Some(name), None) => name.to_owned(),
+            _ => "unknown client".to_owned(),
+        };
         let id = text(row, "id_prefix");
         match row["deaf_reason"].as_str() {
             Some("unanswered") => findings.push(Finding::problem(

@@ -397,3 +397,49 @@ async fn the_sweep_re_rings_within_its_budget_and_then_stops() {
     assert_eq!(distinct, BTreeSet::from([id]));
     listener.close().await;
 }
+
+/// An official-SDK client that reads its stream but never calls — what a
+/// Claude Code without the channels flag looks like from here — is deaf
+/// (`unanswered`) after 3 doorbells, and its next call clears it.
+#[tokio::test]
+async fn an_sdk_client_that_never_answers_becomes_deaf_and_its_next_call_clears_it() {
+    let (server, ep) = setup(&["--unanswered-after", "1s"]).await;
+    let mut listener = Listener::start(&ep, 1).await;
+    wait_sessions(&server, &ep.slug, 1, 1).await;
+    for n in 0..3 {
+        push_kind(&server, &ep.slug, &format!("unheard {n}"), "task").await;
+    }
+    assert_eq!(
+        listener.expect(3, ARRIVES, "three doorbells").await.len(),
+        3
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let endpoint = server.endpoint(&ep.slug).await;
+        if endpoint["sessions"]["list"][0]["deaf_reason"] == "unanswered" {
+            assert_eq!(endpoint["sessions"]["deaf"], 1);
+            let row = &endpoint["sessions"]["list"][0];
+            assert_eq!(
+                (&row["client_name"], &row["client_version"]),
+                (&json!("switchboard-interop-test"), &json!("1.0.0")),
+                "initialize's clientInfo: {row}"
+            );
+            assert_eq!(endpoint["liveness"]["condition"], "deaf", "{endpoint}");
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never deaf: {endpoint}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    listener.call_ok(0, "presence", json!({})).await;
+    let endpoint = server.endpoint(&ep.slug).await;
+    assert_eq!(
+        endpoint["sessions"]["list"][0]["deaf_reason"],
+        Value::Null,
+        "{endpoint}"
+    );
+    assert_ne!(endpoint["liveness"]["condition"], "deaf");
+    listener.close().await;
+}
