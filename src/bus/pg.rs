@@ -289,6 +289,13 @@ async fn connect(url: &str, instance: &InstanceId) -> Result<PgListener, sqlx::E
         .connect_with(options)
         .await?;
     let mut listener = PgListener::connect_with(&pool).await?;
+    // A lost connection must come back as `Ok(None)` from `try_recv` at
+    // once, for `listen_loop` to reconnect, count it and catch up. With
+    // sqlx's eager reconnect, `try_recv` reconnects before returning; when
+    // the keepalive tick cancels it meanwhile (`select!`), the next call
+    // reconnects silently and the gap is never caught up (seen when
+    // PostgreSQL restarts: tests/it/cluster_faults.rs).
+    listener.eager_reconnect(false);
     listener.listen(CHANNEL).await?;
     Ok(listener)
 }

@@ -114,13 +114,14 @@ pub async fn catch_up(delivery: &Delivery, since: Timestamp) {
         return;
     }
     let store = delivery.store();
-    let endpoints = match store.unscoped_endpoints_by_ids(&hosted).await {
-        Ok(e) => e,
-        Err(e) => {
-            tracing::warn!(error = %e, "bus catch-up could not read hosted endpoints");
-            return;
-        }
-    };
+    let endpoints =
+        match super::retry_unavailable(|| store.unscoped_endpoints_by_ids(&hosted)).await {
+            Ok(e) => e,
+            Err(e) => {
+                tracing::warn!(error = %e, "bus catch-up could not read hosted endpoints");
+                return;
+            }
+        };
     let mut revoked = 0;
     for endpoint in &endpoints {
         if !endpoint.is_active() {

@@ -25,7 +25,7 @@ pub use hub::{Doorbells, DropLabels, DropReason, RingLabels, RingOutcome, Trigge
 use crate::bus::{Bus, Message};
 use crate::domain::Timestamp;
 use crate::domain::doorbell::DigestReason;
-use crate::store::{RingCandidate, Store, Todo, TodoRef};
+use crate::store::{RingCandidate, Store, StoreError, StoreResult, Todo, TodoRef};
 
 /// How long an instance whose sessions of an endpoint are all streamless
 /// waits before claiming a ring (04: a streaming session anywhere first).
@@ -183,10 +183,11 @@ impl Delivery {
     /// since `since` that no instance rang (their message may have been
     /// lost). Returns how many were rung here.
     pub async fn ring_missed(&self, endpoint_ids: &[String], since: Timestamp) -> usize {
-        let ids = match self
-            .store()
-            .unscoped_unrung_since(endpoint_ids, since, MISSED_RINGS_CAP)
-            .await
+        let ids = match retry_unavailable(|| {
+            self.store()
+                .unscoped_unrung_since(endpoint_ids, since, MISSED_RINGS_CAP)
+        })
+        .await
         {
             Ok(ids) => ids,
             Err(e) => {
@@ -197,7 +198,9 @@ impl Delivery {
         let before = self.doorbells.total_rings();
         for id in &ids {
             // The endpoint is read again per todo: cheap, and rare.
-            if let Ok(Some(todo)) = self.store().unscoped_ringable_todo(id).await {
+            if let Ok(Some(todo)) =
+                retry_unavailable(|| self.store().unscoped_ringable_todo(id)).await
+            {
                 self.ring_ready(&todo.endpoint_id, &todo.id, None, Trigger::Created)
                     .await;
             }
@@ -252,5 +255,31 @@ impl Delivery {
             .unwrap_or_else(|p| p.into_inner())
             .get(endpoint_id)
             .is_some_and(|at| *at >= since)
+    }
+}
+
+/// Runs a read of the bus catch-up, again while it fails as `Unavailable`
+/// (for about 12 s at most). The catch-up runs right after the listener
+/// reconnects, which after a database restart is before the store's pool has
+/// noticed that its idle connections died with the server (it does not test
+/// them before use): each dead one fails at once and is dropped, and the
+/// catch-up would otherwise be lost until the sweep (minutes).
+pub(crate) async fn retry_unavailable<T, F, Fut>(mut read: F) -> StoreResult<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = StoreResult<T>>,
+{
+    let mut delay = std::time::Duration::from_millis(10);
+    let mut attempt = 1;
+    loop {
+        match read().await {
+            Err(StoreError::Unavailable(e)) if attempt < 30 => {
+                tracing::debug!(error = %e, attempt, "catch-up read unavailable; retrying");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(std::time::Duration::from_millis(500));
+                attempt += 1;
+            }
+            other => return other,
+        }
     }
 }

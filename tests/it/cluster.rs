@@ -15,6 +15,7 @@ use switchboard::store::prelude::*;
 
 use crate::support::mcp::{Mcp, client, initialize_body};
 use crate::support::server::Process;
+use crate::support::sse::{Stream, is_digest, todo_id};
 use crate::support::{TestStore, postgres_store};
 
 /// Generous rates (only rate-limit tests want a 429) and fast loops.
@@ -129,15 +130,7 @@ impl Cluster {
 
     /// A session on `node` with its notification stream open.
     async fn listen(&self, node: usize, slug: &str, token: &str) -> Stream {
-        let mcp = self.mcp(node, slug, token);
-        let session = mcp.initialize().await;
-        let response = mcp.open_stream(&session).await;
-        Stream {
-            response,
-            buffered: String::new(),
-            mcp,
-            session,
-        }
+        Stream::open(self.mcp(node, slug, token)).await
     }
 
     /// A plain connection to the cluster's database.
@@ -170,69 +163,6 @@ async fn wait_bus_connected(http: &reqwest::Client, node: &Process) {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-}
-
-/// An open SSE stream, read event by event (nothing read is ever dropped).
-struct Stream {
-    response: reqwest::Response,
-    buffered: String,
-    mcp: Mcp,
-    session: String,
-}
-
-impl Stream {
-    /// The next JSON message, or `None` once `within` passes (or it ends).
-    async fn next(&mut self, within: Duration) -> Option<Value> {
-        let deadline = Instant::now() + within;
-        loop {
-            if let Some(end) = self.buffered.find("\n\n") {
-                let event: String = self.buffered.drain(..end + 2).collect();
-                if let Some(v) = event
-                    .lines()
-                    .filter_map(|l| l.strip_prefix("data:"))
-                    .find_map(|d| serde_json::from_str::<Value>(d.trim_start()).ok())
-                {
-                    return Some(v);
-                }
-                continue;
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            match tokio::time::timeout(left, self.response.chunk()).await {
-                Ok(Ok(Some(chunk))) => self.buffered.push_str(&String::from_utf8_lossy(&chunk)),
-                _ => return None,
-            }
-        }
-    }
-
-    /// Every doorbell until `quiet` passes with nothing new.
-    async fn drain(&mut self, quiet: Duration) -> Vec<Value> {
-        let mut got = Vec::new();
-        while let Some(v) = self.next(quiet).await {
-            got.push(v);
-        }
-        got
-    }
-
-    /// Whether the stream ends within `within`.
-    async fn ends_within(&mut self, within: Duration) -> bool {
-        let deadline = Instant::now() + within;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match tokio::time::timeout(left, self.response.chunk()).await {
-                Ok(Ok(Some(_))) => continue,
-                Ok(Ok(None)) | Ok(Err(_)) => return true,
-                Err(_) => return false,
-            }
-        }
-    }
-}
-
-fn todo_id(v: &Value) -> Option<&str> {
-    v["params"]["meta"]["todo_id"].as_str()
-}
-
-fn is_digest(v: &Value) -> bool {
-    v["params"]["meta"]["kind"] == "digest"
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -2,7 +2,8 @@
 //! link of the crate instead of one per file. Modules follow the surfaces:
 //! `api::` (the REST API), `mcp::` (MCP end to end), `delivery::` (doorbells
 //! and presence in process), `cli::`, `binary` (the process itself), `intake`,
-//! `metrics`, `maintenance`, `shift` and `store_conformance` (both backends).
+//! `metrics`, `maintenance`, `cluster` and `cluster_faults` (several
+//! real processes on PostgreSQL), `shift` and `store_conformance` (both backends).
 //! Shared helpers live in `support/`; `support::server` starts servers.
 //!
 //! Run a subset with a module prefix: `cargo test --test it mcp::transport::`.
@@ -11,6 +12,7 @@ mod api;
 mod binary;
 mod cli;
 mod cluster;
+mod cluster_faults;
 mod delivery;
 mod intake;
 mod maintenance;

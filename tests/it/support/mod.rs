@@ -12,8 +12,12 @@ pub mod api;
 pub mod delivery;
 /// The MCP end-to-end helpers: a raw MCP client, the SDK listener.
 pub mod mcp;
+/// A throwaway PostgreSQL cluster a test may stop and start.
+pub mod pg_cluster;
 /// Every way the tests start a server: in process, or the real binary.
 pub mod server;
+/// An MCP notification stream read event by event.
+pub mod sse;
 
 use std::sync::Arc;
 
