@@ -154,11 +154,15 @@ pub fn is_unavailable(err: &sqlx::Error) -> bool {
 }
 
 /// PostgreSQL SQLSTATEs of a lost or refused connection: class 08
-/// (connection exception), 57P01/57P02/57P03 (admin shutdown, crash
-/// shutdown, cannot connect now) and 53300 (too many connections).
+/// (connection exception), class 28 (the login was refused: a role that
+/// may not log in now, a password changed under a running server),
+/// 57P01/57P02/57P03 (admin shutdown, crash shutdown, cannot connect now)
+/// and 53300 (too many connections).
 fn is_connection_sqlstate(code: &str) -> bool {
-    matches!(code.as_bytes(), [b'0', b'8', _, _, _])
-        || matches!(code, "57P01" | "57P02" | "57P03" | "53300")
+    matches!(
+        code.as_bytes(),
+        [b'0', b'8', _, _, _] | [b'2', b'8', _, _, _]
+    ) || matches!(code, "57P01" | "57P02" | "57P03" | "53300")
 }
 
 #[cfg(test)]
@@ -237,7 +241,8 @@ mod tests {
     #[test]
     fn connection_sqlstates_are_unavailable() {
         for code in [
-            "08000", "08003", "08006", "08001", "08004", "57P01", "57P02", "57P03", "53300",
+            "08000", "08003", "08006", "08001", "08004", "28000", "28P01", "57P01", "57P02",
+            "57P03", "53300",
         ] {
             assert_eq!(kind(db(code)), "unavailable", "{code}");
         }
