@@ -25,6 +25,21 @@ fn due_condition(steps_at: usize, steps: usize) -> String {
     )
 }
 
+/// A ring candidate from a row with its columns (`id, endpoint_id, queue,
+/// title, kind, source, ring_attempts, created_at`).
+fn ring_candidate(row: &sqlx::any::AnyRow) -> StoreResult<RingCandidate> {
+    Ok(RingCandidate {
+        id: row.try_get("id")?,
+        endpoint_id: row.try_get("endpoint_id")?,
+        queue: row.try_get("queue")?,
+        title: row.try_get("title")?,
+        kind: row.try_get("kind")?,
+        source: row.try_get("source")?,
+        ring_attempts: row.try_get("ring_attempts")?,
+        created_at: Timestamp::from_millis(row.try_get("created_at")?),
+    })
+}
+
 #[async_trait]
 impl RingStore for SqlStore {
     async fn unscoped_digest_todos(&self, endpoint_id: &str) -> StoreResult<Vec<DigestTodo>> {
@@ -77,17 +92,7 @@ impl RingStore for SqlStore {
         .bind(id)
         .fetch_optional(&self.reader)
         .await?;
-        let Some(row) = row else { return Ok(None) };
-        Ok(Some(RingCandidate {
-            id: row.try_get("id")?,
-            endpoint_id: row.try_get("endpoint_id")?,
-            queue: row.try_get("queue")?,
-            title: row.try_get("title")?,
-            kind: row.try_get("kind")?,
-            source: row.try_get("source")?,
-            ring_attempts: row.try_get("ring_attempts")?,
-            created_at: crate::domain::Timestamp::from_millis(row.try_get("created_at")?),
-        }))
+        row.as_ref().map(ring_candidate).transpose()
     }
 
     /// Which of these endpoints have a ring due: one cheap read, so a sweep
@@ -158,18 +163,7 @@ impl RingStore for SqlStore {
             .await?;
         let mut out: Vec<RingCandidate> = rows
             .iter()
-            .map(|row| {
-                Ok(RingCandidate {
-                    id: row.try_get("id")?,
-                    endpoint_id: row.try_get("endpoint_id")?,
-                    queue: row.try_get("queue")?,
-                    title: row.try_get("title")?,
-                    kind: row.try_get("kind")?,
-                    source: row.try_get("source")?,
-                    ring_attempts: row.try_get("ring_attempts")?,
-                    created_at: crate::domain::Timestamp::from_millis(row.try_get("created_at")?),
-                })
-            })
+            .map(ring_candidate)
             .collect::<Result<_, StoreError>>()?;
         // RETURNING has no order: restore the round-robin one.
         let mut turns: std::collections::HashMap<String, i64> = Default::default();
@@ -199,17 +193,7 @@ impl RingStore for SqlStore {
         .bind(id)
         .fetch_optional(&self.writer)
         .await?;
-        let Some(row) = row else { return Ok(None) };
-        Ok(Some(RingCandidate {
-            id: row.try_get("id")?,
-            endpoint_id: row.try_get("endpoint_id")?,
-            queue: row.try_get("queue")?,
-            title: row.try_get("title")?,
-            kind: row.try_get("kind")?,
-            source: row.try_get("source")?,
-            ring_attempts: row.try_get("ring_attempts")?,
-            created_at: Timestamp::from_millis(row.try_get("created_at")?),
-        }))
+        row.as_ref().map(ring_candidate).transpose()
     }
 
     async fn unscoped_unrung_since(
