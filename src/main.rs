@@ -30,16 +30,21 @@ fn main() -> ExitCode {
 }
 
 /// Logs go to stderr; `SWITCHBOARD_LOG` (or `RUST_LOG`) filters, default `info`.
+/// Colours only on a terminal, and never when `NO_COLOR` is set (no-color.org).
+/// JSON logs are one object per line with the event's fields (`message`
+/// included) at the top level, and the request span's fields under `span`.
 fn init_logging(format: LogFormat) {
     let filter = EnvFilter::try_from_env("SWITCHBOARD_LOG")
         .or_else(|_| EnvFilter::try_from_default_env())
         .unwrap_or_else(|_| EnvFilter::new("info"));
+    let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal());
+        .with_writer(std::io::stderr);
     match format {
-        LogFormat::Text => builder.init(),
-        LogFormat::Json => builder.json().init(),
+        LogFormat::Text => builder
+            .with_ansi(std::io::stderr().is_terminal() && !no_color)
+            .init(),
+        LogFormat::Json => builder.json().flatten_event(true).with_ansi(false).init(),
     }
 }

@@ -20,6 +20,12 @@ pub fn new_instance_id() -> String {
     uuid::Uuid::now_v7().simple().to_string()
 }
 
+/// A request's id (`X-Request-Id`) when the client sent none: a UUIDv7,
+/// hyphenated, so ids sort by time in the logs.
+pub fn new_request_id() -> String {
+    uuid::Uuid::now_v7().hyphenated().to_string()
+}
+
 /// `n` random bytes, base64url without padding.
 pub fn random_token(n: usize) -> String {
     let mut buf = vec![0u8; n];

@@ -22,6 +22,7 @@ use crate::bus::pg::PgBusConfig;
 use crate::clock::{Clock, SystemClock};
 use crate::delivery::sweep::SweepConfig;
 use crate::domain::duration::parse_positive_duration;
+use crate::http::cidr::Cidr;
 use crate::http::ratelimit::Rate;
 use crate::mcp::McpConfig;
 use crate::server::{self, MaintenanceConfig, ServerConfig};
@@ -211,6 +212,29 @@ pub struct ServeArgs {
     /// connection (a silent connection is replaced after three periods).
     #[arg(long, env = "SWITCHBOARD_BUS_KEEPALIVE", default_value = "5s")]
     pub bus_keepalive: String,
+
+    /// A host name (or `.domain` for every name under it) that requests may
+    /// carry in Host and Origin, besides localhost/127.0.0.1/[::1] and the
+    /// --public-url host. On loopback other names are refused (403); bound
+    /// elsewhere, Host is checked only when this is given. Repeatable.
+    #[arg(
+        long = "allowed-host",
+        value_name = "NAME",
+        env = "SWITCHBOARD_ALLOWED_HOSTS",
+        value_delimiter = ','
+    )]
+    pub allowed_hosts: Vec<String>,
+
+    /// A proxy address or CIDR block (10.0.0.0/8) whose Forwarded /
+    /// X-Forwarded-For headers name the client (intake's per-IP rate limit,
+    /// the access log). Other peers' forwarding headers are ignored. Repeatable.
+    #[arg(
+        long = "trusted-proxy",
+        value_name = "CIDR",
+        env = "SWITCHBOARD_TRUSTED_PROXIES",
+        value_delimiter = ','
+    )]
+    pub trusted_proxies: Vec<Cidr>,
 }
 
 #[derive(Debug, Args)]
@@ -296,6 +320,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             keepalive: duration_flag(&args.bus_keepalive, "bus-keepalive")?,
             ..PgBusConfig::default()
         },
+        allowed_hosts: args.allowed_hosts.clone(),
+        trusted_proxies: args.trusted_proxies.clone(),
     };
     server::serve(config, shutdown).await
 }

@@ -125,8 +125,20 @@ impl ApiError {
         )
     }
 
+    /// 403 naming the header or field that was refused (`host`, `origin`).
+    pub fn forbidden(field: &str, message: impl Into<String>) -> Self {
+        let mut e = Self::new(StatusCode::FORBIDDEN, "forbidden", message);
+        e.detail.field = Some(field.to_owned());
+        e
+    }
+
     pub fn status(&self) -> StatusCode {
         self.status
+    }
+
+    /// The field the error names, if any.
+    pub fn field(&self) -> Option<&str> {
+        self.detail.field.as_deref()
     }
 }
 

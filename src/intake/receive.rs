@@ -4,12 +4,12 @@
 //! possible: the per-IP rate limit, a declared oversized body, then a URL
 //! that cannot be a token. Only then the database, the body, the signature.
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 
 use axum::Json;
 use axum::body::{Body, HttpBody};
 use axum::extract::rejection::PathRejection;
-use axum::extract::{ConnectInfo, Path, Request, State};
+use axum::extract::{Path, Request, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode, header};
 use serde::Serialize;
@@ -18,6 +18,7 @@ use super::IntakeState;
 use super::{MAX_BODY_BYTES, derive, headers, key, payload, signature};
 use crate::domain::ids::sha256_hex;
 use crate::domain::text::cut_to_bytes;
+use crate::http::client_addr::ClientAddr;
 use crate::http::error::{ApiError, ApiResult};
 use crate::store::{NewIntakeEvent, NewTodo, StoreError, TrustMode, WebhookTarget};
 
@@ -140,16 +141,17 @@ fn endpoint_revoked() -> ApiError {
     ApiError::gone("the webhook's endpoint is revoked")
 }
 
-/// The client's bucket: its address as the connection reports it, never a
-/// forwarding header a client can write. An IPv6 client usually holds a
-/// whole /64, so that is its bucket.
+/// The client's bucket: its address as [`ClientAddr`] decides it (the peer,
+/// or behind a trusted proxy the client it forwards for; never a forwarding
+/// header an untrusted client wrote). An IPv6 client usually holds a whole
+/// /64, so that is its bucket.
 fn rate_key(parts: &Parts) -> String {
-    let Some(ConnectInfo(peer)) = parts.extensions.get::<ConnectInfo<SocketAddr>>() else {
+    let Some(ClientAddr(client)) = ClientAddr::of(parts) else {
         // Only a router served without connection info (an in-process test)
         // gets here; all its clients then share one bucket.
         return "unknown".to_owned();
     };
-    match peer.ip() {
+    match client {
         IpAddr::V4(v4) => v4.to_string(),
         IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
             Some(v4) => v4.to_string(),
@@ -193,7 +195,9 @@ async fn read_capped(body: Body, max: usize) -> ApiResult<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use axum::extract::ConnectInfo;
     use axum::http::Request as HttpRequest;
+    use std::net::SocketAddr;
 
     fn parts_from(peer: Option<&str>) -> Parts {
         let mut request = HttpRequest::new(());

@@ -33,11 +33,6 @@ const PROTOCOL_HEADER: &str = "mcp-protocol-version";
 pub(super) enum McpRejection {
     /// The path did not extract: axum's own answer.
     Path(PathRejection),
-    /// 403: the DNS-rebinding guard (a non-loopback `Host`).
-    NotLoopback,
-    /// 403: an `Origin` header that is present and not allowed (see
-    /// [`origin_allowed`]).
-    OriginNotAllowed,
     /// 401 with `WWW-Authenticate`: no, or no live, `sbk_` credential. One
     /// body whatever was wrong; the header adds `error="invalid_token"`
     /// when a bearer token was presented (RFC 6750 section 3.1).
@@ -126,16 +121,6 @@ impl IntoResponse for McpRejection {
                 }
                 return response;
             }
-            Self::NotLoopback => (
-                StatusCode::FORBIDDEN,
-                "forbidden",
-                "this server only answers requests addressed to the loopback interface",
-            ),
-            Self::OriginNotAllowed => (
-                StatusCode::FORBIDDEN,
-                "forbidden",
-                "this Origin is not allowed",
-            ),
             Self::ForeignCredential => (
                 StatusCode::FORBIDDEN,
                 "forbidden",
@@ -179,9 +164,9 @@ fn http_error(status: StatusCode, code: &str, message: &str) -> Response {
 }
 
 /// The endpoint behind the request's bearer credential, bound to the
-/// `/mcp/{slug}` it is addressed to. In order (`03`): the DNS-rebinding
-/// guard (`Host`), the `Origin` check, the bearer, the path binding, the
-/// liveness stamp, the rate limit.
+/// `/mcp/{slug}` it is addressed to. In order (`03`): the bearer, the path
+/// binding, the liveness stamp, the rate limit. (The DNS-rebinding guard,
+/// `Host` and `Origin`, is the whole router's: `crate::http::host_guard`.)
 ///
 /// Extracted once per request (kept in the request's extensions), so a
 /// handler may take it beside a [`BoundSession`].
@@ -212,18 +197,6 @@ async fn authenticate(
     slug: &str,
     headers: &HeaderMap,
 ) -> Result<Endpoint, McpRejection> {
-    if state.mcp.config.loopback_guard && !host_is_loopback(headers) {
-        return Err(McpRejection::NotLoopback);
-    }
-    if let Some(origin) = headers.get(header::ORIGIN) {
-        let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
-        let allowed = origin
-            .to_str()
-            .is_ok_and(|o| origin_allowed(o, host, state.mcp.config.loopback_guard));
-        if !allowed {
-            return Err(McpRejection::OriginNotAllowed);
-        }
-    }
     let bearer = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
@@ -257,65 +230,6 @@ async fn authenticate(
         });
     }
     Ok(endpoint)
-}
-
-/// Whether a browser page of `origin` may talk to `/mcp` (`03-mcp.md`; the
-/// MCP transport requires servers to validate `Origin` against DNS
-/// rebinding). Allowed: the request's own origin (`http://` or `https://`
-/// and exactly its `Host`), and, when we listen on loopback, any loopback
-/// origin (`http(s)://localhost`, `127.0.0.1` or `[::1]`, any port).
-/// Everything else, `null` included, is refused. A request without `Origin`
-/// (not from a browser) is not asked.
-pub(super) fn origin_allowed(origin: &str, host: Option<&str>, loopback: bool) -> bool {
-    let origin = origin.trim();
-    let Some((scheme, authority)) = origin.split_once("://") else {
-        return false;
-    };
-    if !(scheme.eq_ignore_ascii_case("http") || scheme.eq_ignore_ascii_case("https"))
-        || authority.is_empty()
-        || authority.contains(['/', '@', '?', '#'])
-    {
-        return false;
-    }
-    if host.is_some_and(|h| h.trim().eq_ignore_ascii_case(authority)) {
-        return true;
-    }
-    if !loopback {
-        return false;
-    }
-    let (name, port) = if let Some(rest) = authority.strip_prefix('[') {
-        match rest.split_once(']') {
-            Some((name, port)) => (name, port),
-            None => return false,
-        }
-    } else {
-        match authority.find(':') {
-            Some(i) => (&authority[..i], &authority[i..]),
-            None => (authority, ""),
-        }
-    };
-    let port_ok = port.is_empty()
-        || port.strip_prefix(':').is_some_and(|p| {
-            !p.is_empty() && p.len() <= 5 && p.bytes().all(|b| b.is_ascii_digit())
-        });
-    port_ok && (name.eq_ignore_ascii_case("localhost") || name == "127.0.0.1" || name == "::1")
-}
-
-/// `Host` must name the loopback interface when we listen on it.
-fn host_is_loopback(headers: &HeaderMap) -> bool {
-    let Some(host) = headers.get(header::HOST).and_then(|h| h.to_str().ok()) else {
-        return false;
-    };
-    let name = if let Some(rest) = host.strip_prefix('[') {
-        rest.split(']').next().unwrap_or("")
-    } else {
-        host.rsplit_once(':').map_or(host, |(name, _)| name)
-    };
-    name.eq_ignore_ascii_case("localhost")
-        || name == "::1"
-        || name
-            .parse::<std::net::Ipv4Addr>()
-            .is_ok_and(|ip| ip.is_loopback())
 }
 
 /// Writes `last_seen_at` at most once per second per endpoint (a stamp
@@ -485,78 +399,6 @@ pub(super) const KNOWN_METHODS: [&str; 4] = ["initialize", "ping", "tools/list",
 mod tests {
     use super::*;
 
-    fn with_host(host: &str) -> HeaderMap {
-        let mut h = HeaderMap::new();
-        h.insert(header::HOST, HeaderValue::from_str(host).unwrap());
-        h
-    }
-
-    #[test]
-    fn loopback_hosts() {
-        for ok in [
-            "127.0.0.1:8080",
-            "localhost",
-            "LOCALHOST:1",
-            "[::1]:8080",
-            "127.1.2.3",
-        ] {
-            assert!(host_is_loopback(&with_host(ok)), "{ok}");
-        }
-        for bad in [
-            "evil.example:8080",
-            "10.0.0.1",
-            "localhost.evil.example",
-            "[::2]",
-        ] {
-            assert!(!host_is_loopback(&with_host(bad)), "{bad}");
-        }
-        assert!(!host_is_loopback(&HeaderMap::new()));
-    }
-
-    #[test]
-    fn origins() {
-        let host = Some("127.0.0.1:8080");
-        for ok in [
-            "http://127.0.0.1:8080",
-            "https://127.0.0.1:8080",
-            "http://localhost:3000",
-            "http://LOCALHOST",
-            "http://127.0.0.1:1",
-            "http://[::1]:6274",
-            "https://[::1]",
-        ] {
-            assert!(origin_allowed(ok, host, true), "{ok}");
-        }
-        for bad in [
-            "null",
-            "",
-            "http://evil.example",
-            "http://localhost.evil.example:3000",
-            "http://127.0.0.2:8080",
-            "ftp://127.0.0.1:8080",
-            "http://127.0.0.1:8080/path",
-            "http://user@127.0.0.1:8080",
-            "http://localhost:",
-            "http://localhost:abc",
-            "http://[::1",
-            "127.0.0.1:8080",
-        ] {
-            assert!(!origin_allowed(bad, host, true), "{bad}");
-        }
-        // Not on loopback: only the request's own origin.
-        let host = Some("queue.example.com");
-        assert!(origin_allowed("https://queue.example.com", host, false));
-        assert!(origin_allowed("http://Queue.Example.com", host, false));
-        assert!(!origin_allowed("http://localhost:3000", host, false));
-        assert!(!origin_allowed(
-            "https://queue.example.com:444",
-            host,
-            false
-        ));
-        assert!(!origin_allowed("https://other.example.com", host, false));
-        assert!(!origin_allowed("https://queue.example.com", None, false));
-    }
-
     #[test]
     fn protocol_refusals() {
         let discover = br#"{"jsonrpc":"2.0","id":"d1","method":"server/discover","params":{}}"#;
@@ -643,8 +485,6 @@ mod tests {
             (McpRejection::NoSuchSession, 404, "not_found"),
             (McpRejection::SessionRequired, 400, "invalid_argument"),
             (McpRejection::InitializeFirst, 400, "invalid_argument"),
-            (McpRejection::NotLoopback, 403, "forbidden"),
-            (McpRejection::OriginNotAllowed, 403, "forbidden"),
             (McpRejection::PayloadTooLarge, 413, "payload_too_large"),
         ] {
             let r = rejection.into_response();

@@ -33,8 +33,6 @@ pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 pub struct McpConfig {
     /// Per endpoint (default 20/s, burst 40).
     pub rate: Rate,
-    /// Refuse non-loopback `Host` headers (on when listening on loopback).
-    pub loopback_guard: bool,
     /// SSE keep-alive comment period.
     pub keepalive: Duration,
     /// A session with nothing in flight this long is closed.
@@ -51,7 +49,6 @@ impl Default for McpConfig {
     fn default() -> Self {
         Self {
             rate: Rate::new(20.0, 40.0),
-            loopback_guard: true,
             keepalive: Duration::from_secs(15),
             idle_limit: Duration::from_secs(30 * 60),
             janitor_interval: Duration::from_secs(60),

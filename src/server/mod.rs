@@ -29,6 +29,9 @@ use crate::clock::{OffsetClock, SharedClock};
 use crate::delivery::sessions::SessionRegistry;
 use crate::delivery::sweep::SweepConfig;
 use crate::delivery::{Delivery, Doorbells};
+use crate::http::cidr::Cidr;
+use crate::http::client_addr::TrustedProxies;
+use crate::http::host_guard::HostPolicy;
 use crate::http::ratelimit::RateLimiter;
 use crate::intake::IntakeState;
 use crate::mcp::{McpConfig, McpContext, McpState};
@@ -58,6 +61,11 @@ pub struct ServerConfig {
     /// A session that makes no request this long after each of 3 doorbells
     /// in a row is deaf (`unanswered`).
     pub unanswered_after: Duration,
+    /// `--allowed-host`: more names `Host`/`Origin` may carry (see
+    /// `crate::http::host_guard`).
+    pub allowed_hosts: Vec<String>,
+    /// `--trusted-proxy`: peers whose forwarding headers name the client.
+    pub trusted_proxies: Vec<Cidr>,
 }
 
 /// Every surface with its own state; only the server sees them all.
@@ -67,19 +75,40 @@ pub struct Surfaces {
     pub mcp: McpState,
     pub intake: IntakeState,
     pub metrics: MetricsState,
+    pub edge: Edge,
 }
 
-/// Composes the surfaces' routers, and counts every request by route.
+/// What the whole router's outer layers need: which `Host`/`Origin` names
+/// are ours, and which peers are trusted proxies.
+#[derive(Clone)]
+pub struct Edge {
+    pub hosts: Arc<HostPolicy>,
+    pub proxies: Arc<TrustedProxies>,
+}
+
+/// Composes the surfaces' routers, then the layers every route has (applied
+/// after every route is in, so a surface merged here is covered too). From
+/// the outside in: the access log (request id, client address), the request
+/// metrics, the `Host`/`Origin` guard.
 pub fn router(surfaces: Surfaces) -> Router {
     let metrics = surfaces.metrics.metrics.clone();
+    let edge = surfaces.edge;
     health::router(surfaces.health)
         .merge(crate::api::router(surfaces.api))
         .merge(crate::mcp::router(surfaces.mcp))
         .merge(crate::intake::router(surfaces.intake))
         .merge(crate::metrics::http::router(surfaces.metrics))
         .layer(axum::middleware::from_fn_with_state(
+            edge.hosts,
+            crate::http::host_guard::guard,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
             metrics,
             crate::metrics::http::count_requests,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            edge.proxies,
+            crate::http::access_log::access_log,
         ))
 }
 
@@ -106,6 +135,12 @@ pub async fn serve_on(
     let aligned = OffsetClock::new();
     let clock: SharedClock = aligned.clone();
     let local = listener.local_addr()?;
+    // Refuse a bad --allowed-host before anything is opened.
+    let hosts = HostPolicy::new(
+        local.ip().is_loopback(),
+        &config.allowed_hosts,
+        config.public_url.as_deref(),
+    )?;
 
     // One server per SQLite file: take the lock before touching the database.
     let _lock = match &config.database {
@@ -155,9 +190,7 @@ pub async fn serve_on(
     let doorbells =
         Arc::new(Doorbells::new(sessions.clone()).with_unanswered_after(config.unanswered_after));
     let delivery = Arc::new(Delivery::new(store.clone(), doorbells.clone(), bus.clone()));
-    let mut mcp_config = config.mcp.clone();
-    mcp_config.loopback_guard = local.ip().is_loopback();
-    let mcp = Arc::new(McpContext::new(mcp_config, sessions));
+    let mcp = Arc::new(McpContext::new(config.mcp.clone(), sessions));
     let metrics = Arc::new(Metrics::new(
         &doorbells,
         &instance,
@@ -233,9 +266,14 @@ pub async fn serve_on(
             store: store.clone(),
             delivery,
         },
+        edge: Edge {
+            hosts: Arc::new(hosts),
+            proxies: Arc::new(TrustedProxies(config.trusted_proxies.clone())),
+        },
     });
     let (signalled_tx, mut signalled_rx) = watch::channel(false);
-    // The peer address is what intake rate-limits by (never a forwarding header).
+    // The peer address: the client's, unless it is a trusted proxy
+    // (`crate::http::client_addr`).
     let app = app.into_make_service_with_connect_info::<SocketAddr>();
     let server = axum::serve(listener, app).with_graceful_shutdown(async move {
         shutdown.await;

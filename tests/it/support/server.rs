@@ -233,6 +233,8 @@ impl InProcess {
             metrics_token: None,
             bus: Default::default(),
             unanswered_after: switchboard::delivery::hub::DEFAULT_UNANSWERED_AFTER,
+            allowed_hosts: Vec::new(),
+            trusted_proxies: Vec::new(),
         }
     }
 
@@ -392,6 +394,12 @@ pub fn apply_flag(config: &mut ServerConfig, pair: &[&str]) {
         "--ring-steps" => {
             config.sweep.steps = value.split(',').map(|step| duration(step.trim())).collect();
         }
+        "--allowed-host" => config.allowed_hosts.push((*value).to_owned()),
+        "--trusted-proxy" => config.trusted_proxies.push(
+            value
+                .parse()
+                .unwrap_or_else(|e| panic!("{flag} {value}: {e}")),
+        ),
         other => panic!("support::server has no in-process mapping for {other}: add it here"),
     }
 }
