@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 
 use crate::delivery::sessions::{SendError, Session, SessionRegistry};
 use crate::domain::Timestamp;
@@ -110,12 +111,32 @@ pub struct DropLabels {
 }
 
 /// Rings and drops, kept as the `/metrics` counters themselves
-/// (`switchboard_doorbells_rung_total`, `switchboard_doorbells_dropped_total`):
-/// the server's registry holds clones of these families.
-#[derive(Debug, Default)]
+/// (`switchboard_doorbells_rung_total`, `switchboard_doorbells_dropped_total`,
+/// `switchboard_doorbell_write_seconds`): the server's registry holds clones.
+#[derive(Debug)]
 pub struct RingCounters {
     pub rung: Family<RingLabels, Counter>,
     pub dropped: Family<DropLabels, Counter>,
+    /// From the decision to ring to the frame queued on a session's
+    /// stream (or held for its next one), per doorbell written.
+    pub write_seconds: Histogram,
+}
+
+/// Buckets of `switchboard_doorbell_write_seconds`: 10 µs to about 2.6 s
+/// (a write never waits on a client, so anything past a millisecond is a
+/// lock held too long).
+fn write_buckets() -> impl Iterator<Item = f64> {
+    exponential_buckets(0.000_01, 4.0, 10)
+}
+
+impl Default for RingCounters {
+    fn default() -> Self {
+        Self {
+            rung: Family::default(),
+            dropped: Family::default(),
+            write_seconds: Histogram::new(write_buckets()),
+        }
+    }
 }
 
 impl RingCounters {
@@ -293,6 +314,7 @@ impl Doorbells {
     /// a streaming one if any (round-robin), else an attached one whose
     /// stream is not open yet; a full buffer moves on to the next candidate.
     pub fn ring(&self, todo: &RingCandidate, trigger: Trigger) -> RingOutcome {
+        let decided = Instant::now();
         if !self.first_time(todo, trigger) {
             return RingOutcome::Duplicate;
         }
@@ -320,6 +342,9 @@ impl Doorbells {
         for session in &candidates {
             match session.try_send_or_hold(message.clone()) {
                 Ok(()) => {
+                    self.counters
+                        .write_seconds
+                        .observe(decided.elapsed().as_secs_f64());
                     self.record_write(session, true);
                     self.counters.count_ring("todo", trigger);
                     self.rings.fetch_add(1, Ordering::Relaxed);
@@ -347,6 +372,7 @@ impl Doorbells {
         reason: DigestReason,
         now: Timestamp,
     ) -> bool {
+        let decided = Instant::now();
         let sessions = self.sessions.sessions_of(endpoint_id);
         if sessions.is_empty() {
             self.counters.count_drop(DropReason::NoSession);
@@ -361,6 +387,9 @@ impl Doorbells {
         };
         for session in &self.in_turn(endpoint_id, candidates) {
             if session.try_send_or_hold(message.clone()).is_ok() {
+                self.counters
+                    .write_seconds
+                    .observe(decided.elapsed().as_secs_f64());
                 self.record_write(session, true);
                 self.counters.count_ring("digest", Trigger::Digest(reason));
                 self.arm_reconnect_gate(endpoint_id, now);

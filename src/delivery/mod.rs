@@ -11,6 +11,7 @@
 //! A doorbell is a hint. Nothing here waits on a client, and losing a
 //! doorbell never loses work: every todo stays pullable.
 
+pub mod counters;
 pub mod hub;
 pub mod listener;
 pub mod presence;
@@ -20,6 +21,7 @@ pub mod sweep;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+pub use counters::{AttemptEnd, EventCounters};
 pub use hub::{Doorbells, DropLabels, DropReason, RingLabels, RingOutcome, Trigger};
 
 use crate::bus::{Bus, Message};
@@ -45,6 +47,8 @@ pub struct Delivery {
     /// catch-up after a bus gap must not digest this instance's own claims
     /// twice. Memory only; entries older than a day are dropped.
     claimed_here: Mutex<HashMap<String, Timestamp>>,
+    /// Attempts finished and todos created, for `/metrics`.
+    counters: EventCounters,
 }
 
 impl Delivery {
@@ -54,6 +58,7 @@ impl Delivery {
             doorbells,
             bus,
             claimed_here: Mutex::new(HashMap::new()),
+            counters: EventCounters::default(),
         }
     }
 
@@ -72,6 +77,24 @@ impl Delivery {
 
     pub fn bus(&self) -> &dyn Bus {
         &*self.bus
+    }
+
+    /// The throughput counters (`/metrics` holds clones of their families).
+    pub fn counters(&self) -> &EventCounters {
+        &self.counters
+    }
+
+    /// `n` attempts ended this way (a surface's `complete`, `fail`,
+    /// `release`, or the reaper's lapsed leases).
+    pub fn attempts_finished(&self, end: AttemptEnd, n: u64) {
+        self.counters.count_attempts(end, n);
+    }
+
+    /// A todo was created (the store made a row, not a dedup hit), by a
+    /// sender of this trust mode. Counted apart from [`Self::todo_created`],
+    /// which rings, so that a todo that rings nothing still counts.
+    pub fn todo_counted(&self, mode: crate::store::TrustMode) {
+        self.counters.count_created(mode);
     }
 
     /// A genuinely new todo (the caller only calls this when the store

@@ -96,6 +96,7 @@ pub(super) async fn receive(
         Err(e) => return Err(e.into()),
     };
     if created.created {
+        state.delivery.todo_counted(trust_mode);
         state.delivery.todo_created(&created.todo).await;
     }
     // Never the URL token, the secret, the signature or the body.

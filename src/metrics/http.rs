@@ -61,19 +61,27 @@ async fn scrape(State(state): State<MetricsState>, headers: HeaderMap) -> Respon
 }
 
 /// Middleware for the whole router: counts each answered request under its
-/// route template (never the raw path) and status code.
+/// route template (never the raw path) and status code, and observes how
+/// long it took by route, method and status class.
 pub async fn count_requests(
     State(metrics): State<Arc<Metrics>>,
     request: Request,
     next: Next,
 ) -> Response {
+    let started = std::time::Instant::now();
     let route = route_label(
         request
             .extensions()
             .get::<MatchedPath>()
             .map(MatchedPath::as_str),
     );
+    let method = request.method().clone();
     let response = next.run(request).await;
-    metrics.count_request(route, response.status().as_u16());
+    metrics.observe_request(
+        route,
+        &method,
+        response.status().as_u16(),
+        started.elapsed(),
+    );
     response
 }

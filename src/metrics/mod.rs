@@ -11,6 +11,7 @@
 //! `docs/metrics.md` for the families.
 
 pub mod http;
+pub mod process;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -21,6 +22,7 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Registry, Unit};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
@@ -29,7 +31,7 @@ use crate::bus::InstanceId;
 use crate::bus::pg::PgBusStats;
 use crate::delivery::Doorbells;
 use crate::delivery::sessions::Session;
-use crate::delivery::{DropLabels, RingLabels};
+use crate::delivery::{DropLabels, EventCounters, RingLabels};
 use crate::domain::Timestamp;
 use crate::domain::lease::effective_lease_seconds;
 use crate::domain::liveness::{self, Condition, Subject};
@@ -67,6 +69,57 @@ struct HttpLabels {
     /// A route template (`/api/v1/endpoints/{reference}`) or `unmatched`.
     route: String,
     status: u16,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct HttpDurationLabels {
+    /// A route template or `unmatched`, as in `switchboard_http_requests_total`.
+    route: String,
+    /// `GET`, `POST`, … or `other`.
+    method: &'static str,
+    /// `1xx` … `5xx`.
+    status: &'static str,
+}
+
+type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
+
+/// Buckets of `switchboard_http_request_duration_seconds`: 1 ms to 10 s.
+fn http_duration_histogram() -> Histogram {
+    Histogram::new([
+        0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+    ])
+}
+
+/// A method label from a fixed set (a client can send any token).
+pub fn method_label(method: &axum::http::Method) -> &'static str {
+    use axum::http::Method;
+    match *method {
+        Method::GET => "GET",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::PATCH => "PATCH",
+        Method::DELETE => "DELETE",
+        Method::HEAD => "HEAD",
+        Method::OPTIONS => "OPTIONS",
+        _ => "other",
+    }
+}
+
+/// `2xx` for 204, and so on.
+pub fn status_class(status: u16) -> &'static str {
+    match status {
+        100..=199 => "1xx",
+        200..=299 => "2xx",
+        300..=399 => "3xx",
+        400..=499 => "4xx",
+        _ => "5xx",
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BuildLabels {
+    version: &'static str,
+    schema: String,
 }
 
 /// The conditions `switchboard_endpoints` counts: those of active endpoints
@@ -208,6 +261,9 @@ pub struct Metrics {
     token: Option<ScrapeToken>,
     lease_expiries: Counter,
     http_requests: Family<HttpLabels, Counter>,
+    http_duration: HistogramFamily<HttpDurationLabels>,
+    /// `process_*`: not under the `switchboard_` prefix.
+    process: Registry,
     sessions: Family<StateLabels, Gauge>,
     todos: Family<StateLabels, Gauge>,
     dead_letters: Gauge,
@@ -374,11 +430,18 @@ impl Metrics {
             );
         }
 
+        let http_duration = register_http_duration(&mut registry);
+        register_doorbell_write(&mut registry, doorbells);
+        let mut process = Registry::default();
+        process::register(&mut process);
+
         Self {
             registry,
             token: scrape_token.and_then(ScrapeToken::new),
             lease_expiries,
             http_requests,
+            http_duration,
+            process,
             sessions,
             todos,
             dead_letters,
@@ -423,6 +486,52 @@ impl Metrics {
         self.http_requests
             .get_or_create(&HttpLabels { route, status })
             .inc();
+    }
+
+    /// Counts one answered request and how long it took to answer (to the
+    /// response head: a stream's lifetime is not its latency).
+    pub fn observe_request(
+        &self,
+        route: String,
+        method: &axum::http::Method,
+        status: u16,
+        elapsed: Duration,
+    ) {
+        self.http_duration
+            .get_or_create(&HttpDurationLabels {
+                route: route.clone(),
+                method: method_label(method),
+                status: status_class(status),
+            })
+            .observe(elapsed.as_secs_f64());
+        self.count_request(route, status);
+    }
+
+    /// Registers the event path's throughput counters and `build_info`
+    /// (what `Metrics::new` cannot see: the delivery is built beside it).
+    pub fn register_delivery(&mut self, counters: &EventCounters, schema: i64) {
+        self.registry.register(
+            "attempts_finished",
+            "Attempts (claims) that ended, by outcome: completed, failed (retry scheduled), \
+             dead_letter, released, expired (lease lapsed, requeued)",
+            counters.attempts_finished.clone(),
+        );
+        self.registry.register(
+            "todos_created",
+            "Todos created (not deduplicated redeliveries), by the sender's trust mode",
+            counters.todos_created.clone(),
+        );
+        let info = Family::<BuildLabels, Gauge>::default();
+        info.get_or_create(&BuildLabels {
+            version: env!("CARGO_PKG_VERSION"),
+            schema: schema.to_string(),
+        })
+        .set(1);
+        self.registry.register(
+            "build_info",
+            "1, labelled with this binary's version and the schema version it expects",
+            info,
+        );
     }
 
     /// Sets the scrape-time gauges and encodes the whole registry.
@@ -479,11 +588,43 @@ impl Metrics {
                 .set(counts.get(condition.as_str()).copied().unwrap_or(0));
         }
 
-        let mut out = String::new();
-        prometheus_client::encoding::text::encode(&mut out, &self.registry)
-            .expect("writing to a String cannot fail");
-        Ok(out)
+        Ok(self.encode())
     }
+
+    /// The whole exposition: our families, then `process_*`, then `# EOF`.
+    fn encode(&self) -> String {
+        use prometheus_client::encoding::text::{encode_eof, encode_registry};
+        let mut out = String::new();
+        encode_registry(&mut out, &self.registry)
+            .and_then(|()| encode_registry(&mut out, &self.process))
+            .and_then(|()| encode_eof(&mut out))
+            .expect("writing to a String cannot fail");
+        out
+    }
+}
+
+/// `switchboard_http_request_duration_seconds{route,method,status}`.
+fn register_http_duration(registry: &mut Registry) -> HistogramFamily<HttpDurationLabels> {
+    let family: HistogramFamily<HttpDurationLabels> =
+        Family::new_with_constructor(http_duration_histogram);
+    registry.register_with_unit(
+        "http_request_duration",
+        "Time to answer an HTTP request (to the response head), by route template, \
+         method and status class",
+        Unit::Seconds,
+        family.clone(),
+    );
+    family
+}
+
+/// `switchboard_doorbell_write_seconds`.
+fn register_doorbell_write(registry: &mut Registry, doorbells: &Doorbells) {
+    registry.register_with_unit(
+        "doorbell_write",
+        "From the decision to ring to the doorbell queued on a session's stream",
+        Unit::Seconds,
+        doorbells.counters.write_seconds.clone(),
+    );
 }
 
 /// How long a scrape may wait for the database before it answers 503.
@@ -637,8 +778,7 @@ mod tests {
             .count_drop(crate::delivery::DropReason::NoSession);
         metrics.count_request("/healthz".into(), 200);
         metrics.count_lease_expiries(2);
-        let mut out = String::new();
-        prometheus_client::encoding::text::encode(&mut out, &metrics.registry).unwrap();
+        let out = metrics.encode();
         for family in [
             "# TYPE switchboard_doorbells_rung counter",
             "# TYPE switchboard_doorbells_dropped counter",

@@ -8,8 +8,8 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::delivery::Delivery;
 use crate::delivery::sweep::{SweepConfig, sweep_tick};
+use crate::delivery::{AttemptEnd, Delivery};
 use crate::mcp::McpConfig;
 use crate::metrics::Metrics;
 use crate::store::{Revoked, Store, TodoRef};
@@ -70,6 +70,8 @@ pub fn spawn_loops(bg: Background, stop: watch::Receiver<bool>) -> Vec<JoinHandl
             every(config.interval, stop, || async {
                 let report = maintenance_tick(delivery.store(), &config).await;
                 metrics.count_lease_expiries(report.lease_expiries);
+                delivery.attempts_finished(AttemptEnd::Expired, report.expired_requeued);
+                delivery.attempts_finished(AttemptEnd::DeadLetter, report.expired_dead_lettered);
                 // An expired endpoint's sessions end with it.
                 for revoked in &report.expired {
                     delivery.endpoint_revoked(&revoked.endpoint_id);
@@ -149,6 +151,9 @@ pub struct TickReport {
     pub retried: Vec<TodoRef>,
     /// Lapsed leases reaped (requeued plus dead-lettered).
     pub lease_expiries: u64,
+    /// Of those, requeued and dead-lettered.
+    pub expired_requeued: u64,
+    pub expired_dead_lettered: u64,
 }
 
 /// One maintenance tick: reap lapsed leases, requeue due retries, expire endpoints.
@@ -159,6 +164,8 @@ pub async fn maintenance_tick(store: &dyn Store, config: &MaintenanceConfig) -> 
             Ok(reaped) => {
                 let n = reaped.requeued.len() + reaped.dead_lettered.len();
                 report.lease_expiries += n as u64;
+                report.expired_requeued += reaped.requeued.len() as u64;
+                report.expired_dead_lettered += reaped.dead_lettered.len() as u64;
                 if n > 0 {
                     tracing::info!(
                         requeued = reaped.requeued.len(),

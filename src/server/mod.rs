@@ -191,12 +191,17 @@ pub async fn serve_on(
         Arc::new(Doorbells::new(sessions.clone()).with_unanswered_after(config.unanswered_after));
     let delivery = Arc::new(Delivery::new(store.clone(), doorbells.clone(), bus.clone()));
     let mcp = Arc::new(McpContext::new(config.mcp.clone(), sessions));
-    let metrics = Arc::new(Metrics::new(
+    let mut metrics = Metrics::new(
         &doorbells,
         &instance,
         bus_stats.clone(),
         config.metrics_token.as_deref(),
-    ));
+    );
+    metrics.register_delivery(
+        delivery.counters(),
+        crate::store::migrate::latest_version(sql_store.dialect()),
+    );
+    let metrics = Arc::new(metrics);
     if !metrics.is_protected() {
         tracing::info!("/metrics is open (no scrape token): keep it on a private network");
     }

@@ -11,6 +11,7 @@ use crate::api::extract::{ApiJson, ApiPath, ApiQuery, HumanAuth, parse_param};
 use crate::api::views::{
     AttemptView, CreatedTodoView, IntakeEventView, TodoDetail, TodoList, TodoView,
 };
+use crate::delivery::AttemptEnd;
 use crate::domain::todo::{KEPT_ATTEMPTS, TodoState};
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::store::{NewIntakeEvent, NewTodo, StoreError, TodoFilter, TrustMode};
@@ -109,6 +110,7 @@ pub(crate) async fn push(
         Err(e) => return Err(e.into()),
     };
     if created.created {
+        state.delivery.todo_counted(TrustMode::Operator);
         state.delivery.todo_created(&created.todo).await;
     }
     let status = if created.created {
@@ -279,5 +281,6 @@ pub(crate) async fn release(
     ApiPath(id): ApiPath<String>,
 ) -> ApiResult<Json<TodoView>> {
     let todo = state.store.human_release(&auth.human.id, &id).await?;
+    state.delivery.attempts_finished(AttemptEnd::Released, 1);
     Ok(Json(TodoView::from(&todo)))
 }

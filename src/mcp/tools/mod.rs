@@ -12,8 +12,8 @@ pub mod tool;
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use crate::delivery::Delivery;
 use crate::delivery::presence;
+use crate::delivery::{AttemptEnd, Delivery};
 use crate::domain::todo::validate_queue_name;
 use crate::store::{Caller, Endpoint, Finish, HeartbeatOptions, ReleaseOptions, StoreError};
 pub use tool::{ParseError, Tool, ToolName};
@@ -395,12 +395,14 @@ async fn run(
             let todo = store
                 .complete(caller, &a.id, finish(a.result, a.summary, a.lease_token))
                 .await?;
+            delivery.attempts_finished(AttemptEnd::Completed, 1);
             to_json(rows::full_row(&todo))
         }
         Tool::Fail(a) => {
             let todo = store
                 .fail(caller, &a.id, finish(a.result, a.summary, a.lease_token))
                 .await?;
+            delivery.attempts_finished(AttemptEnd::of_failed(&todo), 1);
             to_json(rows::full_row(&todo))
         }
         Tool::Release(a) => {
@@ -409,6 +411,7 @@ async fn run(
                 lease_token: a.lease_token,
             };
             let todo = store.release(caller, &a.id, options).await?;
+            delivery.attempts_finished(AttemptEnd::Released, 1);
             to_json(rows::full_row(&todo))
         }
         Tool::GetDefaultLease(_) => {

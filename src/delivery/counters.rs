@@ -1,0 +1,122 @@
+//! Throughput counters of the event path, kept as the `/metrics` families
+//! themselves (the server's registry holds clones):
+//! `switchboard_attempts_finished_total{outcome}` and
+//! `switchboard_todos_created_total{trust_mode}`.
+//!
+//! They are counted where [`super::Delivery`] is told, so the API, MCP,
+//! intake and the maintenance loop all count alike.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+
+use crate::store::{Todo, TrustMode};
+
+/// How an attempt (a claim) ended, as the metric counts it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AttemptEnd {
+    /// `complete`: the todo is done.
+    Completed,
+    /// `fail` with attempts left: a retry is scheduled.
+    Failed,
+    /// The todo became a dead letter (`fail` on the last attempt, or a
+    /// lapsed lease with no attempt left).
+    DeadLetter,
+    /// `release` by the holder or a human: back to pending.
+    Released,
+    /// The lease lapsed and the reaper requeued the todo.
+    Expired,
+}
+
+impl AttemptEnd {
+    pub const ALL: [Self; 5] = [
+        Self::Completed,
+        Self::Failed,
+        Self::DeadLetter,
+        Self::Released,
+        Self::Expired,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Completed => "completed",
+            Self::Failed => "failed",
+            Self::DeadLetter => "dead_letter",
+            Self::Released => "released",
+            Self::Expired => "expired",
+        }
+    }
+
+    /// How a `fail` ended, from the row it returned.
+    pub fn of_failed(todo: &Todo) -> Self {
+        if todo.dead_letter {
+            Self::DeadLetter
+        } else {
+            Self::Failed
+        }
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutcomeLabels {
+    pub outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TrustModeLabels {
+    pub trust_mode: &'static str,
+}
+
+#[derive(Debug)]
+pub struct EventCounters {
+    pub attempts_finished: Family<OutcomeLabels, Counter>,
+    pub todos_created: Family<TrustModeLabels, Counter>,
+}
+
+impl Default for EventCounters {
+    /// Every series exists (at 0) from the start.
+    fn default() -> Self {
+        let counters = Self {
+            attempts_finished: Family::default(),
+            todos_created: Family::default(),
+        };
+        for end in AttemptEnd::ALL {
+            let _ = counters.attempts_finished.get_or_create(&OutcomeLabels {
+                outcome: end.as_str(),
+            });
+        }
+        for mode in [TrustMode::Operator, TrustMode::Token, TrustMode::Signed] {
+            let _ = counters.todos_created.get_or_create(&TrustModeLabels {
+                trust_mode: mode.as_str(),
+            });
+        }
+        counters
+    }
+}
+
+impl EventCounters {
+    pub fn count_attempts(&self, end: AttemptEnd, n: u64) {
+        if n > 0 {
+            self.attempts_finished
+                .get_or_create(&OutcomeLabels {
+                    outcome: end.as_str(),
+                })
+                .inc_by(n);
+        }
+    }
+
+    pub fn count_created(&self, mode: TrustMode) {
+        self.todos_created
+            .get_or_create(&TrustModeLabels {
+                trust_mode: mode.as_str(),
+            })
+            .inc();
+    }
+
+    pub fn attempts(&self, end: AttemptEnd) -> u64 {
+        let labels = OutcomeLabels {
+            outcome: end.as_str(),
+        };
+        self.attempts_finished.get(&labels).map_or(0, |c| c.get())
+    }
+}
