@@ -14,6 +14,7 @@ mod cli;
 mod cluster;
 mod cluster_faults;
 mod delivery;
+mod edge;
 mod intake;
 mod maintenance;
 mod mcp;

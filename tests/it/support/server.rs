@@ -44,6 +44,8 @@ pub fn serve_command(dir: &Path) -> Command {
         .env_remove("SWITCHBOARD_DATABASE_URL")
         .env_remove("SWITCHBOARD_LOG_FORMAT")
         .env_remove("SWITCHBOARD_METRICS_TOKEN")
+        .env_remove("SWITCHBOARD_ALLOWED_HOSTS")
+        .env_remove("SWITCHBOARD_TRUSTED_PROXIES")
         .env_remove("RUST_LOG")
         .env("SWITCHBOARD_LOG", "info");
     command

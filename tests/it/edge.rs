@@ -1,0 +1,376 @@
+//! The edge of the whole router, over real HTTP: the `Host`/`Origin` guard
+//! on every route of a loopback server (`--allowed-host` to add names),
+//! client addresses behind `--trusted-proxy` (intake's per-IP buckets),
+//! `X-Request-Id`, and the access log of the real binary in JSON.
+
+use std::time::{Duration, Instant};
+
+use reqwest::Method;
+use serde_json::{Value, json};
+
+use crate::support::mcp::{Server, client, initialize_body};
+use switchboard::http::ratelimit::Rate;
+
+use crate::support::server::{InProcess, Process};
+
+/// A webhook URL of a fresh endpoint (queue `inbox`).
+async fn webhook_url(server: &Server) -> String {
+    let endpoint = server
+        .api(
+            Method::POST,
+            "/api/v1/endpoints",
+            Some(json!({"agent": "edge-hook", "queues": ["inbox"]})),
+        )
+        .await;
+    let slug = endpoint["slug"].as_str().unwrap();
+    let hook = server
+        .api(
+            Method::POST,
+            &format!("/api/v1/endpoints/{slug}/webhooks"),
+            Some(json!({"queue": "inbox"})),
+        )
+        .await;
+    hook["ingest_url"].as_str().unwrap().to_owned()
+}
+
+/// One request with a chosen `Host` (and `Origin`); the status and body.
+async fn with_host(
+    method: Method,
+    url: &str,
+    host: &str,
+    origin: Option<&str>,
+    authorization: Option<&str>,
+    body: Option<String>,
+) -> (u16, Value, reqwest::header::HeaderMap) {
+    let mut request = client().request(method, url).header("Host", host);
+    if let Some(origin) = origin {
+        request = request.header("Origin", origin);
+    }
+    if let Some(authorization) = authorization {
+        request = request.header("Authorization", authorization);
+    }
+    if let Some(body) = body {
+        request = request
+            .header("Content-Type", "application/json")
+            .header("Accept", "application/json, text/event-stream")
+            .body(body);
+    }
+    let response = request.send().await.expect("request");
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    let text = response.text().await.unwrap_or_default();
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(Value::Null),
+        headers,
+    )
+}
+
+#[tokio::test]
+async fn every_route_refuses_a_foreign_host_and_origin_on_loopback() {
+    let server = Server::start(&["--allowed-host", "switchboard.test"]);
+    let port = server.addr.rsplit_once(':').unwrap().1.to_owned();
+    let ep = server.vend(json!({"agent": "edge"})).await;
+    let hook = webhook_url(&server).await;
+    let bearer = format!("Bearer {}", server.admin_token);
+    let routes: Vec<(Method, String, Option<&str>, Option<String>)> = vec![
+        (Method::GET, server.url("/metrics"), None, None),
+        (Method::GET, server.url("/readyz"), None, None),
+        (Method::GET, server.url("/healthz"), None, None),
+        (
+            Method::GET,
+            server.url("/api/v1/me"),
+            Some(bearer.as_str()),
+            None,
+        ),
+        (Method::POST, hook.clone(), None, Some("{}".to_owned())),
+        (
+            Method::POST,
+            ep.mcp_url.clone(),
+            Some(ep.authorization.as_str()),
+            Some(initialize_body(1).to_string()),
+        ),
+        (Method::GET, server.url("/no/such/route"), None, None),
+    ];
+    for (method, url, authorization, body) in &routes {
+        for host in ["evil.example.com", "evil.example.com:80", "10.1.2.3"] {
+            let (status, answer, headers) = with_host(
+                method.clone(),
+                url,
+                &format!("{host}"),
+                None,
+                *authorization,
+                body.clone(),
+            )
+            .await;
+            assert_eq!(status, 403, "{method} {url} Host {host}: {answer}");
+            assert_eq!(answer["error"]["code"], "forbidden", "{answer}");
+            assert_eq!(answer["error"]["field"], "host", "{answer}");
+            assert_eq!(headers["x-content-type-options"], "nosniff");
+            assert_eq!(headers["cache-control"], "no-store");
+        }
+        for host in [
+            format!("localhost:{port}"),
+            format!("127.0.0.1:{port}"),
+            format!("[::1]:{port}"),
+            "switchboard.test".to_owned(),
+            format!("SwitchBoard.test:{port}"),
+        ] {
+            let (status, answer, _) = with_host(
+                method.clone(),
+                url,
+                &host,
+                None,
+                *authorization,
+                body.clone(),
+            )
+            .await;
+            assert_ne!(status, 403, "{method} {url} Host {host}: {answer}");
+            assert!(
+                status < 500,
+                "{method} {url} Host {host}: {status} {answer}"
+            );
+        }
+        let good_host = format!("127.0.0.1:{port}");
+        let (status, answer, _) = with_host(
+            method.clone(),
+            url,
+            &good_host,
+            Some("http://evil.example.com"),
+            *authorization,
+            body.clone(),
+        )
+        .await;
+        assert_eq!(
+            status, 403,
+            "{method} {url} with a foreign Origin: {answer}"
+        );
+        assert_eq!(answer["error"]["field"], "origin", "{answer}");
+        for origin in ["http://switchboard.test", "http://localhost:5173"] {
+            let (status, answer, _) = with_host(
+                method.clone(),
+                url,
+                &good_host,
+                Some(origin),
+                *authorization,
+                body.clone(),
+            )
+            .await;
+            assert_ne!(status, 403, "{method} {url} Origin {origin}: {answer}");
+        }
+    }
+    // A refusal is counted like any answer, by route template.
+    let metrics = client()
+        .get(server.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("switchboard_http_requests_total{route=\"/readyz\",status=\"403\"} 4"),
+        "{metrics}"
+    );
+}
+
+/// Deliveries to an unknown webhook token from `127.0.0.1`, claiming to
+/// forward for `forwarded_for`: the status of each.
+async fn deliveries(server: &InProcess, forwarded_for: &str, n: usize) -> Vec<u16> {
+    let mut statuses = Vec::new();
+    for _ in 0..n {
+        let response = client()
+            .post(server.url("/webhooks/w/whk_not_a_real_token_0000000000"))
+            .header("X-Forwarded-For", forwarded_for)
+            .body("{}")
+            .send()
+            .await
+            .unwrap();
+        statuses.push(response.status().as_u16());
+    }
+    statuses
+}
+
+/// A server whose intake allows a burst of 2 per client and (practically)
+/// never refills, trusting these proxies.
+fn intake_server(dir: &std::path::Path, trusted: &[&str]) -> InProcess {
+    let mut config = InProcess::config(&dir.join("switchboard.db"));
+    config.api_rates.intake = Rate::new(0.0001, 2.0);
+    config.trusted_proxies = trusted.iter().map(|c| c.parse().unwrap()).collect();
+    InProcess::start(config)
+}
+
+#[tokio::test]
+async fn forwarding_headers_count_only_from_a_trusted_proxy() {
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let untrusted = intake_server(a.path(), &[]);
+    assert_eq!(deliveries(&untrusted, "198.51.100.1", 2).await, [404, 404]);
+    assert_eq!(
+        deliveries(&untrusted, "198.51.100.2", 1).await,
+        [429],
+        "a spoofed X-Forwarded-For from an untrusted peer is ignored: one bucket"
+    );
+
+    let trusted = intake_server(b.path(), &["127.0.0.1/32"]);
+    assert_eq!(
+        deliveries(&trusted, "198.51.100.1", 3).await,
+        [404, 404, 429]
+    );
+    assert_eq!(
+        deliveries(&trusted, "203.0.113.7, 198.51.100.2", 2).await,
+        [404, 404],
+        "another client behind the proxy has a bucket of its own"
+    );
+    assert_eq!(deliveries(&trusted, "198.51.100.2", 1).await, [429]);
+}
+
+#[tokio::test]
+async fn a_sane_request_id_is_echoed_and_others_are_replaced() {
+    let server = Server::start(&[]);
+    let url = server.url("/healthz");
+    let echoed = client()
+        .get(&url)
+        .header("X-Request-Id", "trace-42.a_b-c")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(echoed.headers()["x-request-id"], "trace-42.a_b-c");
+    for insane in ["has space", "quote\"d", &"x".repeat(65)] {
+        let replaced = client()
+            .get(&url)
+            .header("X-Request-Id", insane)
+            .send()
+            .await
+            .unwrap();
+        let id = replaced.headers()["x-request-id"]
+            .to_str()
+            .unwrap()
+            .to_owned();
+        assert_ne!(id, insane);
+        assert_eq!(id.len(), 36, "a UUID: {id}");
+    }
+    let minted = client().get(&url).send().await.unwrap();
+    let a = minted.headers()["x-request-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let again = client().get(&url).send().await.unwrap();
+    assert_ne!(a, again.headers()["x-request-id"].to_str().unwrap());
+}
+
+/// The JSON object of every stderr line that is one (and every line that
+/// starts like one must be one).
+fn json_lines(process: &Process) -> Vec<Value> {
+    process
+        .log_lines()
+        .iter()
+        .filter(|line| line.starts_with('{'))
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}")))
+        .collect()
+}
+
+fn access_line(process: &Process, request_id: &str) -> Option<Value> {
+    json_lines(process)
+        .into_iter()
+        .find(|v| v["target"] == "switchboard::access" && v["request_id"] == request_id)
+}
+
+#[tokio::test]
+async fn the_access_log_names_route_templates_and_request_ids_never_tokens() {
+    let dir = tempfile::tempdir().unwrap();
+    let process = Process::start(dir.path(), &["--log-format", "json"]);
+    let token = process
+        .first_token()
+        .expect("the first start prints a token");
+    let http = client();
+    let endpoint: Value = http
+        .post(process.url("/api/v1/endpoints"))
+        .bearer_auth(&token)
+        .json(&json!({"agent": "logged", "queues": ["inbox"]}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let slug = endpoint["slug"].as_str().unwrap();
+    let hook: Value = http
+        .post(process.url(&format!("/api/v1/endpoints/{slug}/webhooks")))
+        .bearer_auth(&token)
+        .json(&json!({"queue": "inbox"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let ingest = hook["ingest_url"].as_str().unwrap().to_owned();
+    let url_token = ingest.rsplit('/').next().unwrap().to_owned();
+
+    let delivered = http
+        .post(&ingest)
+        .header("X-Request-Id", "edge-delivery-1")
+        .header("Content-Type", "application/json")
+        .body(r#"{"title": "logged delivery"}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(delivered.status().as_u16(), 202);
+    assert_eq!(delivered.headers()["x-request-id"], "edge-delivery-1");
+    let missing = http
+        .get(process.url("/no/such/thing"))
+        .send()
+        .await
+        .unwrap();
+    let minted = missing.headers()["x-request-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let (delivery, unmatched) = loop {
+        if let (Some(a), Some(b)) = (
+            access_line(&process, "edge-delivery-1"),
+            access_line(&process, &minted),
+        ) {
+            break (a, b);
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no access lines:\n{}",
+            process.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(delivery["message"], "request", "{delivery}");
+    assert_eq!(delivery["level"], "INFO");
+    assert_eq!(delivery["method"], "POST");
+    assert_eq!(delivery["route"], "/webhooks/w/{token}");
+    assert_eq!(delivery["status"], 202);
+    assert_eq!(delivery["client"], "127.0.0.1");
+    assert!(
+        delivery["duration_ms"].as_f64().is_some_and(|ms| ms >= 0.0),
+        "{delivery}"
+    );
+    assert_eq!(
+        delivery["span"]["request_id"], "edge-delivery-1",
+        "{delivery}"
+    );
+    assert_eq!(unmatched["route"], "<unmatched>");
+    assert_eq!(unmatched["status"], 404);
+
+    let lines = json_lines(&process);
+    assert!(
+        lines.iter().all(|v| v["message"].is_string()),
+        "a top-level message everywhere"
+    );
+    let text = process.log_text();
+    assert!(
+        !text.contains(&url_token),
+        "the webhook token is in the log:\n{text}"
+    );
+    assert!(
+        !text.contains("/no/such/thing"),
+        "a raw path is in the log:\n{text}"
+    );
+}
