@@ -58,6 +58,8 @@ pub enum LogFormat {
     Json,
 }
 
+// Parsed once per process: the size of `serve`'s flags does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the server (SQLite ./switchboard.db on 127.0.0.1:8080 unless told otherwise).

@@ -97,7 +97,7 @@ async fn every_route_refuses_a_foreign_host_and_origin_on_loopback() {
             let (status, answer, headers) = with_host(
                 method.clone(),
                 url,
-                &format!("{host}"),
+                host,
                 None,
                 *authorization,
                 body.clone(),

@@ -271,3 +271,142 @@ async fn a_scrape_token_guards_metrics_by_flag_or_environment() {
         assert!(!body.contains("scrape-me-42"));
     }
 }
+
+/// The value of the sample line `series` (name and labels, exactly).
+fn sample(exposition: &str, series: &str) -> Option<f64> {
+    exposition
+        .lines()
+        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' '))
+        .map(|value| value.parse().expect("a sample value"))
+}
+
+#[tokio::test]
+async fn throughput_latency_build_and_process_families_move_with_their_events() {
+    use crate::support::mcp::{Server as McpServer, client};
+
+    let server = McpServer::start(&[]);
+    let scrape = || async {
+        let response = client().get(server.url("/metrics")).send().await.unwrap();
+        assert_eq!(response.status().as_u16(), 200);
+        response.text().await.unwrap()
+    };
+    let before = scrape().await;
+    let build = format!(
+        "switchboard_build_info{{version=\"{}\",schema=\"",
+        env!("CARGO_PKG_VERSION")
+    );
+    assert!(
+        before
+            .lines()
+            .any(|l| l.starts_with(&build) && l.ends_with("\"} 1")),
+        "{before}"
+    );
+    for outcome in ["completed", "failed", "dead_letter", "released", "expired"] {
+        let series = format!("switchboard_attempts_finished_total{{outcome=\"{outcome}\"}}");
+        assert_eq!(sample(&before, &series), Some(0.0), "{series}:\n{before}");
+    }
+    for mode in ["operator", "token", "signed"] {
+        let series = format!("switchboard_todos_created_total{{trust_mode=\"{mode}\"}}");
+        assert_eq!(sample(&before, &series), Some(0.0), "{series}");
+    }
+    assert_eq!(
+        sample(&before, "switchboard_doorbell_write_seconds_count"),
+        Some(0.0)
+    );
+    for (series, at_least) in [
+        ("process_cpu_seconds_total", 0.0),
+        ("process_resident_memory_bytes", 1.0),
+        ("process_open_fds", 1.0),
+        ("process_max_fds", 1.0),
+        ("process_start_time_seconds", 1.0e9),
+    ] {
+        let value = sample(&before, series).unwrap_or_else(|| panic!("{series}:\n{before}"));
+        assert!(value >= at_least, "{series} {value}");
+    }
+    assert!(
+        before.ends_with("# EOF\n"),
+        "process_* come before the end marker"
+    );
+
+    // An attached session hears every push (held until its stream opens).
+    let ep = server.vend(json!({"agent": "counted"})).await;
+    let mcp = server.mcp(&ep);
+    let session = mcp.initialize().await;
+    for title in ["complete me", "fail me", "release me"] {
+        server.push(&ep.slug, title).await;
+    }
+    for verb in ["complete", "fail", "release"] {
+        let claimed = mcp.call_ok(&session, "claim_next", json!({})).await;
+        let id = claimed["todo"]["id"]
+            .as_str()
+            .expect("a claimed todo")
+            .to_owned();
+        mcp.call_ok(&session, verb, json!({"id": id})).await;
+    }
+    let hooked = server
+        .api(
+            reqwest::Method::POST,
+            "/api/v1/endpoints",
+            Some(json!({"agent": "hooked", "queues": ["inbox"]})),
+        )
+        .await;
+    let hook = server
+        .api(
+            reqwest::Method::POST,
+            &format!(
+                "/api/v1/endpoints/{}/webhooks",
+                hooked["slug"].as_str().unwrap()
+            ),
+            Some(json!({"queue": "inbox"})),
+        )
+        .await;
+    let delivered = client()
+        .post(hook["ingest_url"].as_str().unwrap())
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(delivered.status().as_u16(), 202);
+
+    let after = scrape().await;
+    for (series, expected) in [
+        (
+            "switchboard_attempts_finished_total{outcome=\"completed\"}",
+            1.0,
+        ),
+        (
+            "switchboard_attempts_finished_total{outcome=\"failed\"}",
+            1.0,
+        ),
+        (
+            "switchboard_attempts_finished_total{outcome=\"released\"}",
+            1.0,
+        ),
+        (
+            "switchboard_attempts_finished_total{outcome=\"dead_letter\"}",
+            0.0,
+        ),
+        (
+            "switchboard_todos_created_total{trust_mode=\"operator\"}",
+            3.0,
+        ),
+        ("switchboard_todos_created_total{trust_mode=\"token\"}", 1.0),
+        ("switchboard_doorbell_write_seconds_count", 3.0),
+        (
+            "switchboard_http_request_duration_seconds_count{route=\"/api/v1/endpoints/{reference}/todos\",method=\"POST\",status=\"2xx\"}",
+            3.0,
+        ),
+        (
+            "switchboard_http_request_duration_seconds_count{route=\"/mcp/{slug}\",method=\"POST\",status=\"2xx\"}",
+            8.0,
+        ),
+    ] {
+        assert_eq!(sample(&after, series), Some(expected), "{series}:\n{after}");
+    }
+    assert!(
+        after.contains(
+            "switchboard_http_request_duration_seconds_bucket{le=\"10.0\",route=\"/metrics\",method=\"GET\",status=\"2xx\"} 1"
+        ),
+        "{after}"
+    );
+}
