@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use crate::support::mcp::{Server, client, initialize_body};
 use switchboard::http::ratelimit::Rate;
 
-use crate::support::server::{InProcess, Process};
+use crate::support::server::{BIN, InProcess, Process, serve_command};
 
 /// A webhook URL of a fresh endpoint (queue `inbox`).
 async fn webhook_url(server: &Server) -> String {
@@ -373,4 +373,132 @@ async fn the_access_log_names_route_templates_and_request_ids_never_tokens() {
         !text.contains("/no/such/thing"),
         "a raw path is in the log:\n{text}"
     );
+}
+
+#[tokio::test]
+async fn the_binary_reads_allowed_hosts_and_trusted_proxies_from_its_environment() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut command = serve_command(dir.path());
+    command
+        .env("SWITCHBOARD_ALLOWED_HOSTS", "a.test,.corp.example")
+        .env("SWITCHBOARD_TRUSTED_PROXIES", "10.0.0.0/8,127.0.0.1");
+    let process = Process::spawn(command);
+    let url = process.url("/healthz");
+    for (host, expected) in [("a.test", 200), ("x.corp.example:80", 200), ("b.test", 403)] {
+        let (status, answer, _) = with_host(Method::GET, &url, host, None, None, None).await;
+        assert_eq!(status, expected, "Host {host}: {answer}");
+    }
+    client()
+        .get(&url)
+        .header("X-Request-Id", "forwarded-1")
+        .header("X-Forwarded-For", "192.0.2.44")
+        .send()
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let line = loop {
+        if let Some(line) = process
+            .log_lines()
+            .into_iter()
+            .find(|l| l.contains("request_id=forwarded-1") && l.contains("switchboard::access"))
+        {
+            break line;
+        }
+        assert!(Instant::now() < deadline, "{}", process.log_text());
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(line.contains("client=192.0.2.44"), "{line}");
+    assert!(line.contains("route=/healthz status=200"), "{line}");
+}
+
+#[test]
+fn a_bad_allowed_host_stops_serve_before_the_database_is_opened() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = serve_command(dir.path())
+        .args(["--allowed-host", "http://a.test/"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("--allowed-host \"http://a.test/\""),
+        "{stderr}"
+    );
+    assert!(
+        !dir.path().join("switchboard.db").exists(),
+        "nothing written"
+    );
+    let out = serve_command(dir.path())
+        .args(["--trusted-proxy", "10.0.0.0/33"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "a usage error: {out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--trusted-proxy"));
+}
+
+/// `serve` on a pseudo-terminal (util-linux `script`) for a moment: what it wrote.
+fn on_a_terminal(dir: &std::path::Path, no_color: Option<&str>) -> Option<String> {
+    let script = ["/usr/bin/script", "/bin/script"]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).exists())?;
+    let mut command = std::process::Command::new(script);
+    command
+        .current_dir(dir)
+        .args([
+            "-qec",
+            &format!("{BIN} serve --listen 127.0.0.1:0 --shutdown-grace 1s"),
+            "/dev/null",
+        ])
+        .env_remove("SWITCHBOARD_LOG_FORMAT")
+        .env_remove("SWITCHBOARD_DATABASE_URL")
+        .env("SWITCHBOARD_LOG", "info")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped());
+    match no_color {
+        Some(value) => command.env("NO_COLOR", value),
+        None => command.env_remove("NO_COLOR"),
+    };
+    let mut child = command.stderr(std::process::Stdio::null()).spawn().ok()?;
+    // Read until the server says it is serving (bounded), then SIGTERM it.
+    let stdout = child.stdout.take()?;
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        let mut stdout = std::io::BufReader::new(stdout);
+        let mut line = String::new();
+        while std::io::BufRead::read_line(&mut stdout, &mut line).is_ok_and(|n| n > 0) {
+            text.push_str(&line);
+            if line.contains("switchboard is serving") {
+                let _ = tx.send(());
+            }
+            line.clear();
+        }
+        text
+    });
+    let served = rx.recv_timeout(Duration::from_secs(30)).is_ok();
+    let _ = std::process::Command::new("kill")
+        .arg(child.id().to_string())
+        .status();
+    let _ = child.wait();
+    let text = reader.join().ok()?;
+    assert!(served, "the server did not start on the terminal:\n{text}");
+    Some(text)
+}
+
+#[test]
+fn no_color_turns_colours_off_on_a_terminal() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(coloured) = on_a_terminal(dir.path(), None) else {
+        println!("SKIPPED (no `script` to make a terminal)");
+        return;
+    };
+    assert!(coloured.contains("switchboard is serving"), "{coloured}");
+    assert!(
+        coloured.contains("\u{1b}["),
+        "colours on a terminal:\n{coloured}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let plain = on_a_terminal(dir.path(), Some("1")).unwrap();
+    assert!(plain.contains("switchboard is serving"), "{plain}");
+    assert!(!plain.contains("\u{1b}["), "NO_COLOR=1:\n{plain}");
 }
