@@ -66,6 +66,11 @@ async fn one_tick_reaps_requeues_and_expires(ts: &TestStore) {
         report.lease_expiries, 1,
         "one lapsed lease reaped (what switchboard_lease_expiries_total adds)"
     );
+    assert_eq!(
+        (report.expired_requeued, report.expired_dead_lettered),
+        (1, 0),
+        "requeued: switchboard_attempts_finished_total{{outcome=\"expired\"}} adds 1"
+    );
     let reaped = store.get_todo(&f.caller, &lapsing.id).await.unwrap();
     assert_eq!(reaped.state, TodoState::Pending, "lapsed lease reaped");
     assert_eq!(reaped.owner, None);
