@@ -360,6 +360,14 @@ async fn the_access_log_names_route_templates_and_request_ids_never_tokens() {
     assert_eq!(unmatched["status"], 404);
 
     let lines = json_lines(&process);
+    let handled = lines
+        .iter()
+        .find(|v| v["message"] == "webhook delivery")
+        .unwrap_or_else(|| panic!("no intake line:\n{}", process.log_text()));
+    assert_eq!(
+        handled["span"]["request_id"], "edge-delivery-1",
+        "a handler's own line carries the request id: {handled}"
+    );
     assert!(
         lines.iter().all(|v| v["message"].is_string()),
         "a top-level message everywhere"

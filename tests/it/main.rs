@@ -1,7 +1,8 @@
 //! The integration tests, in one test binary (`cargo test --test it`): one
 //! link of the crate instead of one per file. Modules follow the surfaces:
 //! `api::` (the REST API), `mcp::` (MCP end to end), `delivery::` (doorbells
-//! and presence in process), `cli::`, `binary` (the process itself), `intake`,
+//! and presence in process), `cli::`, `binary` (the process itself), `edge` (Host/Origin,
+//! proxies, request ids, the access log), `intake`,
 //! `metrics`, `maintenance`, `cluster` and `cluster_faults` (several
 //! real processes on PostgreSQL), `shift` and `store_conformance` (both backends).
 //! Shared helpers live in `support/`; `support::server` starts servers.
