@@ -48,13 +48,15 @@ fn is_sane(id: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
 }
 
-/// The route template of a request, or [`UNMATCHED_ROUTE`] (no route, or
-/// only axum's internal catch-all of a nested fallback).
+/// The route template a request matched, if it matched one: not axum's
+/// internal catch-all of a nested fallback, which is no route of ours.
+pub fn matched_template(matched: Option<&str>) -> Option<&str> {
+    matched.filter(|template| !template.contains("__private__axum"))
+}
+
+/// The route template of a request, or [`UNMATCHED_ROUTE`].
 pub fn route_template(matched: Option<&MatchedPath>) -> &str {
-    match matched.map(MatchedPath::as_str) {
-        Some(template) if !template.contains("__private__axum") => template,
-        _ => UNMATCHED_ROUTE,
-    }
+    matched_template(matched.map(MatchedPath::as_str)).unwrap_or(UNMATCHED_ROUTE)
 }
 
 /// Middleware for the whole router (the outermost layer): decides the

@@ -1,7 +1,8 @@
 //! Streamable HTTP: POST (JSON-RPC in, JSON out), GET (the session's
 //! notification stream) and DELETE (end the session). Authentication, the
-//! DNS-rebinding guards (`Host`, `Origin`), the rate limit, liveness
-//! stamping, the session and the body's checks are extractors (`extract.rs`).
+//! rate limit, liveness stamping, the session and the body's checks are
+//! extractors (`extract.rs`); the DNS-rebinding guard (`Host`, `Origin`) is
+//! the whole router's (`crate::http::host_guard`).
 
 use std::convert::Infallible;
 

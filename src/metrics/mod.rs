@@ -173,10 +173,9 @@ fn bearer(value: &[u8]) -> Option<&[u8]> {
 /// The `route` label of a request: its route template, or [`UNMATCHED`]
 /// (no route, or only axum's internal catch-all of a nested fallback).
 pub fn route_label(matched: Option<&str>) -> String {
-    match matched {
-        Some(template) if !template.contains("__private__axum") => template.to_owned(),
-        _ => UNMATCHED.to_owned(),
-    }
+    crate::http::access_log::matched_template(matched)
+        .unwrap_or(UNMATCHED)
+        .to_owned()
 }
 
 /// Sessions on this instance: attached, streaming, deaf.
