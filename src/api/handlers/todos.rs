@@ -135,11 +135,19 @@ pub(crate) struct TodoQuery {
     /// Endpoint slug or id (404 when it is not one of the caller's).
     pub endpoint: Option<String>,
     pub queue: Option<String>,
-    /// `pending`, `claimed`, `done` or `failed`.
+    /// `pending`, `claimed`, `done`, `failed` or `cancelled`.
     pub state: Option<String>,
     /// `true` for dead letters only, `false` to exclude them.
     #[param(value_type = Option<bool>)]
     pub dead_letter: Option<String>,
+    /// The todo's kind, exactly (e.g. `pull_request.opened`).
+    pub kind: Option<String>,
+    /// The todo's source, exactly (e.g. `github`, `operator`).
+    pub source: Option<String>,
+    /// A title substring: literal (`%` and `_` are plain characters), ASCII
+    /// case-insensitive, 1–200 bytes.
+    #[param(min_length = 1, max_length = 200)]
+    pub q: Option<String>,
     /// 1–200, default 50.
     #[param(value_type = Option<i64>, minimum = 1, maximum = 200)]
     pub limit: Option<String>,
@@ -182,6 +190,9 @@ pub(crate) async fn list(
             .map(|s| TodoState::parse_field(s, "state"))
             .transpose()?,
         dead_letter: parse_param(q.dead_letter.as_deref(), "dead_letter", "true or false")?,
+        kind: q.kind,
+        source: q.source,
+        q: q.q,
     };
     let todos = state
         .store
