@@ -329,18 +329,23 @@ async fn run_bulk(
     let body = filter.body();
     let mut ids: Vec<Value> = Vec::new();
     let mut more = true;
-    for _ in 0..MAX_BATCHES {
+    let mut batches: Vec<ApiResponse> = Vec::new();
+    while more && batches.len() < MAX_BATCHES {
         let response: ApiResponse = client.post(&["todos", action.path()], &body).await?;
         let batch = response.json()?;
         ids.extend(batch["ids"].as_array().cloned().unwrap_or_default());
         more = batch["more"].as_bool().unwrap_or(false);
-        if !more {
-            break;
-        }
+        batches.push(response);
     }
-    let total = json!({ "count": ids.len(), "more": more, "ids": ids });
     if json {
-        println!("{total}");
+        // One batch is printed verbatim; several as their sum, in the same shape.
+        match batches.as_slice() {
+            [only] => println!("{}", only.verbatim()),
+            _ => println!(
+                "{}",
+                json!({ "count": ids.len(), "more": more, "ids": ids })
+            ),
+        }
     } else {
         let count = ids.len();
         let noun = if count == 1 { "todo" } else { "todos" };

@@ -686,3 +686,34 @@ fn cancel_and_retry_one_or_all_with_filters_and_a_confirmation() {
     assert_eq!(bad.status.code(), Some(1));
     assert!(stderr(&bad).contains("state"), "{}", stderr(&bad));
 }
+
+#[test]
+fn all_runs_batch_after_batch_until_nothing_more_matches() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let cli = Client::new(dir.path());
+    cli.login(&server);
+    let endpoint = cli.json(&["endpoint", "vend", "bulk", "-q", "inbox"])["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // More than one batch (1 000), written straight into the server's database.
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        use switchboard::store::NewTodo;
+        use switchboard::store::prelude::*;
+        let store = crate::support::api::open_store(&dir.path().join("switchboard.db")).await;
+        for n in 0..1_001 {
+            store
+                .create_todo(NewTodo::new(&endpoint, "inbox", format!("todo {n}")))
+                .await
+                .unwrap();
+        }
+    });
+    let cancelled = cli.ok(&["todo", "cancel", "--all", "-y"]);
+    assert!(cancelled.contains("Cancelled 1001 todos."), "{cancelled}");
+    let retried = cli.json(&["todo", "retry", "--all", "--state", "cancelled", "-y"]);
+    assert_eq!(retried["count"], 1_001);
+    assert_eq!(retried["more"], false);
+    assert_eq!(retried["ids"].as_array().unwrap().len(), 1_001);
+}
