@@ -601,6 +601,7 @@ exercise_on_both_backends!(
     kind_and_source_filter_the_listing_with_keyset_pages,
     retention_prunes_old_cancelled_todos,
     a_bulk_cancel_racing_claimers_leaves_nothing_claimed,
+    two_bulk_cancels_at_once_split_the_work,
 );
 
 /// A bulk cancel racing claimers: once it has returned, every todo is
@@ -670,4 +671,30 @@ async fn a_bulk_cancel_racing_claimers_leaves_nothing_claimed(store: &dyn Store,
             .unwrap()
             .is_none()
     );
+}
+
+/// Two bulk cancels at once (a double click on the board): together they
+/// cancel everything once, neither fails.
+async fn two_bulk_cancels_at_once_split_the_work(store: &dyn Store, ts: &TestStore) {
+    const TODOS: usize = 200;
+    let f = fixture(store, "ada").await;
+    let mut ids = Vec::new();
+    for n in 0..TODOS {
+        ids.push(add_todo(store, &f, &format!("todo {n}")).await.id);
+    }
+    let other = crate::support::second_handle(ts).await;
+    let everything = BulkTarget::Filter(TodoFilter::default());
+    let (a, b) = tokio::join!(
+        ts.store.human_bulk_cancel(&f.human.id, &everything),
+        other.human_bulk_cancel(&f.human.id, &everything),
+    );
+    let (a, b) = (
+        a.expect("first bulk cancel"),
+        b.expect("second bulk cancel"),
+    );
+    let mut both: Vec<String> = a.ids.iter().chain(&b.ids).cloned().collect();
+    both.sort();
+    ids.sort();
+    assert_eq!(both, ids, "each todo cancelled exactly once");
+    assert!(!a.more && !b.more);
 }
