@@ -9,6 +9,7 @@ mod credentials;
 mod output;
 mod prompt;
 
+use std::io::IsTerminal;
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -24,7 +25,9 @@ use crate::delivery::sweep::SweepConfig;
 use crate::domain::duration::parse_positive_duration;
 use crate::http::ratelimit::Rate;
 use crate::mcp::McpConfig;
-use crate::server::{self, MaintenanceConfig, ServerConfig};
+use crate::server::{
+    self, BootstrapConfig, BootstrapToken, MaintenanceConfig, Reveal, ServerConfig,
+};
 use crate::store::migrate::latest_version;
 use crate::store::{DatabaseLocation, SqlStore, StoreOptions};
 
@@ -88,6 +91,15 @@ pub enum Command {
     Token(token::TokenArgs),
     /// Check a weekly shift locally (no server): canonical form, presence, boundaries.
     Shift(shift::ShiftArgs),
+    /// Print a shell completion script, e.g.
+    /// `switchboard completions bash > ~/.local/share/bash-completion/completions/switchboard`.
+    Completions(CompletionsArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell to complete for.
+    pub shell: clap_complete::Shell,
 }
 
 /// A mistake in how a command was called that clap cannot see (a missing
@@ -211,6 +223,15 @@ pub struct ServeArgs {
     /// connection (a silent connection is replaced after three periods).
     #[arg(long, env = "SWITCHBOARD_BUS_KEEPALIVE", default_value = "5s")]
     pub bus_keepalive: String,
+
+    /// First start only: write the first human's API token to this file
+    /// (mode 0600) instead of showing it. Without it, the token is shown on
+    /// stderr when that is a terminal and logs are text, and otherwise written
+    /// beside the SQLite file (<db>.bootstrap-token), or for PostgreSQL to
+    /// ./switchboard.bootstrap-token. SWITCHBOARD_BOOTSTRAP_TOKEN (environment
+    /// only, never a flag: ps shows flags) supplies the token instead.
+    #[arg(long, env = "SWITCHBOARD_BOOTSTRAP_TOKEN_FILE")]
+    pub bootstrap_token_file: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -229,7 +250,7 @@ fn duration_flag(value: &str, flag: &'static str) -> anyhow::Result<Duration> {
 
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
-        Command::Serve(args) => serve(args).await,
+        Command::Serve(args) => serve(args, cli.log_format).await,
         Command::Migrate(args) => migrate(args).await,
         Command::Version => {
             println!(
@@ -250,10 +271,46 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Webhook(args) => webhook::run(args).await,
         Command::Token(args) => token::run(args).await,
         Command::Shift(args) => shift::run(args),
+        Command::Completions(args) => {
+            use clap::CommandFactory;
+            clap_complete::generate(
+                args.shell,
+                &mut Cli::command(),
+                "switchboard",
+                &mut std::io::stdout(),
+            );
+            Ok(())
+        }
     }
 }
 
-async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+/// An orchestrator's first human token: read from the environment only.
+const BOOTSTRAP_TOKEN_ENV: &str = "SWITCHBOARD_BOOTSTRAP_TOKEN";
+
+/// How the first start hands over a minted token: a banner only for a person
+/// at a terminal reading text logs; a 0600 file otherwise.
+fn bootstrap_config(args: &ServeArgs, log_format: LogFormat) -> anyhow::Result<BootstrapConfig> {
+    let token = match std::env::var(BOOTSTRAP_TOKEN_ENV) {
+        Err(std::env::VarError::NotPresent) => None,
+        Err(std::env::VarError::NotUnicode(_)) => {
+            anyhow::bail!("{BOOTSTRAP_TOKEN_ENV} is not valid UTF-8")
+        }
+        Ok(text) => Some(
+            BootstrapToken::parse(&text)
+                .map_err(|e| anyhow::anyhow!("{BOOTSTRAP_TOKEN_ENV} {e}"))?,
+        ),
+    };
+    let on_terminal = std::io::stderr().is_terminal() && matches!(log_format, LogFormat::Text);
+    let reveal = match (&args.bootstrap_token_file, on_terminal) {
+        (Some(path), _) => Reveal::FileAt(path.clone()),
+        (None, true) => Reveal::Banner,
+        (None, false) => Reveal::File,
+    };
+    Ok(BootstrapConfig { token, reveal })
+}
+
+async fn serve(args: ServeArgs, log_format: LogFormat) -> anyhow::Result<()> {
+    let bootstrap = bootstrap_config(&args, log_format)?;
     let shutdown = server::shutdown::install().context("installing signal handlers")?;
     let config = ServerConfig {
         listen: args.listen,
@@ -296,6 +353,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             keepalive: duration_flag(&args.bus_keepalive, "bus-keepalive")?,
             ..PgBusConfig::default()
         },
+        bootstrap,
     };
     server::serve(config, shutdown).await
 }
