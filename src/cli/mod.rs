@@ -295,6 +295,8 @@ fn bootstrap_config(args: &ServeArgs, log_format: LogFormat) -> anyhow::Result<B
         Err(std::env::VarError::NotUnicode(_)) => {
             anyhow::bail!("{BOOTSTRAP_TOKEN_ENV} is not valid UTF-8")
         }
+        // Empty is unset, as an orchestrator's template leaves it.
+        Ok(text) if text.trim().is_empty() => None,
         Ok(text) => Some(
             BootstrapToken::parse(&text)
                 .map_err(|e| anyhow::anyhow!("{BOOTSTRAP_TOKEN_ENV} {e}"))?,
