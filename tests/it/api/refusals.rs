@@ -1,6 +1,7 @@
 //! Nothing is written on refusal (`01`–`09`, principle 5): every write route
 //! of the REST API and the webhook intake, given bodies it must refuse,
-//! answers 4xx naming the right field, and the database is exactly as it was.
+//! answers 4xx naming the right field, and the database is exactly as it was;
+//! and so do an agent's write tools over MCP (a tool error naming the argument).
 //!
 //! The real binary serves SQLite and PostgreSQL; the database is read beside
 //! it with a plain SQL connection and dumped whole — every row of every
@@ -12,6 +13,7 @@ use reqwest::Method;
 use serde_json::{Value, json};
 use sqlx::{AnyPool, Row};
 
+use crate::support::mcp::Mcp;
 use crate::support::server::{Process, serve_command};
 use crate::support::{TestStore, postgres_store};
 
@@ -19,6 +21,14 @@ use crate::support::{TestStore, postgres_store};
 const MAY_CHANGE: &[(&str, &str)] = &[
     // Authenticating the refused request stamps its token's last use.
     ("api_tokens", "last_used_at"),
+];
+
+/// And for an agent's MCP call: every authenticated request stamps the
+/// endpoint's server-side liveness (`06-registry.md`), refused or not.
+const MCP_MAY_CHANGE: &[(&str, &str)] = &[
+    ("api_tokens", "last_used_at"),
+    ("endpoints", "last_seen_at"),
+    ("endpoints", "last_contact_at"),
 ];
 
 /// Flags that keep the background loops from writing during the walk, and
@@ -41,7 +51,7 @@ const QUIET: &[&str] = &[
 /// The whole database: table → its rows as text, sorted.
 type Dump = BTreeMap<String, Vec<String>>;
 
-async fn dump(url: &str) -> Dump {
+async fn dump(url: &str, may_change: &[(&str, &str)]) -> Dump {
     sqlx::any::install_default_drivers();
     let pool = AnyPool::connect(url)
         .await
@@ -76,7 +86,7 @@ async fn dump(url: &str) -> Dump {
             .expect("list columns")
             .iter()
             .map(|r| r.get::<String, _>(0))
-            .filter(|c| !MAY_CHANGE.contains(&(table.as_str(), c.as_str())))
+            .filter(|c| !may_change.contains(&(table.as_str(), c.as_str())))
             .collect();
         let quoted: Vec<String> = columns
             .iter()
@@ -114,6 +124,9 @@ struct World {
     revoked: String,
     /// A pending todo of `slug`.
     todo: String,
+    /// `slug`'s MCP URL and credential.
+    mcp_url: String,
+    credential: String,
     /// A token webhook and a signed one on `slug`, and one on `revoked`.
     token_hook: String,
     signed_hook: String,
@@ -149,6 +162,8 @@ impl World {
             slug: String::new(),
             revoked: String::new(),
             todo: String::new(),
+            mcp_url: String::new(),
+            credential: String::new(),
             token_hook: String::new(),
             signed_hook: String::new(),
             revoked_hook: String::new(),
@@ -163,6 +178,8 @@ impl World {
             )
             .await;
         w.slug = vended["slug"].as_str().unwrap().to_owned();
+        w.mcp_url = vended["mcp_url"].as_str().unwrap().to_owned();
+        w.credential = vended["token"].as_str().unwrap().to_owned();
         let todo = w
             .ok(
                 Method::POST,
@@ -650,7 +667,7 @@ async fn walk(server: &Process, database_url: &str) {
             "no refusal walks {method} {template}"
         );
     }
-    let before = dump(database_url).await;
+    let before = dump(database_url, MAY_CHANGE).await;
     let mut failures = Vec::new();
     for c in &cases {
         let mut req = w
@@ -680,8 +697,13 @@ async fn walk(server: &Process, database_url: &str) {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
-    let after = dump(database_url).await;
-    for (table, rows) in &before {
+    let after = dump(database_url, MAY_CHANGE).await;
+    assert_same(&before, &after);
+    mcp_walk(&w, database_url).await;
+}
+
+fn assert_same(before: &Dump, after: &Dump) {
+    for (table, rows) in before {
         let now = &after[table];
         let gone: Vec<&String> = rows.iter().filter(|r| !now.contains(r)).collect();
         let new: Vec<&String> = now.iter().filter(|r| !rows.contains(r)).collect();
@@ -694,6 +716,92 @@ async fn walk(server: &Process, database_url: &str) {
         before.keys().collect::<Vec<_>>(),
         after.keys().collect::<Vec<_>>()
     );
+}
+
+/// The agent's write tools over MCP, refused for their arguments or their
+/// state: a tool error naming the argument, and the database unchanged.
+async fn mcp_walk(w: &World, database_url: &str) {
+    let mcp = Mcp {
+        http: w.http.clone(),
+        url: w.mcp_url.clone(),
+        authorization: format!("Bearer {}", w.credential),
+    };
+    let session = mcp.initialize().await;
+    let todo = w.todo.as_str();
+    let invalid = "invalid_argument";
+    let cases: Vec<(&str, Value, &str, Option<&str>)> = vec![
+        // Outside the endpoint's scope: refused as forbidden (`03-mcp.md`).
+        ("claim_next", json!({"queue": "nope"}), "forbidden", None),
+        (
+            "claim_next",
+            json!({"lease_ttl_seconds": 0}),
+            invalid,
+            Some("lease_ttl_seconds"),
+        ),
+        (
+            "claim_next",
+            json!({"surprise": 1}),
+            invalid,
+            Some("surprise"),
+        ),
+        ("claim", json!({}), invalid, Some("id")),
+        (
+            "claim",
+            json!({"id": todo, "lease_ttl_seconds": "long"}),
+            invalid,
+            Some("lease_ttl_seconds"),
+        ),
+        ("claim", json!({"id": "td_missing"}), "not_found", None),
+        ("heartbeat", json!({"id": todo}), "conflict", None),
+        ("complete", json!({"id": todo}), "conflict", None),
+        (
+            "complete",
+            json!({"id": todo, "summary": 5}),
+            invalid,
+            Some("summary"),
+        ),
+        (
+            "fail",
+            json!({"id": todo, "bogus": 1}),
+            invalid,
+            Some("bogus"),
+        ),
+        ("release", json!({"id": todo}), "conflict", None),
+        (
+            "set_default_lease",
+            json!({"default_lease_ttl_seconds": 59}),
+            invalid,
+            Some("default_lease_ttl_seconds"),
+        ),
+        (
+            "set_default_lease",
+            json!({}),
+            invalid,
+            Some("default_lease_ttl_seconds"),
+        ),
+        ("clock_in", json!({"for": "9h"}), invalid, Some("for")),
+        (
+            "clock_out",
+            json!({"until": "soon"}),
+            invalid,
+            Some("until"),
+        ),
+    ];
+    let before = dump(database_url, MCP_MAY_CHANGE).await;
+    let mut failures = Vec::new();
+    for (tool, args, code, field) in &cases {
+        let result = mcp.call(&session, tool, args.clone()).await;
+        let error = &result["structuredContent"]["error"];
+        let message = error["message"].as_str().unwrap_or("");
+        let named = field.is_none_or(|f| message.starts_with(&format!("{f}:")));
+        if result["isError"] != true || error["code"] != *code || !named {
+            failures.push(format!(
+                "{tool} {args}: want {code} {field:?}, got {result}"
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert_same(&before, &dump(database_url, MCP_MAY_CHANGE).await);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
