@@ -153,20 +153,18 @@ fn a_malformed_bootstrap_token_refuses_to_start_and_writes_nothing() {
     }
 }
 
-/// On a terminal with text logs, a person sees the banner: the token, the
-/// prompt form of `login` (never the token on a command line), no board.
-#[test]
-fn a_terminal_gets_the_banner_without_a_token_on_a_command_line() {
-    let dir = tempfile::tempdir().unwrap();
-    let serve = serve_command(dir.path());
+/// Runs `switchboard serve ARGS` in `dir` under `script` (util-linux), which
+/// gives it a pseudo-terminal, until it is serving; returns what it showed.
+fn serve_on_a_terminal(dir: &Path, args: &[&str]) -> String {
+    let mut serve = serve_command(dir);
+    serve.args(args);
     let program = serve.get_program().to_string_lossy().into_owned();
     let args: Vec<String> = serve
         .get_args()
         .map(|a| a.to_string_lossy().into_owned())
         .collect();
-    // `script` gives the child a pseudo-terminal and copies it to stdout.
     let mut child = Command::new("script")
-        .current_dir(dir.path())
+        .current_dir(dir)
         .args([
             "-qfec",
             &format!("{program} {}", args.join(" ")),
@@ -201,10 +199,20 @@ fn a_terminal_gets_the_banner_without_a_token_on_a_command_line() {
             seen.extend(chunk);
         }
     }
+    // Closing the terminal hangs the server up.
     let _ = child.kill();
     let _ = child.wait();
     let text = String::from_utf8_lossy(&seen).into_owned();
     assert!(text.contains("is serving"), "{text}");
+    text
+}
+
+/// On a terminal with text logs, a person sees the banner: the token, the
+/// prompt form of `login` (never the token on a command line), no board.
+#[test]
+fn a_terminal_gets_the_banner_without_a_token_on_a_command_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = serve_on_a_terminal(dir.path(), &[]);
     let token = find_token(&text, "sbh_").expect("the banner shows the token");
     assert!(
         text.contains("switchboard login http://127.0.0.1:"),
@@ -214,4 +222,20 @@ fn a_terminal_gets_the_banner_without_a_token_on_a_command_line() {
     assert!(!text.contains("--token sbh_"), "{text}");
     assert!(!text.contains("Board"), "no board is advertised:\n{text}");
     assert!(!dir.path().join("switchboard.db.bootstrap-token").exists());
+}
+
+/// JSON logs on a terminal are still for a collector: the token goes to the
+/// file, and every line on the terminal is JSON.
+#[test]
+fn json_logs_on_a_terminal_still_write_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = serve_on_a_terminal(dir.path(), &["--log-format", "json"]);
+    assert_eq!(find_token(&text, "sbh_"), None, "{text}");
+    for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        let parsed: Result<serde_json::Value, _> = serde_json::from_str(line);
+        assert!(parsed.is_ok(), "not JSON on the terminal: {line:?}");
+    }
+    let file = dir.path().join("switchboard.db.bootstrap-token");
+    assert_mode_0600(&file);
+    assert!(std::fs::read_to_string(&file).unwrap().starts_with("sbh_"));
 }
