@@ -332,6 +332,38 @@ mod tests {
         assert!(format!("{err:?}").contains("default_lease_ttl_seconds"));
     }
 
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Push {
+        title: String,
+        inner: Option<Inner>,
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    #[allow(dead_code)]
+    struct Inner {
+        name: String,
+    }
+
+    /// The `field` of the error `body` gets (from the Debug form, which is
+    /// all an ApiError shows outside its module).
+    fn field_of(body: &[u8]) -> String {
+        let debug = format!("{:?}", parse_json::<Push>(body).unwrap_err());
+        let at = debug.find("field: Some(\"").expect("a field") + "field: Some(\"".len();
+        debug[at..].split('"').next().unwrap().to_owned()
+    }
+
+    #[test]
+    fn malformed_json_is_about_the_body_and_a_missing_field_names_itself() {
+        assert_eq!(field_of(b"{nope"), "body");
+        assert_eq!(field_of(b"{\"title\":"), "body");
+        assert_eq!(field_of(b"{}"), "title");
+        assert_eq!(field_of(br#"{"title":"x","inner":{}}"#), "inner.name");
+        assert_eq!(field_of(br#"{"title":"x","surprise":1}"#), "surprise");
+        assert_eq!(field_of(br#"{"title":7}"#), "title");
+    }
+
     #[test]
     fn percent_decoding() {
         assert_eq!(percent_decode("a%20b+c"), "a b c");
