@@ -3,7 +3,7 @@
 
 Starts the server on a temporary SQLite file (port 0: the kernel picks a
 free one, read back from the log), vends an endpoint through the REST API
-with the first-start admin token (the `sbh_` line on stderr), connects with
+with the first-start admin token (chosen here, in SWITCHBOARD_BOOTSTRAP_TOKEN), connects with
 the SDK's Streamable HTTP client in its default `mode="auto"` (which probes
 `server/discover` under MCP-Protocol-Version 2026-07-28 first and falls back
 to `initialize` on a JSON-RPC error), lists the tools and calls `presence`.
@@ -16,6 +16,7 @@ Run it through `scripts/py-mcp-check`, which makes the venv.
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import os
 import queue
@@ -48,6 +49,10 @@ def start_server(binary: str, workdir: str) -> tuple[subprocess.Popen[str], str,
     """`serve` on 127.0.0.1:0; returns the process, its address, the admin token and its log."""
     env = {k: v for k, v in os.environ.items() if k != "SWITCHBOARD_DATABASE_URL"}
     env["SWITCHBOARD_LOG"] = "info"
+    # The first human's token, chosen here as an orchestrator would (stderr
+    # is a pipe, so the server would otherwise write it to a file).
+    chosen = "sbh_" + base64.urlsafe_b64encode(os.urandom(32)).decode().rstrip("=")
+    env["SWITCHBOARD_BOOTSTRAP_TOKEN"] = chosen
     proc = subprocess.Popen(
         [binary, "serve", "--listen", "127.0.0.1:0", "--database", os.path.join(workdir, "sb.db")],
         cwd=workdir,
@@ -60,13 +65,10 @@ def start_server(binary: str, workdir: str) -> tuple[subprocess.Popen[str], str,
     found: queue.Queue[tuple[str, str | None]] = queue.Queue()
 
     def read() -> None:
-        token = None
+        token = chosen
         assert proc.stderr is not None
         for line in proc.stderr:
             log.append(line.rstrip("\n"))
-            stripped = line.strip()
-            if token is None and stripped.startswith("sbh_"):
-                token = stripped
             if "switchboard is serving" in line and "listen=" in line:
                 addr = line.split("listen=", 1)[1].split()[0]
                 found.put((addr, token))
@@ -77,7 +79,7 @@ def start_server(binary: str, workdir: str) -> tuple[subprocess.Popen[str], str,
     except queue.Empty:
         proc.kill()
         raise CheckFailed("the server did not report its address; log:\n" + "\n".join(log)) from None
-    check(token is not None, "the first start printed no sbh_ admin token")
+    check(token is not None, "no admin token")
     return proc, addr, token, log
 
 

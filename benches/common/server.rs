@@ -1,6 +1,7 @@
 //! What the benchmarks that drive the real binary share: the server under
-//! test (started on an OS-chosen port, its first-start admin token read from
-//! stderr) and the PostgreSQL settings a results table records.
+//! test (started on an OS-chosen port, its first-start admin token chosen
+//! here through SWITCHBOARD_BOOTSTRAP_TOKEN) and the PostgreSQL settings a
+//! results table records.
 //! Included by each bench with `#[path = "common/server.rs"] mod server;`.
 #![allow(dead_code)]
 
@@ -22,7 +23,7 @@ pub struct ServerProcess {
 }
 
 impl ServerProcess {
-    /// The first server on an empty database: it prints the admin token.
+    /// The first server on an empty database, with the admin token chosen here.
     pub fn start(database: &str, dir: &Path) -> Result<Self> {
         Self::spawn(database, dir, true)
     }
@@ -35,7 +36,14 @@ impl ServerProcess {
     }
 
     fn spawn(database: &str, dir: &Path, first: bool) -> Result<Self> {
-        let mut child = Command::new(BIN)
+        // stderr is a pipe, so the server would write a minted token to a
+        // file; choose it instead, as an orchestrator would.
+        let chosen = switchboard::mint::new_human_token();
+        let mut command = Command::new(BIN);
+        if first {
+            command.env("SWITCHBOARD_BOOTSTRAP_TOKEN", &chosen);
+        }
+        let mut child = command
             .current_dir(dir)
             .args(["serve", "--listen", "127.0.0.1:0", "--database", database])
             .args(["--mcp-rate", "1000000", "--api-write-rate", "1000000"])
@@ -51,14 +59,10 @@ impl ServerProcess {
         let (tx, rx) = std::sync::mpsc::channel();
         // Reads stderr for the whole life of the server, so it never blocks on a full pipe.
         std::thread::spawn(move || {
-            let mut token = None;
+            let token = first.then_some(chosen);
             let mut sent = false;
             let mut early = Vec::new();
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                let trimmed = line.trim();
-                if token.is_none() && trimmed.starts_with("sbh_") {
-                    token = Some(trimmed.to_owned());
-                }
                 if !sent {
                     early.push(line.clone());
                     if let Some(addr) = serving_address(&line) {
@@ -84,7 +88,7 @@ impl ServerProcess {
         let admin_token = match token {
             Some(token) => token,
             None if !first => String::new(),
-            None => bail!("the first start prints an sbh_ token"),
+            None => bail!("no first-start token"),
         };
         Ok(Self {
             child,

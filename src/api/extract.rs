@@ -144,24 +144,45 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     let value: T = serde_path_to_error::deserialize(&mut de).map_err(|err| {
         let path = err.path().to_string();
         let inner = err.into_inner();
-        let message = inner.to_string();
-        let field = unknown_field_name(&message).unwrap_or_else(|| {
-            if path == "." || path.is_empty() {
-                "body".to_owned()
-            } else {
-                path.trim_start_matches('.').to_owned()
-            }
-        });
-        ApiError::invalid(&field, strip_position(&message))
+        let field = field_of_error(&path, &inner);
+        let message = match backticked_after(&inner.to_string(), "missing field `") {
+            Some(_) => "is required".to_owned(),
+            None => strip_position(&inner.to_string()),
+        };
+        ApiError::invalid(&field, message)
     })?;
     de.end()
         .map_err(|e| ApiError::invalid("body", strip_position(&e.to_string())))?;
     Ok(value)
 }
 
+/// The field a deserialisation error is about. serde_json classifies its
+/// errors: malformed JSON (syntax, EOF, I/O) is about the whole body, where
+/// serde_path_to_error's path is only as far as it got (`?`). A data error
+/// is at its path — an unknown field's path already ends in its name — but
+/// a missing field's path is its parent: serde names the field only in its
+/// message (it has no typed form of it).
+fn field_of_error(path: &str, error: &serde_json::Error) -> String {
+    use serde_json::error::Category;
+    if !matches!(error.classify(), Category::Data) {
+        return "body".to_owned();
+    }
+    let parent = match path.trim_start_matches('.') {
+        "" | "?" => None,
+        p => Some(p.to_owned()),
+    };
+    let missing = backticked_after(&error.to_string(), "missing field `");
+    match (parent, missing) {
+        (None, Some(name)) => name,
+        (Some(parent), Some(name)) => format!("{parent}.{name}"),
+        (Some(path), None) => path,
+        (None, None) => "body".to_owned(),
+    }
+}
+
 /// serde says "unknown field `queues`, expected …": the field is `queues`.
-fn unknown_field_name(message: &str) -> Option<String> {
-    let rest = message.strip_prefix("unknown field `")?;
+fn backticked_after(message: &str, prefix: &str) -> Option<String> {
+    let rest = message.strip_prefix(prefix)?;
     Some(rest.split('`').next()?.to_owned())
 }
 
@@ -220,8 +241,9 @@ fn serde_urlencoded_deserializer<T: DeserializeOwned>(query: &str) -> Result<T, 
     serde_path_to_error::deserialize(value).map_err(|err| {
         let path = err.path().to_string();
         let message = err.into_inner().to_string();
-        let field =
-            unknown_field_name(&message).unwrap_or_else(|| path.trim_start_matches('.').to_owned());
+        let field = backticked_after(&message, "unknown field `")
+            .or_else(|| backticked_after(&message, "missing field `"))
+            .unwrap_or_else(|| path.trim_start_matches('.').to_owned());
         (
             if field.is_empty() {
                 "query".into()
@@ -308,6 +330,38 @@ mod tests {
     fn type_errors_name_the_field() {
         let err = parse_json::<Patch>(br#"{"default_lease_ttl_seconds":"soon"}"#).unwrap_err();
         assert!(format!("{err:?}").contains("default_lease_ttl_seconds"));
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Push {
+        title: String,
+        inner: Option<Inner>,
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    #[allow(dead_code)]
+    struct Inner {
+        name: String,
+    }
+
+    /// The `field` of the error `body` gets (from the Debug form, which is
+    /// all an ApiError shows outside its module).
+    fn field_of(body: &[u8]) -> String {
+        let debug = format!("{:?}", parse_json::<Push>(body).unwrap_err());
+        let at = debug.find("field: Some(\"").expect("a field") + "field: Some(\"".len();
+        debug[at..].split('"').next().unwrap().to_owned()
+    }
+
+    #[test]
+    fn malformed_json_is_about_the_body_and_a_missing_field_names_itself() {
+        assert_eq!(field_of(b"{nope"), "body");
+        assert_eq!(field_of(b"{\"title\":"), "body");
+        assert_eq!(field_of(b"{}"), "title");
+        assert_eq!(field_of(br#"{"title":"x","inner":{}}"#), "inner.name");
+        assert_eq!(field_of(br#"{"title":"x","surprise":1}"#), "surprise");
+        assert_eq!(field_of(br#"{"title":7}"#), "title");
     }
 
     #[test]

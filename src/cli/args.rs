@@ -19,7 +19,8 @@ pub struct ClientArgs {
     #[arg(long, global = true, env = "SWITCHBOARD_URL")]
     pub url: Option<String>,
 
-    /// Human API token, sbh_… (default: the saved login's).
+    /// Human API token, sbh_… (default: the saved login's). Prefer
+    /// SWITCHBOARD_TOKEN or `login`: a flag shows in ps and shell history.
     #[arg(long, global = true, env = "SWITCHBOARD_TOKEN", hide_env_values = true)]
     pub token: Option<Secret>,
 

@@ -12,10 +12,15 @@ use serde_json::Value;
 use super::credentials::Secret;
 
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A PEM file of extra certificate authorities to trust (an internal CA), on
+/// top of the compiled-in public roots.
+pub(super) const CA_CERT_ENV: &str = "SWITCHBOARD_CA_CERT";
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Parses a server URL as the user typed it. Only `http` works: this build
-/// of the CLI carries no TLS (`docs/cli.md`).
+/// Parses a server URL as the user typed it: `https://` (rustls, the
+/// Mozilla roots compiled in, plus `SWITCHBOARD_CA_CERT`) or `http://`,
+/// which a bare `HOST:PORT` means.
 pub(super) fn parse_server_url(text: &str) -> anyhow::Result<Url> {
     let text = text.trim();
     let with_scheme = if text.contains("://") {
@@ -25,17 +30,30 @@ pub(super) fn parse_server_url(text: &str) -> anyhow::Result<Url> {
     };
     let url = Url::parse(&with_scheme).with_context(|| format!("{text:?} is not a URL"))?;
     match url.scheme() {
-        "http" => {}
-        "https" => bail!(
-            "{text}: https is not supported by this build of the CLI (no TLS); \
-             use http:// on a trusted network or through a local tunnel"
-        ),
-        other => bail!("{text}: unsupported scheme {other:?}; use http://HOST:PORT"),
+        "http" | "https" => {}
+        other => {
+            bail!("{text}: unsupported scheme {other:?}; use https://HOST or http://HOST:PORT")
+        }
     }
     if url.query().is_some() || url.fragment().is_some() {
         bail!("{text}: the server URL takes no query or fragment");
     }
     Ok(url)
+}
+
+/// The certificates of `SWITCHBOARD_CA_CERT`, when it names a PEM file.
+fn extra_roots() -> anyhow::Result<Vec<reqwest::Certificate>> {
+    let Some(path) = std::env::var_os(CA_CERT_ENV).filter(|p| !p.is_empty()) else {
+        return Ok(Vec::new());
+    };
+    let shown = std::path::Path::new(&path).display().to_string();
+    let pem = std::fs::read(&path).with_context(|| format!("{CA_CERT_ENV}: reading {shown}"))?;
+    let certificates = reqwest::Certificate::from_pem_bundle(&pem)
+        .with_context(|| format!("{CA_CERT_ENV}: {shown} is not a PEM certificate bundle"))?;
+    if certificates.is_empty() {
+        bail!("{CA_CERT_ENV}: {shown} holds no PEM certificate");
+    }
+    Ok(certificates)
 }
 
 /// The canonical text of a server URL, as saved and compared: no trailing slash.
@@ -132,12 +150,15 @@ pub struct ApiClient {
 
 impl ApiClient {
     pub fn new(base: Url, token: Secret) -> anyhow::Result<Self> {
-        let http = reqwest::Client::builder()
+        let mut builder = reqwest::Client::builder()
             .user_agent(concat!("switchboard-cli/", env!("CARGO_PKG_VERSION")))
             .timeout(REQUEST_TIMEOUT)
             .connect_timeout(CONNECT_TIMEOUT)
-            .build()
-            .context("building the HTTP client")?;
+            .https_only(base.scheme() == "https");
+        for certificate in extra_roots()? {
+            builder = builder.add_root_certificate(certificate);
+        }
+        let http = builder.build().context("building the HTTP client")?;
         Ok(Self { http, base, token })
     }
 
@@ -258,12 +279,15 @@ mod tests {
     }
 
     #[test]
-    fn server_urls_are_http_only() {
+    fn server_urls_are_http_or_https() {
         assert_eq!(
             display_url(&parse_server_url("127.0.0.1:8080").unwrap()),
             "http://127.0.0.1:8080"
         );
-        assert!(parse_server_url("https://h").is_err());
+        assert_eq!(
+            display_url(&parse_server_url("https://h/").unwrap()),
+            "https://h"
+        );
         assert!(parse_server_url("ftp://h").is_err());
     }
 

@@ -9,6 +9,7 @@ mod credentials;
 mod output;
 mod prompt;
 
+use std::io::IsTerminal;
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -25,7 +26,9 @@ use crate::domain::duration::parse_positive_duration;
 use crate::http::cidr::Cidr;
 use crate::http::ratelimit::Rate;
 use crate::mcp::McpConfig;
-use crate::server::{self, MaintenanceConfig, ServerConfig};
+use crate::server::{
+    self, BootstrapConfig, BootstrapToken, MaintenanceConfig, Reveal, ServerConfig,
+};
 use crate::store::migrate::latest_version;
 use crate::store::{DatabaseLocation, SqlStore, StoreOptions};
 
@@ -91,6 +94,15 @@ pub enum Command {
     Token(token::TokenArgs),
     /// Check a weekly shift locally (no server): canonical form, presence, boundaries.
     Shift(shift::ShiftArgs),
+    /// Print a shell completion script, e.g.
+    /// `switchboard completions bash > ~/.local/share/bash-completion/completions/switchboard`.
+    Completions(CompletionsArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell to complete for.
+    pub shell: clap_complete::Shell,
 }
 
 /// A mistake in how a command was called that clap cannot see (a missing
@@ -237,6 +249,14 @@ pub struct ServeArgs {
         value_delimiter = ','
     )]
     pub trusted_proxies: Vec<Cidr>,
+    /// First start only: write the first human's API token to this file
+    /// (mode 0600) instead of showing it. Without it, the token is shown on
+    /// stderr when that is a terminal and logs are text, and otherwise written
+    /// beside the SQLite file (<db>.bootstrap-token), or for PostgreSQL to
+    /// ./switchboard.bootstrap-token. SWITCHBOARD_BOOTSTRAP_TOKEN (environment
+    /// only, never a flag: ps shows flags) supplies the token instead.
+    #[arg(long, env = "SWITCHBOARD_BOOTSTRAP_TOKEN_FILE")]
+    pub bootstrap_token_file: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -255,7 +275,7 @@ fn duration_flag(value: &str, flag: &'static str) -> anyhow::Result<Duration> {
 
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
-        Command::Serve(args) => serve(args).await,
+        Command::Serve(args) => serve(args, cli.log_format).await,
         Command::Migrate(args) => migrate(args).await,
         Command::Version => {
             println!(
@@ -276,10 +296,48 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Webhook(args) => webhook::run(args).await,
         Command::Token(args) => token::run(args).await,
         Command::Shift(args) => shift::run(args),
+        Command::Completions(args) => {
+            use clap::CommandFactory;
+            clap_complete::generate(
+                args.shell,
+                &mut Cli::command(),
+                "switchboard",
+                &mut std::io::stdout(),
+            );
+            Ok(())
+        }
     }
 }
 
-async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+/// An orchestrator's first human token: read from the environment only.
+const BOOTSTRAP_TOKEN_ENV: &str = "SWITCHBOARD_BOOTSTRAP_TOKEN";
+
+/// How the first start hands over a minted token: a banner only for a person
+/// at a terminal reading text logs; a 0600 file otherwise.
+fn bootstrap_config(args: &ServeArgs, log_format: LogFormat) -> anyhow::Result<BootstrapConfig> {
+    let token = match std::env::var(BOOTSTRAP_TOKEN_ENV) {
+        Err(std::env::VarError::NotPresent) => None,
+        Err(std::env::VarError::NotUnicode(_)) => {
+            anyhow::bail!("{BOOTSTRAP_TOKEN_ENV} is not valid UTF-8")
+        }
+        // Empty is unset, as an orchestrator's template leaves it.
+        Ok(text) if text.trim().is_empty() => None,
+        Ok(text) => Some(
+            BootstrapToken::parse(&text)
+                .map_err(|e| anyhow::anyhow!("{BOOTSTRAP_TOKEN_ENV} {e}"))?,
+        ),
+    };
+    let on_terminal = std::io::stderr().is_terminal() && matches!(log_format, LogFormat::Text);
+    let reveal = match (&args.bootstrap_token_file, on_terminal) {
+        (Some(path), _) => Reveal::FileAt(path.clone()),
+        (None, true) => Reveal::Banner,
+        (None, false) => Reveal::File,
+    };
+    Ok(BootstrapConfig { token, reveal })
+}
+
+async fn serve(args: ServeArgs, log_format: LogFormat) -> anyhow::Result<()> {
+    let bootstrap = bootstrap_config(&args, log_format)?;
     let shutdown = server::shutdown::install().context("installing signal handlers")?;
     let config = ServerConfig {
         listen: args.listen,
@@ -324,6 +382,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         },
         allowed_hosts: args.allowed_hosts.clone(),
         trusted_proxies: args.trusted_proxies.clone(),
+        bootstrap,
     };
     server::serve(config, shutdown).await
 }

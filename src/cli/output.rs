@@ -1,6 +1,8 @@
 //! How the CLI shows API bodies to a person: aligned tables, `key: value`
 //! summaries, and times relative to now. `--json` bypasses all of this.
 
+use std::io::IsTerminal;
+
 use serde_json::Value;
 
 use super::client::ApiResponse;
@@ -142,7 +144,33 @@ impl Table {
         self.rows.push(cells);
     }
 
+    /// Aligned columns for a person at a terminal; tab-separated cells
+    /// without padding for a pipe (`cut -f`, `awk -F'\t'`).
     pub(super) fn render(&self) -> String {
+        if std::io::stdout().is_terminal() {
+            self.render_aligned()
+        } else {
+            self.render_tab_separated()
+        }
+    }
+
+    /// One line per row, cells joined by a tab; a tab or newline inside a
+    /// cell becomes a space so that the columns stay countable.
+    pub(super) fn render_tab_separated(&self) -> String {
+        let line = |cells: &[String]| {
+            cells
+                .iter()
+                .map(|c| c.replace(['\t', '\n', '\r'], " "))
+                .collect::<Vec<_>>()
+                .join("\t")
+        };
+        std::iter::once(line(&self.headers))
+            .chain(self.rows.iter().map(|r| line(r)))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    pub(super) fn render_aligned(&self) -> String {
         let mut widths: Vec<usize> = self.headers.iter().map(|h| h.chars().count()).collect();
         for row in &self.rows {
             for (w, cell) in widths.iter_mut().zip(row) {
@@ -198,8 +226,19 @@ mod tests {
         t.row(vec!["td_1".into(), "pending".into(), "a".into()]);
         t.row(vec!["td_22".into(), "-".into(), "bb".into()]);
         assert_eq!(
-            t.render(),
+            t.render_aligned(),
             "ID     STATE    TITLE\ntd_1   pending  a\ntd_22  -        bb"
+        );
+    }
+
+    #[test]
+    fn piped_tables_are_tab_separated_without_padding() {
+        let mut t = Table::new(&["ID", "STATE", "TITLE"]);
+        t.row(vec!["td_1".into(), "pending".into(), "a\tb".into()]);
+        t.row(vec!["td_22".into(), "-".into(), "".into()]);
+        assert_eq!(
+            t.render_tab_separated(),
+            "ID\tSTATE\tTITLE\ntd_1\tpending\ta b\ntd_22\t-\t"
         );
     }
 

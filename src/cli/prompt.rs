@@ -15,6 +15,11 @@ fn read_line() -> io::Result<String> {
     Ok(line.trim().to_owned())
 }
 
+/// One line of standard input, trimmed (a token piped in, `--with-token`).
+pub(super) fn read_stdin_line() -> io::Result<String> {
+    read_line()
+}
+
 /// Asks `question [y/N]`; only `y` or `yes` agrees.
 pub(super) fn confirm(question: &str) -> io::Result<bool> {
     eprint!("{question} [y/N] ");

@@ -18,9 +18,42 @@ pub fn sha256_hex(secret: &str) -> String {
     out
 }
 
+/// The prefix of a human API token.
+pub const HUMAN_TOKEN_PREFIX: &str = "sbh_";
+
+/// Characters after the prefix: base64url (no padding) of 32 random bytes.
+pub const HUMAN_TOKEN_BODY_CHARS: usize = 43;
+
+/// Whether `token` has the shape of a human API token as Switchboard mints
+/// them (`sbh_` + 43 base64url characters), so that a token supplied from
+/// outside (`SWITCHBOARD_BOOTSTRAP_TOKEN`) is as strong as a minted one.
+pub fn check_human_token_shape(token: &str) -> Result<(), String> {
+    let Some(body) = token.strip_prefix(HUMAN_TOKEN_PREFIX) else {
+        return Err(format!("must start with {HUMAN_TOKEN_PREFIX}"));
+    };
+    let base64url = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '_';
+    if body.chars().count() != HUMAN_TOKEN_BODY_CHARS || !body.chars().all(base64url) {
+        return Err(format!(
+            "must be {HUMAN_TOKEN_PREFIX} followed by {HUMAN_TOKEN_BODY_CHARS} base64url \
+             characters (32 random bytes), e.g. the output of `switchboard admin token create`"
+        ));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn human_token_shapes() {
+        let good = format!("sbh_{}", "a".repeat(43));
+        assert!(check_human_token_shape(&good).is_ok());
+        assert!(check_human_token_shape(&format!("sbk_{}", "a".repeat(43))).is_err());
+        assert!(check_human_token_shape(&format!("sbh_{}", "a".repeat(42))).is_err());
+        assert!(check_human_token_shape(&format!("sbh_{}=", "a".repeat(42))).is_err());
+        assert!(check_human_token_shape("sbh_").is_err());
+    }
 
     #[test]
     fn hashes() {

@@ -445,6 +445,7 @@ mod tests {
             "Bearer realm=\"switchboard\""
         );
         assert_eq!(r.headers()[header::CACHE_CONTROL], "no-store");
+        assert_eq!(r.headers()["x-accel-buffering"], "no");
         assert_eq!(body(r).await["error"]["code"], "unauthenticated");
 
         let r = McpRejection::Unauthenticated {

@@ -1,7 +1,7 @@
 //! What every MCP answer carries: the security headers, and the JSON-RPC
 //! body shape. Shared by the extractors (their rejections) and the handlers.
 
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 
@@ -17,6 +17,12 @@ pub(super) fn with_security_headers(mut response: Response) -> Response {
         HeaderValue::from_static("nosniff"),
     );
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    // nginx buffers proxied responses unless told otherwise: a buffered
+    // notification stream delivers doorbells late (docs/deploy.md).
+    headers.insert(
+        HeaderName::from_static("x-accel-buffering"),
+        HeaderValue::from_static("no"),
+    );
     response
 }
 

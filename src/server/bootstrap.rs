@@ -1,32 +1,233 @@
-//! First start on an empty database: create the first human and show its
-//! one-time API token on stderr (never through the logger, whose output may
-//! be kept).
+//! First start on an empty database: create the first human and hand its
+//! one-time API token to the operator without sending it to a log collector.
+//!
+//! - An orchestrator may supply the token (`SWITCHBOARD_BOOTSTRAP_TOKEN`):
+//!   only its hash is stored and nothing about it is printed.
+//! - On a terminal with text logs, a banner on stderr shows it (never through
+//!   the logger, whose output may be kept).
+//! - Otherwise (stderr piped, or JSON logs) it is written to a file only its
+//!   owner can read, and only the file's path is logged.
+
+use std::fmt;
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 
-use crate::store::issue_api_token;
-use crate::store::{Store, StoreError, Taken};
+use crate::domain::ids::check_human_token_shape;
+use crate::mint::new_human_token;
+use crate::store::{DatabaseLocation, Store, StoreError, Taken, store_api_token};
 
 pub(super) const FIRST_HUMAN: &str = "admin";
 
-pub(super) async fn first_human(store: &dyn Store, public_url: &str) -> anyhow::Result<()> {
+/// Beside the SQLite file, or in the working directory for PostgreSQL.
+const TOKEN_FILE_SUFFIX: &str = ".bootstrap-token";
+const POSTGRES_TOKEN_FILE: &str = "switchboard.bootstrap-token";
+
+/// A first human's token supplied from outside, checked to have the shape
+/// of a minted one. Its `Debug` never shows it.
+#[derive(Clone)]
+pub struct BootstrapToken(String);
+
+impl BootstrapToken {
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let text = text.trim();
+        check_human_token_shape(text)?;
+        Ok(Self(text.to_owned()))
+    }
+}
+
+impl fmt::Debug for BootstrapToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("BootstrapToken(…)")
+    }
+}
+
+/// How the first start hands over the first human's token.
+#[derive(Debug, Clone, Default)]
+pub struct BootstrapConfig {
+    /// Supplied by an orchestrator: stored (hashed), never printed.
+    pub token: Option<BootstrapToken>,
+    pub reveal: Reveal,
+}
+
+/// Where a minted first token goes.
+#[derive(Debug, Clone, Default)]
+pub enum Reveal {
+    /// A banner on stderr: only for a person at a terminal, with text logs.
+    Banner,
+    /// A file of mode 0600 in the default place ([`default_token_file`]).
+    #[default]
+    File,
+    /// A file of mode 0600 at this path (`--bootstrap-token-file`).
+    FileAt(PathBuf),
+}
+
+/// `<db>.bootstrap-token` beside a SQLite file; for PostgreSQL,
+/// `switchboard.bootstrap-token` in the working directory.
+pub fn default_token_file(database: &DatabaseLocation) -> PathBuf {
+    match database {
+        DatabaseLocation::Sqlite(path) => {
+            let mut name = path.as_os_str().to_owned();
+            name.push(TOKEN_FILE_SUFFIX);
+            PathBuf::from(name)
+        }
+        DatabaseLocation::Postgres(_) => PathBuf::from(POSTGRES_TOKEN_FILE),
+    }
+}
+
+pub(super) async fn first_human(
+    store: &dyn Store,
+    database: &DatabaseLocation,
+    config: &BootstrapConfig,
+    public_url: &str,
+) -> anyhow::Result<()> {
     if store.count_humans().await? > 0 {
+        if config.token.is_some() {
+            tracing::info!(
+                "SWITCHBOARD_BOOTSTRAP_TOKEN is ignored: the database already has a human"
+            );
+        }
         return Ok(());
     }
+    let (token, supplied) = match &config.token {
+        Some(t) => (t.0.clone(), true),
+        None => (new_human_token(), false),
+    };
+    // The file is written before anything is stored, so that a directory we
+    // cannot write to fails the start instead of losing the only token; it
+    // gets its final name once the human exists (a concurrent first start of
+    // another instance in the same directory cannot clobber it).
+    let pending = match (&config.reveal, supplied) {
+        (_, true) | (Reveal::Banner, _) => None,
+        (Reveal::File, false) => Some(PendingFile::write(default_token_file(database), &token)?),
+        (Reveal::FileAt(path), false) => Some(PendingFile::write(path.clone(), &token)?),
+    };
     let human = match store.create_human(FIRST_HUMAN).await {
         Ok(human) => human,
-        // Another instance bootstrapped at the same moment: it prints the token.
-        Err(StoreError::Taken(Taken::HumanName(_))) => return Ok(()),
+        // Another instance bootstrapped at the same moment: it hands its token over.
+        Err(StoreError::Taken(Taken::HumanName(_))) => {
+            if let Some(pending) = pending {
+                pending.discard();
+            }
+            return Ok(());
+        }
         Err(e) => return Err(e).context("creating the first human"),
     };
-    let (token, _) = issue_api_token(store, &human.id, Some("first start".into()), None)
-        .await
-        .context("creating the first API token")?;
-    eprintln!(
-        "\n  Switchboard: first start on an empty database.\n  \
-         Created the human {FIRST_HUMAN:?}. Its API token is shown this once:\n\n    {token}\n\n  \
-         Sign in:  switchboard login {public_url} --token {token}\n  \
-         Board:    {public_url}/\n"
-    );
+    store_api_token(
+        store,
+        &human.id,
+        token.clone(),
+        Some("first start".into()),
+        None,
+    )
+    .await
+    .context("creating the first API token")?;
+    if supplied {
+        tracing::info!(
+            human = FIRST_HUMAN,
+            "first start: created the first human with the token from SWITCHBOARD_BOOTSTRAP_TOKEN"
+        );
+        return Ok(());
+    }
+    match pending {
+        Some(pending) => {
+            let path = pending.commit()?;
+            tracing::warn!(
+                human = FIRST_HUMAN,
+                token_file = %path.display(),
+                "first start: the first human's API token was written to token_file (mode 0600); \
+                 log in with `switchboard login {public_url} --with-token < FILE`, then delete it"
+            );
+        }
+        None => eprintln!(
+            "\n  Switchboard: first start on an empty database.\n  \
+             Created the human {FIRST_HUMAN:?}. Its API token is shown this once:\n\n    {token}\n\n  \
+             Sign in:  switchboard login {public_url}\n            \
+             (paste the token at the prompt; never put it on a command line)\n"
+        ),
+    }
     Ok(())
+}
+
+/// A token file written under a temporary name, renamed into place once the
+/// human it belongs to exists.
+struct PendingFile {
+    temporary: PathBuf,
+    path: PathBuf,
+}
+
+impl PendingFile {
+    fn write(path: PathBuf, token: &str) -> anyhow::Result<Self> {
+        let temporary = temporary_name(&path);
+        let written = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&temporary)
+            .and_then(|mut file| {
+                file.write_all(format!("{token}\n").as_bytes())?;
+                file.sync_all()
+            });
+        if let Err(e) = written {
+            let _ = std::fs::remove_file(&temporary);
+            return Err(e).with_context(|| {
+                format!(
+                    "writing the first human's token to {} (choose another place with \
+                     --bootstrap-token-file, or supply one with SWITCHBOARD_BOOTSTRAP_TOKEN)",
+                    path.display()
+                )
+            });
+        }
+        Ok(Self { temporary, path })
+    }
+
+    fn commit(self) -> anyhow::Result<PathBuf> {
+        std::fs::rename(&self.temporary, &self.path).with_context(|| {
+            format!(
+                "moving the first human's token from {} to {}",
+                self.temporary.display(),
+                self.path.display()
+            )
+        })?;
+        // Logged absolute, so that it can be found whatever the working directory.
+        Ok(std::fs::canonicalize(&self.path).unwrap_or(self.path))
+    }
+
+    fn discard(self) {
+        let _ = std::fs::remove_file(&self.temporary);
+    }
+}
+
+fn temporary_name(path: &Path) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(format!(".{}.tmp", std::process::id()));
+    PathBuf::from(name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn token_files_sit_beside_sqlite_or_in_the_working_directory() {
+        assert_eq!(
+            default_token_file(&DatabaseLocation::Sqlite("/data/switchboard.db".into())),
+            PathBuf::from("/data/switchboard.db.bootstrap-token")
+        );
+        assert_eq!(
+            default_token_file(&DatabaseLocation::Postgres("postgres://h/db".into())),
+            PathBuf::from("switchboard.bootstrap-token")
+        );
+    }
+
+    #[test]
+    fn supplied_tokens_never_show_in_debug() {
+        let text = format!("sbh_{}", "x".repeat(43));
+        let token = BootstrapToken::parse(&text).unwrap();
+        assert!(!format!("{token:?}").contains(&text));
+        assert!(BootstrapToken::parse("sbh_short").is_err());
+    }
 }

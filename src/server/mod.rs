@@ -4,7 +4,7 @@
 //! background loops; then serve until a shutdown signal, stop the loops, let
 //! in-flight requests finish within a grace period, and return.
 
-mod bootstrap;
+pub mod bootstrap;
 mod clock_sync;
 mod health;
 pub mod maintenance;
@@ -19,6 +19,7 @@ use axum::Router;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+pub use bootstrap::{BootstrapConfig, BootstrapToken, Reveal};
 pub use health::HealthState;
 pub use maintenance::MaintenanceConfig;
 
@@ -66,6 +67,8 @@ pub struct ServerConfig {
     pub allowed_hosts: Vec<String>,
     /// `--trusted-proxy`: peers whose forwarding headers name the client.
     pub trusted_proxies: Vec<Cidr>,
+    /// How the first start hands over the first human's token.
+    pub bootstrap: BootstrapConfig,
 }
 
 /// Every surface with its own state; only the server sees them all.
@@ -237,7 +240,7 @@ pub async fn serve_on(
         .public_url
         .clone()
         .unwrap_or_else(|| format!("http://{local}"));
-    bootstrap::first_human(&*store, &public_url).await?;
+    bootstrap::first_human(&*store, &config.database, &config.bootstrap, &public_url).await?;
     tracing::info!(
         listen = %local,
         database = %config.database.redacted(),

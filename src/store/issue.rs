@@ -15,7 +15,18 @@ pub async fn issue_api_token(
     label: Option<String>,
     expires_at: Option<Timestamp>,
 ) -> StoreResult<(String, ApiToken)> {
-    let token = new_human_token();
+    store_api_token(store, human_id, new_human_token(), label, expires_at).await
+}
+
+/// Stores `token`, a secret minted elsewhere (the first start's, or one an
+/// orchestrator supplied), for `human_id`: only its hash is kept.
+pub async fn store_api_token(
+    store: &dyn Store,
+    human_id: &str,
+    token: String,
+    label: Option<String>,
+    expires_at: Option<Timestamp>,
+) -> StoreResult<(String, ApiToken)> {
     let record = store
         .create_api_token(NewApiToken {
             human_id: human_id.to_owned(),

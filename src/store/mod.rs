@@ -28,7 +28,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 pub use error::{StoreError, StoreResult, Taken};
-pub use issue::issue_api_token;
+pub use issue::{issue_api_token, store_api_token};
 pub use model::*;
 pub use sql::{DatabaseLocation, SqlStore, StoreOptions};
 

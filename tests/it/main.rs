@@ -11,6 +11,7 @@
 
 mod api;
 mod binary;
+mod bootstrap;
 mod cli;
 mod cluster;
 mod cluster_faults;

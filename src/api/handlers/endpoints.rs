@@ -16,10 +16,11 @@ use crate::api::views::{
 use crate::delivery::Doorbells;
 use crate::domain::duration::parse_positive_duration;
 use crate::domain::ids::{SHOWN_PREFIX_CHARS, sha256_hex};
+use crate::domain::lease;
+use crate::domain::scope::normalize_scope;
 use crate::domain::server_key::{
     LONGEST_TOOL_NAME, default_server_key, max_server_key_len, validate_server_key,
 };
-use crate::domain::todo::validate_queue_name;
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::mint::{new_endpoint_credential, new_slug};
 use crate::store::{AgentKind, Endpoint, EndpointActivity, NewEndpoint, StoreError, Taken};
@@ -153,69 +154,32 @@ pub(crate) async fn vend(
     auth: HumanAuth,
     ApiJson(body): ApiJson<VendRequest>,
 ) -> ApiResult<(StatusCode, Json<VendView>)> {
-    crate::domain::names::validate_agent_name(&body.agent)
-        .map_err(|e| ApiError::invalid("agent", e.message))?;
-    let kind = match body.kind.as_deref() {
-        Some(k) => parse_kind(k)?,
-        None => AgentKind::Session,
-    };
-    // Validated before anything is written: the name must keep every tool
-    // name within Claude's limit, the default one included.
-    let server_name = match body.server_name.as_deref() {
-        Some(name) => {
-            validate_server_key(name, LONGEST_TOOL_NAME, "server_name")?;
-            name.to_owned()
-        }
-        None => {
-            let name = default_server_key(&body.agent);
-            validate_server_key(&name, LONGEST_TOOL_NAME, "agent").map_err(|_| {
-                ApiError::invalid(
-                    "agent",
-                    format!(
-                        "is too long for the default server name {name:?} (at most {} \
-                         characters, so that Claude Code's tool names fit in 64): choose a \
-                         shorter agent name, or a server_name",
-                        max_server_key_len(LONGEST_TOOL_NAME)
-                    ),
-                )
-            })?;
-            name
-        }
-    };
-    let queues = body
-        .queues
-        .clone()
-        .unwrap_or_else(|| vec!["inbox".to_owned()]);
-    for q in &queues {
-        validate_queue_name(q, "queues")?;
-    }
     let now = state.store.clock().now();
-    let expires_at = match body.expires_in.as_deref() {
-        None => None,
-        Some(text) => Some(now.saturating_add(parse_positive_duration(text, "expires_in")?)),
-    };
+    let vend = ValidVend::parse(body, now)?;
+    let server_name = vend.server_name.clone();
+    let kind = vend.kind;
     // A slug collision is unlikely but possible: draw again a few times.
     let mut last_err = None;
     for _ in 0..5 {
         let credential = new_endpoint_credential();
         let new = NewEndpoint {
             agent_id: String::new(),
-            slug: new_slug(&body.agent),
+            slug: new_slug(&vend.agent),
             credential_hash: sha256_hex(&credential),
             credential_prefix: credential[..SHOWN_PREFIX_CHARS].to_owned(),
-            queues: queues.clone(),
-            verbs: body.verbs.clone().unwrap_or_default(),
-            expires_at,
-            default_lease_ttl_seconds: body.default_lease_ttl_seconds,
-            server_name: body.server_name.clone(),
+            queues: vend.queues.clone(),
+            verbs: vend.verbs.clone(),
+            expires_at: vend.expires_at,
+            default_lease_ttl_seconds: vend.default_lease_ttl_seconds,
+            server_name: vend.chosen_server_name.clone(),
         };
         match state
             .store
-            .vend_endpoint(&auth.human.id, &body.agent, kind, new)
+            .vend_endpoint(&auth.human.id, &vend.agent, kind, new)
             .await
         {
             Ok((_agent, endpoint, agent_created)) => {
-                let webhook = if body.webhook == Some(true) {
+                let webhook = if vend.webhook {
                     Some(
                         issue_webhook(
                             &state,
@@ -256,6 +220,75 @@ pub(crate) async fn vend(
     Err(last_err
         .map(ApiError::from)
         .unwrap_or_else(ApiError::internal))
+}
+
+/// A vend request with every field checked: nothing is written (not even
+/// the agent a vend creates) until the whole request is known to be good.
+struct ValidVend {
+    agent: String,
+    kind: AgentKind,
+    /// The name MCP clients know the endpoint by (chosen or default).
+    server_name: String,
+    /// The name as asked for; `None` stores the default.
+    chosen_server_name: Option<String>,
+    queues: Vec<String>,
+    verbs: Vec<String>,
+    expires_at: Option<crate::domain::Timestamp>,
+    default_lease_ttl_seconds: Option<i64>,
+    webhook: bool,
+}
+
+impl ValidVend {
+    fn parse(body: VendRequest, now: crate::domain::Timestamp) -> ApiResult<Self> {
+        crate::domain::names::validate_agent_name(&body.agent)
+            .map_err(|e| ApiError::invalid("agent", e.message))?;
+        let kind = match body.kind.as_deref() {
+            Some(k) => parse_kind(k)?,
+            None => AgentKind::Session,
+        };
+        // The name must keep every tool name within Claude's limit, the
+        // default one included.
+        let server_name = match body.server_name.as_deref() {
+            Some(name) => {
+                validate_server_key(name, LONGEST_TOOL_NAME, "server_name")?;
+                name.to_owned()
+            }
+            None => {
+                let name = default_server_key(&body.agent);
+                validate_server_key(&name, LONGEST_TOOL_NAME, "agent").map_err(|_| {
+                    ApiError::invalid(
+                        "agent",
+                        format!(
+                            "is too long for the default server name {name:?} (at most {} \
+                             characters, so that Claude Code's tool names fit in 64): choose a \
+                             shorter agent name, or a server_name",
+                            max_server_key_len(LONGEST_TOOL_NAME)
+                        ),
+                    )
+                })?;
+                name
+            }
+        };
+        let queues = body.queues.unwrap_or_else(|| vec!["inbox".to_owned()]);
+        let (queues, verbs) = normalize_scope(&queues, &body.verbs.unwrap_or_default())?;
+        let expires_at = match body.expires_in.as_deref() {
+            None => None,
+            Some(text) => Some(now.saturating_add(parse_positive_duration(text, "expires_in")?)),
+        };
+        let default_lease_ttl_seconds =
+            lease::validate_endpoint_default(body.default_lease_ttl_seconds)?;
+        Ok(Self {
+            agent: body.agent,
+            kind,
+            server_name,
+            chosen_server_name: body.server_name,
+            queues,
+            verbs,
+            expires_at,
+            default_lease_ttl_seconds,
+            webhook: body.webhook == Some(true),
+        })
+    }
 }
 
 /// One endpoint by slug or id.

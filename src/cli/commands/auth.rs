@@ -13,10 +13,17 @@ use crate::cli::prompt;
 
 #[derive(Debug, Args)]
 pub struct LoginArgs {
-    /// The server, e.g. http://127.0.0.1:8080.
+    /// The server, e.g. https://switchboard.example.com or http://127.0.0.1:8080.
     pub url: String,
 
-    /// Human API token, sbh_… (else SWITCHBOARD_TOKEN, else a prompt).
+    /// Read the token from standard input (one line, trimmed), e.g.
+    /// `switchboard login URL --with-token < token-file`. Wins over
+    /// SWITCHBOARD_TOKEN.
+    #[arg(long)]
+    pub with_token: bool,
+
+    /// Human API token, sbh_… (else SWITCHBOARD_TOKEN, else a prompt). A flag
+    /// shows in `ps` and shell history: prefer --with-token or the prompt.
     #[arg(long, env = "SWITCHBOARD_TOKEN", hide_env_values = true)]
     pub token: Option<Secret>,
 
@@ -36,13 +43,27 @@ pub struct LogoutArgs {
 pub(crate) async fn login(args: LoginArgs) -> anyhow::Result<()> {
     let url = parse_server_url(&args.url)?;
     let token = match args.token {
+        _ if args.with_token => {
+            let line =
+                prompt::read_stdin_line().context("reading the token from standard input")?;
+            if line.is_empty() {
+                return Err(UsageError(
+                    "--with-token: standard input is empty; pipe the token in, e.g. \
+                     `switchboard login URL --with-token < token-file`"
+                        .into(),
+                )
+                .into());
+            }
+            Secret::new(line)
+        }
         Some(token) => token,
         None if prompt::stdin_is_terminal() => {
             Secret::new(prompt::read_secret("API token (sbh_…): ").context("reading the token")?)
         }
         None => {
             return Err(UsageError(
-                "no token: pass --token, set SWITCHBOARD_TOKEN, or run in a terminal to be asked"
+                "no token: pass --with-token and the token on standard input, set \
+                 SWITCHBOARD_TOKEN, or run in a terminal to be asked"
                     .into(),
             )
             .into());

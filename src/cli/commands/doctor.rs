@@ -131,7 +131,8 @@ async fn examine(args: &DoctorArgs) -> Vec<Finding> {
             findings.push(Finding::problem(
                 "login",
                 format!("{e:#}"),
-                "run `switchboard login URL` with the sbh_ token the server printed on its first start",
+                "run `switchboard login URL` with the first start's sbh_ token (its banner, or the \
+                 <database>.bootstrap-token file whose path the server logged)",
             ));
             return findings;
         }

@@ -169,6 +169,15 @@ impl EndpointStore for SqlStore {
         kind: AgentKind,
         mut new: NewEndpoint,
     ) -> StoreResult<(Agent, Endpoint, bool)> {
+        // Everything create_endpoint would refuse is refused before the
+        // agent is created: a refused vend writes nothing.
+        normalize_scope(&new.queues, &new.verbs)?;
+        lease::validate_endpoint_default(new.default_lease_ttl_seconds)?;
+        if let Some(expires_at) = new.expires_at
+            && expires_at <= self.now()
+        {
+            return Err(Invalid::new("expires_at", "must be in the future").into());
+        }
         let (agent, agent_created) = match self.get_agent(human_id, agent_name).await {
             Ok(agent) => (agent, false),
             Err(StoreError::NotFound) => {

@@ -2,4 +2,5 @@
 
 mod log_secrecy;
 mod operator;
+mod refusals;
 mod security;

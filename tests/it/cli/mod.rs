@@ -4,6 +4,7 @@
 //! or writes the real home.
 
 mod shift;
+mod tls;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -96,6 +97,29 @@ impl Client {
     fn login(&self, server: &Server) {
         self.ok(&["login", &server.url, "--token", &server.first_token]);
     }
+
+    /// Runs `switchboard ARGS` with `input` on its standard input.
+    fn run_with_stdin(&self, args: &[&str], input: &str) -> Output {
+        use std::io::Write;
+        let mut child = Command::new(BIN)
+            .current_dir(&self.dir)
+            .args(args)
+            .env("SWITCHBOARD_CONFIG_DIR", &self.config_dir)
+            .env_remove("SWITCHBOARD_URL")
+            .env_remove("SWITCHBOARD_TOKEN")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run switchboard");
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
+        child.wait_with_output().unwrap()
+    }
 }
 
 fn stderr(out: &Output) -> String {
@@ -147,9 +171,19 @@ fn login_vend_push_list_revoke_and_the_todo_is_a_dead_letter() {
     assert_eq!(list["endpoints"][0]["slug"], slug.as_str());
     assert!(!list.to_string().contains(&token));
     let table = cli.ok(&["endpoint", "list"]);
-    assert!(table.starts_with("SLUG"), "{table}");
+    assert!(table.starts_with("SLUG\t"), "{table}");
     assert!(table.contains(&slug), "{table}");
     assert!(!table.contains("sbk_"), "{table}");
+    // stdout is a pipe: tab-separated, every row as many cells as the
+    // header, and no padding around any cell.
+    let rows: Vec<Vec<&str>> = table.lines().map(|l| l.split('\t').collect()).collect();
+    assert_eq!(rows.len(), 2, "{table}");
+    assert_eq!(rows[0].len(), rows[1].len(), "{table}");
+    assert!(rows[1].contains(&slug.as_str()), "{table}");
+    assert!(
+        rows.iter().flatten().all(|cell| cell.trim() == *cell),
+        "{table:?}"
+    );
 
     let pushed = cli.json(&[
         "todo",
@@ -217,6 +251,46 @@ fn the_credentials_file_is_private_and_logout_removes_it() {
     let out = cli.run(&["agent", "list"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains("not logged in"), "{}", stderr(&out));
+}
+
+#[test]
+fn login_with_token_reads_stdin() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let cli = Client::new(dir.path());
+    // One line, surrounding whitespace trimmed, as from `< token-file`.
+    let out = cli.run_with_stdin(
+        &["login", &server.url, "--with-token"],
+        &format!("  {}  \n", server.first_token),
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("as admin"), "{stdout}");
+    assert!(!stdout.contains(&server.first_token), "{stdout}");
+    assert!(cli.credentials_file().exists());
+    let me = cli.json(&["status"]);
+    assert_eq!(me["me"]["name"], "admin", "{me}");
+
+    // Nothing on stdin: a usage error that says how, and nothing saved.
+    let other = Client::new(&dir.path().join("other"));
+    std::fs::create_dir_all(&other.dir).unwrap();
+    let out = other.run_with_stdin(&["login", &server.url, "--with-token"], "");
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--with-token"), "{}", stderr(&out));
+    assert!(!other.credentials_file().exists());
+}
+
+#[test]
+fn completions_for_every_shell() {
+    let dir = tempfile::tempdir().unwrap();
+    let cli = Client::new(dir.path());
+    for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
+        let script = cli.ok(&["completions", shell]);
+        assert!(script.contains("switchboard"), "{shell}: {script}");
+        assert!(script.contains("vend"), "{shell} completes subcommands");
+    }
+    let out = cli.run(&["completions", "tcsh"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
 }
 
 #[test]

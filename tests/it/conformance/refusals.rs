@@ -209,7 +209,69 @@ async fn human_verbs_in_the_wrong_state_conflict(store: &dyn Store, _ts: &TestSt
     }
 }
 
+/// A vend the store refuses creates nothing: not the endpoint, and not the
+/// agent it would have created on the way.
+async fn a_refused_vend_creates_no_agent(store: &dyn Store, _ts: &TestStore) {
+    let f = fixture(store, "ada").await;
+    let template = crate::support::new_endpoint(&f.agent, &["inbox"]);
+    let bad: Vec<(&str, NewEndpoint)> = vec![
+        (
+            "queues",
+            NewEndpoint {
+                queues: vec![],
+                ..template.clone()
+            },
+        ),
+        (
+            "queues",
+            NewEndpoint {
+                queues: (0..5000).map(|i| format!("q{i}")).collect(),
+                ..template.clone()
+            },
+        ),
+        (
+            "verbs",
+            NewEndpoint {
+                verbs: vec!["rm".into()],
+                ..template.clone()
+            },
+        ),
+        (
+            "default_lease_ttl_seconds",
+            NewEndpoint {
+                default_lease_ttl_seconds: Some(59),
+                ..template.clone()
+            },
+        ),
+        (
+            "expires_at",
+            NewEndpoint {
+                expires_at: Some(store.clock().now()),
+                ..template.clone()
+            },
+        ),
+    ];
+    for (i, (field, new)) in bad.into_iter().enumerate() {
+        let name = format!("fresh{i}");
+        match store
+            .vend_endpoint(&f.human.id, &name, AgentKind::Session, new)
+            .await
+        {
+            Err(StoreError::InvalidArgument(invalid)) => assert_eq!(invalid.field, field),
+            other => panic!("{field}: {other:?}"),
+        }
+        assert!(
+            matches!(
+                store.get_agent(&f.human.id, &name).await,
+                Err(StoreError::NotFound)
+            ),
+            "{field}: the refused vend created the agent {name}"
+        );
+    }
+}
+
 exercise_on_both_backends!(
+    a_refused_vend_creates_no_agent,
     holder_verbs_on_a_pending_todo_conflict,
     holder_verbs_on_a_done_todo_conflict,
     holder_verbs_on_a_failed_todo_conflict,

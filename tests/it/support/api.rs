@@ -1,6 +1,6 @@
 //! Shared by the REST API's end-to-end tests: a server on a SQLite file in a
 //! temp dir, either the real `switchboard serve` binary (its stderr collected
-//! line by line, the first-start token read from its banner) or, for tests
+//! line by line, the first-start token read from its 0600 file) or, for tests
 //! that only need HTTP, the server in process; an HTTP helper that keeps raw bodies for
 //! byte-for-byte comparison, a second human made through the local admin
 //! commands, and the store opened in-process for what only an agent can do
@@ -28,8 +28,8 @@ pub struct Server {
     running: Running,
     pub addr: String,
     pub database: PathBuf,
-    /// The `sbh_` token of the first human (`admin`): the first-start
-    /// banner's, or the one made before the in-process server started.
+    /// The `sbh_` token of the first human (`admin`): from the first start's
+    /// token file, or the one made before the in-process server started.
     pub first_token: String,
     http: reqwest::Client,
 }
@@ -71,7 +71,7 @@ impl Server {
         let process = Process::spawn(command);
         let first_token = process
             .first_token()
-            .expect("the first start prints an sbh_ token on stderr");
+            .expect("the first start writes an sbh_ token to its file");
         Server {
             addr: process.addr.clone(),
             running: Running::Process(process),
@@ -83,6 +83,14 @@ impl Server {
 
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{}", self.addr, path)
+    }
+
+    /// Whether the server logged the path of its first-start token file.
+    pub fn token_file_logged(&self) -> bool {
+        match &self.running {
+            Running::Process(process) => process.bootstrap_token_file().is_some(),
+            Running::InProcess(_) => false,
+        }
     }
 
     /// Everything the server wrote on stderr so far.

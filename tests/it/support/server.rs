@@ -8,7 +8,7 @@
 //! - [`Process`]: the real binary, `switchboard serve --listen 127.0.0.1:0`,
 //!   its stderr captured line by line and the port read once from the
 //!   "switchboard is serving" line, for what needs a process: signals, the
-//!   SQLite server lock, exit codes, the first-start banner, the logs.
+//!   SQLite server lock, exit codes, the first-start token file, the logs.
 //!
 //! [`BIN`] is the binary itself, for the CLI runs that are not a server.
 
@@ -46,6 +46,8 @@ pub fn serve_command(dir: &Path) -> Command {
         .env_remove("SWITCHBOARD_METRICS_TOKEN")
         .env_remove("SWITCHBOARD_ALLOWED_HOSTS")
         .env_remove("SWITCHBOARD_TRUSTED_PROXIES")
+        .env_remove("SWITCHBOARD_BOOTSTRAP_TOKEN")
+        .env_remove("SWITCHBOARD_BOOTSTRAP_TOKEN_FILE")
         .env_remove("RUST_LOG")
         .env("SWITCHBOARD_LOG", "info");
     command
@@ -126,14 +128,31 @@ impl Process {
         self.log.lock().unwrap().join("\n")
     }
 
-    /// The `sbh_` token of the first-start banner, which the server prints on
-    /// stderr before the "serving" line (so it is in the log by now).
+    /// The first start's `sbh_` token, from the 0600 file whose path the
+    /// server logs before the "serving" line (stderr is a pipe here, so no
+    /// banner), or else from a banner.
     pub fn first_token(&self) -> Option<String> {
+        if let Some(path) = self.bootstrap_token_file() {
+            let text = std::fs::read_to_string(&path).expect("read the bootstrap token file");
+            return Some(text.trim().to_owned());
+        }
         self.log
             .lock()
             .unwrap()
             .iter()
             .find_map(|line| find_token(line, "sbh_"))
+    }
+
+    /// The path of the first start's token file, as logged (`token_file=` in
+    /// text logs, `"token_file":"…"` in JSON ones).
+    pub fn bootstrap_token_file(&self) -> Option<PathBuf> {
+        self.log.lock().unwrap().iter().find_map(|line| {
+            let (_, rest) = line
+                .split_once("\"token_file\":\"")
+                .or_else(|| line.split_once("token_file="))?;
+            let end = rest.find(['"', ' ']).unwrap_or(rest.len());
+            Some(PathBuf::from(&rest[..end]))
+        })
     }
 
     /// `kill -NAME pid`.
@@ -237,6 +256,7 @@ impl InProcess {
             unanswered_after: switchboard::delivery::hub::DEFAULT_UNANSWERED_AFTER,
             allowed_hosts: Vec::new(),
             trusted_proxies: Vec::new(),
+            bootstrap: switchboard::server::BootstrapConfig::default(),
         }
     }
 
