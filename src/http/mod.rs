@@ -6,5 +6,6 @@
 //! It sits below the surfaces (`api`, `mcp`, `intake`, `metrics`) so that
 //! they need not import one another.
 
+pub mod connections;
 pub mod error;
 pub mod ratelimit;

@@ -1,17 +1,21 @@
 //! `switchboard serve`: wiring from configuration to a running server.
 //!
 //! config → (SQLite: server lock) → store → migrations → listener → router →
-//! background loops; then serve until a shutdown signal, stop the loops, let
-//! in-flight requests finish within a grace period, and return.
+//! background loops; then serve (`listen`: bounded connections) until a
+//! shutdown signal; then refuse new connections, end every notification
+//! stream, let in-flight requests finish within a grace period, stop the
+//! loops, and return.
 
 mod bootstrap;
 mod clock_sync;
 mod health;
+pub mod listen;
 pub mod maintenance;
 pub mod shutdown;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::{Context, bail};
@@ -19,7 +23,8 @@ use axum::Router;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-pub use health::HealthState;
+pub use health::{HealthState, NotReady};
+pub use listen::ServeLimits;
 pub use maintenance::MaintenanceConfig;
 
 use crate::api::{ApiContext, ApiRates, ApiState};
@@ -29,6 +34,7 @@ use crate::clock::{OffsetClock, SharedClock};
 use crate::delivery::sessions::SessionRegistry;
 use crate::delivery::sweep::SweepConfig;
 use crate::delivery::{Delivery, Doorbells};
+use crate::http::connections::ConnectionStats;
 use crate::http::ratelimit::RateLimiter;
 use crate::intake::IntakeState;
 use crate::mcp::{McpConfig, McpContext, McpState};
@@ -58,6 +64,8 @@ pub struct ServerConfig {
     /// A session that makes no request this long after each of 3 doorbells
     /// in a row is deaf (`unanswered`).
     pub unanswered_after: Duration,
+    /// Header, body and idle timeouts and the connection cap.
+    pub limits: ServeLimits,
 }
 
 /// Every surface with its own state; only the server sees them all.
@@ -151,19 +159,24 @@ pub async fn serve_on(
             (bus, Some(stats), loops)
         }
     };
-    let sessions = Arc::new(SessionRegistry::new());
+    let sessions = Arc::new(SessionRegistry::with_max_per_endpoint(
+        config.mcp.max_sessions_per_endpoint,
+    ));
     let doorbells =
         Arc::new(Doorbells::new(sessions.clone()).with_unanswered_after(config.unanswered_after));
     let delivery = Arc::new(Delivery::new(store.clone(), doorbells.clone(), bus.clone()));
     let mut mcp_config = config.mcp.clone();
     mcp_config.loopback_guard = local.ip().is_loopback();
-    let mcp = Arc::new(McpContext::new(mcp_config, sessions));
-    let metrics = Arc::new(Metrics::new(
+    let mcp = Arc::new(McpContext::new(mcp_config, sessions.clone()));
+    let connection_stats = Arc::new(ConnectionStats::new());
+    let mut metrics = Metrics::new(
         &doorbells,
         &instance,
         bus_stats.clone(),
         config.metrics_token.as_deref(),
-    ));
+    );
+    metrics.register_connections(&connection_stats);
+    let metrics = Arc::new(metrics);
     if !metrics.is_protected() {
         tracing::info!("/metrics is open (no scrape token): keep it on a private network");
     }
@@ -207,11 +220,13 @@ pub async fn serve_on(
         %instance,
         "switchboard is serving"
     );
+    let draining = Arc::new(AtomicBool::new(false));
     let app = router(Surfaces {
         health: HealthState {
             store: store.clone(),
             instance: instance.clone(),
             bus: bus_stats,
+            draining: draining.clone(),
         },
         api: ApiState {
             store: store.clone(),
@@ -234,27 +249,26 @@ pub async fn serve_on(
             delivery,
         },
     });
-    let (signalled_tx, mut signalled_rx) = watch::channel(false);
-    // The peer address is what intake rate-limits by (never a forwarding header).
-    let app = app.into_make_service_with_connect_info::<SocketAddr>();
-    let server = axum::serve(listener, app).with_graceful_shutdown(async move {
-        shutdown.await;
-        let _ = signalled_tx.send(true);
-    });
-    let mut server = std::pin::pin!(server.into_future());
-
-    tokio::select! {
-        result = &mut server => result.context("the HTTP server failed")?,
-        _ = maintenance::stopped(&mut signalled_rx) => {
-            tracing::info!("shutdown requested; finishing in-flight requests");
-            match tokio::time::timeout(config.shutdown_grace, &mut server).await {
-                Ok(result) => result.context("the HTTP server failed")?,
-                Err(_) => tracing::warn!(
-                    grace = ?config.shutdown_grace,
-                    "in-flight requests did not finish within the grace period; closing"
-                ),
-            }
-        }
+    // The peer address (`ConnectInfo`) is what intake rate-limits by, never
+    // a forwarding header; `listen` puts it on every request.
+    let open = listen::accept_until(
+        listener,
+        app,
+        config.limits.clone(),
+        connection_stats,
+        shutdown,
+    )
+    .await;
+    tracing::info!("shutdown requested; finishing in-flight requests");
+    draining.store(true, Ordering::SeqCst);
+    // Streams never end by themselves: end them now, cleanly, so that their
+    // clients reconnect (elsewhere) and the drain is not held for the grace.
+    sessions.shut_down();
+    if !open.finish(config.shutdown_grace).await {
+        tracing::warn!(
+            grace = ?config.shutdown_grace,
+            "in-flight requests did not finish within the grace period; closing"
+        );
     }
 
     let _ = stop_tx.send(true);

@@ -153,7 +153,8 @@ impl Default for StoreOptions {
     fn default() -> Self {
         Self {
             max_connections: 24,
-            acquire_timeout: Duration::from_secs(5),
+            // Under the 1 s a request may take to say `unavailable` (`09`).
+            acquire_timeout: Duration::from_millis(750),
         }
     }
 }

@@ -233,6 +233,7 @@ impl InProcess {
             metrics_token: None,
             bus: Default::default(),
             unanswered_after: switchboard::delivery::hub::DEFAULT_UNANSWERED_AFTER,
+            limits: Default::default(),
         }
     }
 
