@@ -197,6 +197,8 @@ pub async fn serve_on(
         metrics.clone(),
         stop_rx.clone(),
     );
+    // PostgreSQL: answer `unavailable` at once while the database is down.
+    let circuit_probe = sql_store.start_circuit_probe(stop_rx.clone());
     let bus_listener = tokio::spawn(crate::delivery::listener::run(
         delivery.clone(),
         bus.subscribe(),
@@ -206,6 +208,7 @@ pub async fn serve_on(
         .into_iter()
         .chain(bus_loops)
         .chain([bus_listener, clock_loop])
+        .chain(circuit_probe)
         .collect();
 
     let public_url = config
