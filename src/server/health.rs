@@ -112,3 +112,22 @@ async fn readyz(State(state): State<HealthState>) -> impl IntoResponse {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reasons_come_from_the_error_variant() {
+        let unreachable = StoreError::unavailable("connection refused");
+        assert_eq!(NotReady::of(&unreachable).as_str(), "database_unreachable");
+        let old = StoreError::SchemaMismatch {
+            found: 1,
+            expected: 5,
+        };
+        assert_eq!(NotReady::of(&old).as_str(), "schema_not_current");
+        let other = StoreError::internal("a bug");
+        assert_eq!(NotReady::of(&other).as_str(), "database_error");
+        assert_eq!(NotReady::ShuttingDown.as_str(), "shutting_down");
+    }
+}

@@ -585,3 +585,46 @@ async fn on_sqlite_a_claim_held_by_a_killed_server_is_claimable_again_after_its_
     let done = mcp.call_ok(&session, "complete", json!({"id": id})).await;
     assert_eq!(done["state"], "done", "{done}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_kept_alive_connection_is_closed_but_an_open_stream_is_not() {
+    let s = serve(None, &["--sse-keepalive", "300ms", "--idle-timeout", "1s"]);
+    let (slug, token) = s.vend("quiet").await;
+    let mcp = s.mcp(&slug, &token);
+    let session = mcp.initialize().await;
+    let mut stream = mcp.open_stream(&session).await;
+
+    let mut idle = kept_alive(&s.process.addr).await;
+    let started = Instant::now();
+    let mut buf = [0u8; 64];
+    let read = tokio::time::timeout(Duration::from_secs(5), idle.read(&mut buf))
+        .await
+        .expect("closed within 5 s");
+    let closed_after = started.elapsed();
+    assert!(
+        matches!(read, Ok(0) | Err(_)),
+        "closed, not answered: {read:?}"
+    );
+    assert!(
+        closed_after >= Duration::from_millis(900) && closed_after < Duration::from_secs(3),
+        "closed after {closed_after:?} (idle timeout 1 s)"
+    );
+    let idle_closed = "switchboard_http_connections_closed_total{reason=\"idle_timeout\"}";
+    assert!(s.metric(idle_closed).await >= 1.0);
+
+    // The stream, quiet but for its keep-alive comments, is in flight: it
+    // outlives the idle timeout.
+    let watched = Instant::now();
+    while watched.elapsed() < Duration::from_millis(2_500) {
+        let chunk = tokio::time::timeout(Duration::from_secs(2), stream.chunk()).await;
+        assert!(
+            matches!(chunk, Ok(Ok(Some(_)))),
+            "the stream ended after {:?}: {chunk:?}",
+            watched.elapsed()
+        );
+    }
+    assert_eq!(
+        mcp.rpc(&session, 2, "tools/list", json!({})).await.status,
+        200
+    );
+}
