@@ -628,3 +628,46 @@ async fn an_idle_kept_alive_connection_is_closed_but_an_open_stream_is_not() {
         200
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_in_flight_at_sigterm_finishes_before_the_exit() {
+    let mut s = serve(None, &[]);
+    let body = br#"{"agent": "late-but-answered"}"#;
+    let mut stream = TcpStream::connect(&s.process.addr).await.unwrap();
+    let head = format!(
+        "POST /api/v1/endpoints HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {}\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        s.admin,
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    stream.write_all(&body[..10]).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    let signalled = Instant::now();
+    s.process.signal("TERM");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // New connections are refused meanwhile.
+    let refused =
+        tokio::time::timeout(Duration::from_secs(1), TcpStream::connect(&s.process.addr)).await;
+    assert!(
+        !matches!(refused, Ok(Ok(_))),
+        "a new connection was accepted during the drain"
+    );
+    stream.write_all(&body[10..]).await.unwrap();
+    let mut answer = Vec::new();
+    tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut answer))
+        .await
+        .expect("answered and closed")
+        .unwrap();
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 201"), "{answer}");
+    let status = s.process.wait_exit(Duration::from_secs(5));
+    assert!(status.success(), "{status:?}");
+    let exited = signalled.elapsed();
+    assert!(
+        exited < Duration::from_millis(1_500),
+        "exited after {exited:?}"
+    );
+    assert!(!s.process.log_text().contains("did not finish"));
+}
