@@ -76,8 +76,10 @@ const FD_RESERVE: u64 = 128;
 impl ServeLimits {
     /// `max_connections`, but never more than the open-file soft limit minus
     /// [`FD_RESERVE`]: at that limit `accept` fails and every client waits.
+    /// The soft limit is raised first, as far as the hard limit allows, to
+    /// fit `max_connections` (as Go and nginx's `worker_rlimit_nofile` do).
     pub fn effective_max_connections(&self) -> usize {
-        let soft = open_file_soft_limit();
+        let soft = raise_open_file_limit(self.max_connections as u64 + FD_RESERVE);
         let ceiling = soft.map(|s| s.saturating_sub(FD_RESERVE).max(16) as usize);
         match ceiling {
             Some(ceiling) if ceiling < self.max_connections => {
@@ -95,13 +97,33 @@ impl ServeLimits {
     }
 }
 
+/// Raises the open-file soft limit towards `wanted` (never above the hard
+/// limit, never down); returns the soft limit now in force (`None`: unlimited
+/// or unknown).
 #[cfg(unix)]
-fn open_file_soft_limit() -> Option<u64> {
-    rustix::process::getrlimit(rustix::process::Resource::Nofile).current
+fn raise_open_file_limit(wanted: u64) -> Option<u64> {
+    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+    let limit = getrlimit(Resource::Nofile);
+    let soft = limit.current?;
+    let target = limit.maximum.map_or(wanted, |hard| wanted.min(hard));
+    if target <= soft {
+        return Some(soft);
+    }
+    let raised = Rlimit {
+        current: Some(target),
+        maximum: limit.maximum,
+    };
+    match setrlimit(Resource::Nofile, raised) {
+        Ok(()) => Some(target),
+        Err(e) => {
+            tracing::debug!(error = %e, "cannot raise the open-file limit");
+            Some(soft)
+        }
+    }
 }
 
 #[cfg(not(unix))]
-fn open_file_soft_limit() -> Option<u64> {
+fn raise_open_file_limit(_wanted: u64) -> Option<u64> {
     None
 }
 
