@@ -20,14 +20,18 @@ pub enum CloseReason {
     IdleTimeout,
     /// An idle connection closed to make room for a new one at `--max-connections`.
     EvictedAtCap,
+    /// A request in flight moved no byte either way for `--idle-timeout`
+    /// (a client that stopped reading its answer; streams write keep-alives).
+    Stalled,
 }
 
 impl CloseReason {
-    pub const ALL: [CloseReason; 4] = [
+    pub const ALL: [CloseReason; 5] = [
         Self::HeaderTimeout,
         Self::BodyTimeout,
         Self::IdleTimeout,
         Self::EvictedAtCap,
+        Self::Stalled,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -36,6 +40,7 @@ impl CloseReason {
             Self::BodyTimeout => "body_timeout",
             Self::IdleTimeout => "idle_timeout",
             Self::EvictedAtCap => "evicted_at_cap",
+            Self::Stalled => "stalled",
         }
     }
 }

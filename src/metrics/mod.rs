@@ -401,7 +401,7 @@ impl Metrics {
         self.registry.register(
             "http_connections_closed",
             "HTTP connections the server closed, by reason (header_timeout, body_timeout, \
-             idle_timeout, evicted_at_cap)",
+             idle_timeout, evicted_at_cap, stalled)",
             stats.closed.clone(),
         );
         self.registry.register(

@@ -5,8 +5,10 @@
 //!   its last (a client dripping a head is cut);
 //! - a **body-read timeout**: from the head to the body's last byte (408,
 //!   then the connection closes);
-//! - an **idle timeout**: a kept-alive connection with nothing in flight
-//!   and no bytes either way is closed;
+//! - an **idle timeout**: a connection that moves no byte either way is
+//!   closed, kept alive with nothing in flight (`idle_timeout`) or with a
+//!   request whose client stopped reading (`stalled`; a stream writes
+//!   keep-alive comments, so an open stream is never stalled);
 //! - a **connection cap**: at the cap the next connection waits in the
 //!   listen backlog, and one idle kept-alive connection is closed to make
 //!   room for it (`docs/decisions.md`, "Connection cap").
@@ -375,9 +377,11 @@ async fn watchdog(activity: &Activity, stopping: bool) -> Option<CloseReason> {
         let now = shared.now_ms();
         let in_flight = activity.in_flight.load(Ordering::SeqCst);
         let head_started = activity.head_started.load(Ordering::SeqCst);
+        let idle_until =
+            activity.last_io.load(Ordering::Relaxed) + limits.idle_timeout.as_millis() as u64;
         let due = if in_flight > 0 {
-            // Busy: the body deadline and the handler bound it; look again later.
-            None
+            // Busy, but moving: a stream writes keep-alives, a body arrives.
+            Some((idle_until, CloseReason::Stalled))
         } else if head_started != 0 {
             if stopping {
                 return None;
@@ -387,10 +391,7 @@ async fn watchdog(activity: &Activity, stopping: bool) -> Option<CloseReason> {
                 CloseReason::HeaderTimeout,
             ))
         } else {
-            Some((
-                activity.last_io.load(Ordering::Relaxed) + limits.idle_timeout.as_millis() as u64,
-                CloseReason::IdleTimeout,
-            ))
+            Some((idle_until, CloseReason::IdleTimeout))
         };
         let wait = match due {
             Some((at, reason)) if at <= now => return Some(reason),

@@ -671,3 +671,40 @@ async fn a_request_in_flight_at_sigterm_finishes_before_the_exit() {
     );
     assert!(!s.process.log_text().contains("did not finish"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_that_moves_no_byte_for_the_idle_timeout_is_closed_as_stalled() {
+    let s = serve(
+        None,
+        &[
+            "--sse-keepalive",
+            "300ms",
+            "--idle-timeout",
+            "1s",
+            "--body-read-timeout",
+            "30s",
+        ],
+    );
+    // A head that promises a body, then silence: in flight, moving nothing.
+    let head = format!(
+        "POST /api/v1/endpoints HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {}\r\n\
+         Content-Type: application/json\r\nContent-Length: 100\r\n\r\n",
+        s.admin
+    );
+    let mut stream = TcpStream::connect(&s.process.addr).await.unwrap();
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let started = Instant::now();
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut answer))
+        .await
+        .expect("closed within 10 s");
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_millis(900) && took < Duration::from_secs(4),
+        "closed after {took:?}: {read:?}"
+    );
+    let stalled = "switchboard_http_connections_closed_total{reason=\"stalled\"}";
+    assert_eq!(s.metric(stalled).await, 1.0);
+    let agents = s.get("/api/v1/agents").await;
+    assert_eq!(agents.body["agents"].as_array().map(Vec::len), Some(0));
+}
