@@ -5,7 +5,9 @@
 //! One probe task per store watches the database over a connection of its
 //! own (never the pool: a pool exhausted by load is not a database that is
 //! down, and must not open the circuit). While the circuit is closed it runs
-//! `SELECT 1` every [`HEALTHY_PERIOD`]; the first failure opens the circuit;
+//! `SELECT 1` every [`HEALTHY_PERIOD`]; a refused or lost connection opens
+//! the circuit, and so do two probes in a row without an answer within the
+//! acquire timeout (one slow answer on a loaded host is not an outage);
 //! while open it reconnects every [`DOWN_PERIOD`], and the first success
 //! closes it again. Recovery needs no restart and no request.
 //!
@@ -18,7 +20,7 @@ use std::time::Duration;
 use sqlx::{AnyConnection, AnyPool, Connection};
 use tokio::sync::watch;
 
-use super::error::StoreError;
+use super::error::{StoreError, is_unavailable};
 
 /// The probe's period while the database answers.
 pub const HEALTHY_PERIOD: Duration = Duration::from_millis(500);
@@ -85,10 +87,25 @@ impl Circuit {
         let circuit = self.clone();
         tokio::spawn(async move {
             let mut connection: Option<AnyConnection> = None;
+            let mut slow_in_a_row = 0;
             loop {
-                let healthy = probe(&mut connection, &url, timeout).await;
-                circuit.set_open(!healthy, &pool);
-                let period = if healthy { HEALTHY_PERIOD } else { DOWN_PERIOD };
+                let outcome = probe(&mut connection, &url, timeout).await;
+                slow_in_a_row = if outcome == Probe::Slow {
+                    slow_in_a_row + 1
+                } else {
+                    0
+                };
+                // A refused or lost connection is an outage at once; a probe
+                // that is only slow (a loaded host, a slow database) must be
+                // slow twice in a row, so that load alone does not turn every
+                // request into a 503.
+                let down = match outcome {
+                    Probe::Healthy => false,
+                    Probe::Down => true,
+                    Probe::Slow => slow_in_a_row >= SLOW_PROBES_TO_OPEN || circuit.is_open(),
+                };
+                circuit.set_open(down, &pool);
+                let period = if down { DOWN_PERIOD } else { HEALTHY_PERIOD };
                 tokio::select! {
                     _ = tokio::time::sleep(period) => {}
                     changed = stop.changed() => {
@@ -115,9 +132,21 @@ fn close_idle_connections(pool: &AnyPool) -> usize {
     idle.len()
 }
 
+/// Slow probes in a row that open the circuit.
+const SLOW_PROBES_TO_OPEN: u32 = 2;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Probe {
+    Healthy,
+    /// The database refused or lost the connection (`is_unavailable`).
+    Down,
+    /// No answer within the timeout.
+    Slow,
+}
+
 /// One `SELECT 1` within `timeout`, connecting first if needed; a
 /// connection that failed is dropped so that the next probe reconnects.
-async fn probe(connection: &mut Option<AnyConnection>, url: &str, timeout: Duration) -> bool {
+async fn probe(connection: &mut Option<AnyConnection>, url: &str, timeout: Duration) -> Probe {
     let attempt = async {
         if connection.is_none() {
             *connection = Some(AnyConnection::connect(url).await?);
@@ -128,16 +157,22 @@ async fn probe(connection: &mut Option<AnyConnection>, url: &str, timeout: Durat
         sqlx::query("SELECT 1").execute(conn).await.map(|_| ())
     };
     match tokio::time::timeout(timeout, attempt).await {
-        Ok(Ok(())) => true,
+        Ok(Ok(())) => Probe::Healthy,
         Ok(Err(e)) => {
-            tracing::debug!(error = %e, "database probe failed");
             *connection = None;
-            false
+            if is_unavailable(&e) {
+                tracing::debug!(error = %e, "database probe failed");
+                Probe::Down
+            } else {
+                // Not an outage (the circuit is about reachability only).
+                tracing::warn!(error = %e, "database probe answered an unexpected error");
+                Probe::Healthy
+            }
         }
         Err(_) => {
             tracing::debug!(?timeout, "database probe timed out");
             *connection = None;
-            false
+            Probe::Slow
         }
     }
 }
