@@ -144,9 +144,20 @@ enum Probe {
     Slow,
 }
 
+/// One probe. When the probe's own connection fails, a fresh one is tried
+/// at once: a database restarted between two probes leaves that connection
+/// dead although the database is back, which must not open the circuit.
+async fn probe(connection: &mut Option<AnyConnection>, url: &str, timeout: Duration) -> Probe {
+    let reused = connection.is_some();
+    match probe_once(connection, url, timeout).await {
+        Probe::Down if reused => probe_once(connection, url, timeout).await,
+        outcome => outcome,
+    }
+}
+
 /// One `SELECT 1` within `timeout`, connecting first if needed; a
 /// connection that failed is dropped so that the next probe reconnects.
-async fn probe(connection: &mut Option<AnyConnection>, url: &str, timeout: Duration) -> Probe {
+async fn probe_once(connection: &mut Option<AnyConnection>, url: &str, timeout: Duration) -> Probe {
     let attempt = async {
         if connection.is_none() {
             *connection = Some(AnyConnection::connect(url).await?);
