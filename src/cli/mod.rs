@@ -27,7 +27,7 @@ use crate::http::cidr::Cidr;
 use crate::http::ratelimit::Rate;
 use crate::mcp::McpConfig;
 use crate::server::{
-    self, BootstrapConfig, BootstrapToken, MaintenanceConfig, Reveal, ServerConfig,
+    self, BootstrapConfig, BootstrapToken, MaintenanceConfig, Reveal, ServeLimits, ServerConfig,
 };
 use crate::store::migrate::latest_version;
 use crate::store::{DatabaseLocation, SqlStore, StoreOptions};
@@ -66,7 +66,7 @@ pub enum LogFormat {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the server (SQLite ./switchboard.db on 127.0.0.1:8080 unless told otherwise).
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Apply schema migrations and exit.
     Migrate(MigrateArgs),
     /// Print the version and the schema version this binary expects.
@@ -212,6 +212,34 @@ pub struct ServeArgs {
     #[arg(long, env = "SWITCHBOARD_DB_MAX_CONNECTIONS", default_value_t = 24)]
     pub db_max_connections: u32,
 
+    /// How long a request waits for a database connection before it answers
+    /// 503 `unavailable`.
+    #[arg(long, env = "SWITCHBOARD_DB_ACQUIRE_TIMEOUT", default_value = "750ms")]
+    pub db_acquire_timeout: String,
+
+    /// A request head must arrive in full this long after its first byte.
+    #[arg(long, env = "SWITCHBOARD_HEADER_READ_TIMEOUT", default_value = "30s")]
+    pub header_read_timeout: String,
+
+    /// A request body must arrive in full this long after its head (else 408).
+    #[arg(long, env = "SWITCHBOARD_BODY_READ_TIMEOUT", default_value = "30s")]
+    pub body_read_timeout: String,
+
+    /// A kept-alive connection with nothing in flight and no bytes either way
+    /// this long is closed. Longer than --sse-keepalive.
+    #[arg(long, env = "SWITCHBOARD_IDLE_TIMEOUT", default_value = "75s")]
+    pub idle_timeout: String,
+
+    /// Concurrent connections at most (never above the open-file limit minus
+    /// a reserve); the next one waits and an idle one is closed for it.
+    #[arg(long, env = "SWITCHBOARD_MAX_CONNECTIONS", default_value_t = server::listen::DEFAULT_MAX_CONNECTIONS)]
+    pub max_connections: usize,
+
+    /// MCP sessions one endpoint may have open on this instance; one more
+    /// closes the endpoint's oldest idle session.
+    #[arg(long, env = "SWITCHBOARD_MAX_SESSIONS_PER_ENDPOINT", default_value_t = crate::delivery::sessions::DEFAULT_MAX_SESSIONS_PER_ENDPOINT)]
+    pub max_sessions_per_endpoint: usize,
+
     /// Bearer token a scraper must present to read GET /metrics. Unset, the
     /// endpoint is open: keep it on a private network or loopback.
     #[arg(long, env = "SWITCHBOARD_METRICS_TOKEN", hide_env_values = true)]
@@ -269,13 +297,20 @@ pub struct MigrateArgs {
     pub to: Option<i64>,
 }
 
+fn positive_count(value: usize, flag: &'static str) -> anyhow::Result<usize> {
+    if value == 0 {
+        anyhow::bail!("--{flag}: must be at least 1");
+    }
+    Ok(value)
+}
+
 fn duration_flag(value: &str, flag: &'static str) -> anyhow::Result<Duration> {
     parse_positive_duration(value, flag).map_err(|e| anyhow::anyhow!("--{e}"))
 }
 
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
-        Command::Serve(args) => serve(args, cli.log_format).await,
+        Command::Serve(args) => serve(*args, cli.log_format).await,
         Command::Migrate(args) => migrate(args).await,
         Command::Version => {
             println!(
@@ -344,7 +379,7 @@ async fn serve(args: ServeArgs, log_format: LogFormat) -> anyhow::Result<()> {
         database: args.db.location()?,
         store: StoreOptions {
             max_connections: args.db_max_connections.max(2),
-            ..StoreOptions::default()
+            acquire_timeout: duration_flag(&args.db_acquire_timeout, "db-acquire-timeout")?,
         },
         maintenance: MaintenanceConfig {
             interval: duration_flag(&args.maintenance_interval, "maintenance-interval")?,
@@ -372,6 +407,10 @@ async fn serve(args: ServeArgs, log_format: LogFormat) -> anyhow::Result<()> {
             rate: Rate::new(args.mcp_rate, args.mcp_rate * 2.0),
             keepalive: duration_flag(&args.sse_keepalive, "sse-keepalive")?,
             idle_limit: duration_flag(&args.session_idle, "session-idle")?,
+            max_sessions_per_endpoint: positive_count(
+                args.max_sessions_per_endpoint,
+                "max-sessions-per-endpoint",
+            )?,
             ..McpConfig::default()
         },
         metrics_token: args.metrics_token.clone(),
@@ -383,7 +422,20 @@ async fn serve(args: ServeArgs, log_format: LogFormat) -> anyhow::Result<()> {
         allowed_hosts: args.allowed_hosts.clone(),
         trusted_proxies: args.trusted_proxies.clone(),
         bootstrap,
+        limits: ServeLimits {
+            header_read_timeout: duration_flag(&args.header_read_timeout, "header-read-timeout")?,
+            body_read_timeout: duration_flag(&args.body_read_timeout, "body-read-timeout")?,
+            idle_timeout: duration_flag(&args.idle_timeout, "idle-timeout")?,
+            max_connections: positive_count(args.max_connections, "max-connections")?,
+        },
     };
+    if config.limits.idle_timeout <= config.mcp.keepalive {
+        anyhow::bail!(
+            "--idle-timeout ({:?}) must be longer than --sse-keepalive ({:?})",
+            config.limits.idle_timeout,
+            config.mcp.keepalive
+        );
+    }
     server::serve(config, shutdown).await
 }
 

@@ -5,7 +5,7 @@
 //! Memory only: a session is lost with the process, as it may be.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
@@ -190,7 +190,15 @@ pub struct SessionCounts {
 pub struct SessionRegistry {
     inner: RwLock<Sessions>,
     generations: AtomicU64,
+    /// Sessions one endpoint may have here; one more closes its oldest idle one.
+    max_per_endpoint: usize,
+    /// Set on shutdown: every stream has ended and new ones end at once.
+    shutting_down: AtomicBool,
 }
+
+/// Sessions per endpoint per instance unless configured
+/// (`--max-sessions-per-endpoint`).
+pub const DEFAULT_MAX_SESSIONS_PER_ENDPOINT: usize = 64;
 
 #[derive(Debug, Default)]
 struct Sessions {
@@ -200,6 +208,34 @@ struct Sessions {
 }
 
 impl Sessions {
+    /// Removes the endpoint's least recently active sessions until one more
+    /// fits under `max`; returns them. A session with a request in flight
+    /// (other than its stream) goes last: it is busy now.
+    fn make_room(&mut self, endpoint_id: &str, max: usize) -> Vec<Arc<Session>> {
+        let Some(of_endpoint) = self.by_endpoint.get(endpoint_id) else {
+            return Vec::new();
+        };
+        let excess = (of_endpoint.len() + 1).saturating_sub(max);
+        if excess == 0 {
+            return Vec::new();
+        }
+        let mut ranked: Vec<(bool, Instant, String)> = of_endpoint
+            .values()
+            .map(|s| {
+                let state = s.lock();
+                let stream = usize::from(state.stream.is_some());
+                let busy = state.in_flight > stream;
+                (busy, state.last_activity, s.id.clone())
+            })
+            .collect();
+        ranked.sort();
+        ranked
+            .into_iter()
+            .take(excess)
+            .filter_map(|(_, _, id)| self.remove(&id))
+            .collect()
+    }
+
     fn remove(&mut self, id: &str) -> Option<Arc<Session>> {
         let session = self.by_id.remove(id)?;
         if let Some(of_endpoint) = self.by_endpoint.get_mut(&session.endpoint_id) {
@@ -220,10 +256,32 @@ impl Default for SessionRegistry {
 
 impl SessionRegistry {
     pub fn new() -> Self {
+        Self::with_max_per_endpoint(DEFAULT_MAX_SESSIONS_PER_ENDPOINT)
+    }
+
+    /// A registry where opening a session beyond `max` for one endpoint
+    /// closes that endpoint's oldest idle session first.
+    pub fn with_max_per_endpoint(max: usize) -> Self {
         Self {
             inner: RwLock::new(Sessions::default()),
             generations: AtomicU64::new(1),
+            max_per_endpoint: max.max(1),
+            shutting_down: AtomicBool::new(false),
         }
+    }
+
+    /// Ends every open stream now (a clean end of stream: clients reconnect,
+    /// elsewhere) and every stream opened from now on at once. The sessions
+    /// stay, so requests in flight finish.
+    pub fn shut_down(&self) {
+        self.shutting_down.store(true, Ordering::SeqCst);
+        for session in self.all() {
+            session.lock().stream = None;
+        }
+    }
+
+    pub fn is_shutting_down(&self) -> bool {
+        self.shutting_down.load(Ordering::SeqCst)
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, Sessions> {
@@ -270,6 +328,7 @@ impl SessionRegistry {
             }),
         });
         let mut sessions = self.write();
+        let evicted = sessions.make_room(endpoint_id, self.max_per_endpoint);
         sessions.by_id.insert(session.id.clone(), session.clone());
         sessions
             .by_endpoint
@@ -277,6 +336,14 @@ impl SessionRegistry {
             .or_default()
             .insert(session.id.clone(), session.clone());
         drop(sessions);
+        for old in evicted {
+            old.lock().stream = None;
+            tracing::info!(
+                endpoint = %old.slug,
+                max = self.max_per_endpoint,
+                "MCP session closed: the endpoint opened one more than the cap (oldest idle first)"
+            );
+        }
         session
     }
 
@@ -321,6 +388,18 @@ impl SessionRegistry {
         let (sender, receiver) = mpsc::channel(STREAM_BUFFER);
         let generation = self.generations.fetch_add(1, Ordering::Relaxed);
         let in_flight = self.begin_request(session);
+        if self.is_shutting_down() {
+            // The sender goes with this scope: the stream ends at once.
+            let (_, receiver) = mpsc::channel(1);
+            return (
+                StreamGuard {
+                    session: session.clone(),
+                    generation,
+                    _in_flight: in_flight,
+                },
+                receiver,
+            );
+        }
         let mut state = session.lock();
         // What waited for a stream goes first (it fits: both are bounded alike).
         while let Some(message) = state.waiting.pop_front() {
@@ -472,6 +551,42 @@ mod tests {
         }
         assert!(rx.recv().await.is_none(), "closed with the endpoint");
         assert!(reg.get(&s.id).is_none());
+    }
+
+    #[test]
+    fn one_session_over_the_cap_closes_the_oldest_idle_one() {
+        let reg = SessionRegistry::with_max_per_endpoint(2);
+        let oldest = reg.create("ep_1", "w-1", "2025-06-18", None);
+        let busy = reg.create("ep_1", "w-1", "2025-06-18", None);
+        let _other = reg.create("ep_2", "w-2", "2025-06-18", None);
+        let _req = reg.begin_request(&busy);
+        let newest = reg.create("ep_1", "w-1", "2025-06-18", None);
+        assert!(
+            reg.get(&oldest.id).is_none(),
+            "the oldest idle one is closed"
+        );
+        assert!(reg.get(&busy.id).is_some() && reg.get(&newest.id).is_some());
+        assert_eq!(reg.counts("ep_1").attached, 2);
+        assert_eq!(
+            reg.counts("ep_2").attached,
+            1,
+            "other endpoints are untouched"
+        );
+    }
+
+    #[tokio::test]
+    async fn shutting_down_ends_every_stream_and_new_ones_at_once() {
+        let reg = SessionRegistry::new();
+        let s = reg.create("ep_1", "w-1", "2025-06-18", None);
+        let (_guard, mut rx) = reg.open_stream(&s);
+        reg.shut_down();
+        assert!(rx.recv().await.is_none(), "the open stream ends");
+        let (_guard, mut rx) = reg.open_stream(&s);
+        assert!(rx.recv().await.is_none(), "a new stream ends at once");
+        assert!(
+            reg.get(&s.id).is_some(),
+            "the session stays for requests in flight"
+        );
     }
 
     #[test]

@@ -107,6 +107,11 @@ impl ApiError {
         )
     }
 
+    /// The request body did not arrive within `--body-read-timeout`.
+    pub fn request_timeout(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::REQUEST_TIMEOUT, "request_timeout", message)
+    }
+
     pub fn rate_limited(retry_after_secs: u64) -> Self {
         let mut e = Self::new(
             StatusCode::TOO_MANY_REQUESTS,

@@ -12,6 +12,7 @@
 pub mod access_log;
 pub mod cidr;
 pub mod client_addr;
+pub mod connections;
 pub mod error;
 pub mod host_guard;
 pub mod ratelimit;

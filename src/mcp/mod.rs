@@ -43,6 +43,9 @@ pub struct McpConfig {
     /// of claim results (`payload_size` and `payload_preview` instead;
     /// `get_todo` returns it whole). Default 16 KiB.
     pub claim_payload_inline_max: usize,
+    /// Sessions one endpoint may hold open on this instance; one more
+    /// closes its oldest idle session (`--max-sessions-per-endpoint`).
+    pub max_sessions_per_endpoint: usize,
 }
 
 impl Default for McpConfig {
@@ -53,6 +56,7 @@ impl Default for McpConfig {
             idle_limit: Duration::from_secs(30 * 60),
             janitor_interval: Duration::from_secs(60),
             claim_payload_inline_max: tools::CLAIM_PAYLOAD_INLINE_MAX,
+            max_sessions_per_endpoint: crate::delivery::sessions::DEFAULT_MAX_SESSIONS_PER_ENDPOINT,
         }
     }
 }

@@ -452,6 +452,27 @@ impl Metrics {
         }
     }
 
+    /// The serving loop's connection counts (`server::listen`): kept apart
+    /// from [`Metrics::new`] so each family is registered in one place.
+    pub fn register_connections(&mut self, stats: &crate::http::connections::ConnectionStats) {
+        self.registry.register(
+            "http_connections_open",
+            "HTTP connections open now",
+            stats.open.clone(),
+        );
+        self.registry.register(
+            "http_connections_closed",
+            "HTTP connections the server closed, by reason (header_timeout, body_timeout, \
+             idle_timeout, evicted_at_cap, stalled)",
+            stats.closed.clone(),
+        );
+        self.registry.register(
+            "http_connections_waited_at_cap",
+            "New connections that waited for a free slot at --max-connections",
+            stats.waited_at_cap.clone(),
+        );
+    }
+
     /// Records the last measured offset to the database clock.
     pub fn set_clock_offset_ms(&self, offset_ms: i64) {
         self.clock_offset.set(offset_ms as f64 / 1000.0);

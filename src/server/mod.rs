@@ -1,17 +1,21 @@
 //! `switchboard serve`: wiring from configuration to a running server.
 //!
 //! config → (SQLite: server lock) → store → migrations → listener → router →
-//! background loops; then serve until a shutdown signal, stop the loops, let
-//! in-flight requests finish within a grace period, and return.
+//! background loops; then serve (`listen`: bounded connections) until a
+//! shutdown signal; then refuse new connections, end every notification
+//! stream, let in-flight requests finish within a grace period, stop the
+//! loops, and return.
 
 pub mod bootstrap;
 mod clock_sync;
 mod health;
+pub mod listen;
 pub mod maintenance;
 pub mod shutdown;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::{Context, bail};
@@ -20,7 +24,8 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 pub use bootstrap::{BootstrapConfig, BootstrapToken, Reveal};
-pub use health::HealthState;
+pub use health::{HealthState, NotReady};
+pub use listen::ServeLimits;
 pub use maintenance::MaintenanceConfig;
 
 use crate::api::{ApiContext, ApiRates, ApiState};
@@ -33,6 +38,7 @@ use crate::delivery::{Delivery, Doorbells};
 use crate::http::cidr::Cidr;
 use crate::http::client_addr::TrustedProxies;
 use crate::http::host_guard::HostPolicy;
+use crate::http::connections::ConnectionStats;
 use crate::http::ratelimit::RateLimiter;
 use crate::intake::IntakeState;
 use crate::mcp::{McpConfig, McpContext, McpState};
@@ -69,6 +75,8 @@ pub struct ServerConfig {
     pub trusted_proxies: Vec<Cidr>,
     /// How the first start hands over the first human's token.
     pub bootstrap: BootstrapConfig,
+    /// Header, body and idle timeouts and the connection cap.
+    pub limits: ServeLimits,
 }
 
 /// Every surface with its own state; only the server sees them all.
@@ -189,11 +197,14 @@ pub async fn serve_on(
             (bus, Some(stats), loops)
         }
     };
-    let sessions = Arc::new(SessionRegistry::new());
+    let sessions = Arc::new(SessionRegistry::with_max_per_endpoint(
+        config.mcp.max_sessions_per_endpoint,
+    ));
     let doorbells =
         Arc::new(Doorbells::new(sessions.clone()).with_unanswered_after(config.unanswered_after));
     let delivery = Arc::new(Delivery::new(store.clone(), doorbells.clone(), bus.clone()));
-    let mcp = Arc::new(McpContext::new(config.mcp.clone(), sessions));
+    let mcp = Arc::new(McpContext::new(config.mcp.clone(), sessions.clone()));
+    let connection_stats = Arc::new(ConnectionStats::new());
     let mut metrics = Metrics::new(
         &doorbells,
         &instance,
@@ -204,6 +215,7 @@ pub async fn serve_on(
         delivery.counters(),
         crate::store::migrate::latest_version(sql_store.dialect()),
     );
+    metrics.register_connections(&connection_stats);
     let metrics = Arc::new(metrics);
     if !metrics.is_protected() {
         tracing::info!("/metrics is open (no scrape token): keep it on a private network");
@@ -225,6 +237,8 @@ pub async fn serve_on(
         metrics.clone(),
         stop_rx.clone(),
     );
+    // PostgreSQL: answer `unavailable` at once while the database is down.
+    let circuit_probe = sql_store.start_circuit_probe(stop_rx.clone());
     let bus_listener = tokio::spawn(crate::delivery::listener::run(
         delivery.clone(),
         bus.subscribe(),
@@ -234,6 +248,7 @@ pub async fn serve_on(
         .into_iter()
         .chain(bus_loops)
         .chain([bus_listener, clock_loop])
+        .chain(circuit_probe)
         .collect();
 
     let public_url = config
@@ -248,11 +263,13 @@ pub async fn serve_on(
         %instance,
         "switchboard is serving"
     );
+    let draining = Arc::new(AtomicBool::new(false));
     let app = router(Surfaces {
         health: HealthState {
             store: store.clone(),
             instance: instance.clone(),
             bus: bus_stats,
+            draining: draining.clone(),
         },
         api: ApiState {
             store: store.clone(),
@@ -279,28 +296,26 @@ pub async fn serve_on(
             proxies: Arc::new(TrustedProxies(config.trusted_proxies.clone())),
         },
     });
-    let (signalled_tx, mut signalled_rx) = watch::channel(false);
-    // The peer address: the client's, unless it is a trusted proxy
-    // (`crate::http::client_addr`).
-    let app = app.into_make_service_with_connect_info::<SocketAddr>();
-    let server = axum::serve(listener, app).with_graceful_shutdown(async move {
-        shutdown.await;
-        let _ = signalled_tx.send(true);
-    });
-    let mut server = std::pin::pin!(server.into_future());
-
-    tokio::select! {
-        result = &mut server => result.context("the HTTP server failed")?,
-        _ = maintenance::stopped(&mut signalled_rx) => {
-            tracing::info!("shutdown requested; finishing in-flight requests");
-            match tokio::time::timeout(config.shutdown_grace, &mut server).await {
-                Ok(result) => result.context("the HTTP server failed")?,
-                Err(_) => tracing::warn!(
-                    grace = ?config.shutdown_grace,
-                    "in-flight requests did not finish within the grace period; closing"
-                ),
-            }
-        }
+    // `listen` puts the peer address (`ConnectInfo`) on every request; the
+    // client address is read from it (`crate::http::client_addr`).
+    let open = listen::accept_until(
+        listener,
+        app,
+        config.limits.clone(),
+        connection_stats,
+        shutdown,
+    )
+    .await;
+    tracing::info!("shutdown requested; finishing in-flight requests");
+    draining.store(true, Ordering::SeqCst);
+    // Streams never end by themselves: end them now, cleanly, so that their
+    // clients reconnect (elsewhere) and the drain is not held for the grace.
+    sessions.shut_down();
+    if !open.finish(config.shutdown_grace).await {
+        tracing::warn!(
+            grace = ?config.shutdown_grace,
+            "in-flight requests did not finish within the grace period; closing"
+        );
     }
 
     let _ = stop_tx.send(true);

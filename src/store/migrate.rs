@@ -113,6 +113,9 @@ pub async fn current_version(pool: &AnyPool) -> Result<Option<i64>, StoreError> 
         .await;
     match exists {
         Ok(row) => Ok(row.map(|r| r.get::<i64, _>(0))),
+        // A lost connection (a server shutting down answers with a
+        // database error too) is an outage, not a schema to migrate.
+        Err(e) if super::error::is_unavailable(&e) => Err(e.into()),
         // A missing ledger table means "never migrated", not an outage.
         Err(sqlx::Error::Database(_)) => Ok(None),
         Err(e) => Err(e.into()),

@@ -14,6 +14,7 @@
 //! todos. Background sweeps are named `unscoped_*` so that a reader can tell
 //! at the call site that no tenant boundary applies.
 
+pub mod circuit;
 pub mod dialect;
 pub mod error;
 mod issue;

@@ -96,7 +96,7 @@ async fn readyz_reports_503_when_the_schema_is_not_current() {
         .unwrap();
     let (status, body) = get(&server.url("/readyz")).await;
     assert_eq!(status, 503, "{body}");
-    assert_eq!(body["reason"], "schema not current");
+    assert_eq!(body["reason"], "schema_not_current");
     // Liveness is unaffected.
     assert_eq!(get(&server.url("/healthz")).await.0, 200);
 }

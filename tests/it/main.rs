@@ -2,9 +2,9 @@
 //! link of the crate instead of one per file. Modules follow the surfaces:
 //! `api::` (the REST API), `mcp::` (MCP end to end), `delivery::` (doorbells
 //! and presence in process), `cli::`, `binary` (the process itself), `edge` (Host/Origin,
-//! proxies, request ids, the access log), `intake`,
-//! `metrics`, `maintenance`, `cluster` and `cluster_faults` (several
-//! real processes on PostgreSQL), `shift` and `store_conformance` (both backends).
+//! proxies, request ids, the access log), `intake`, `metrics`, `maintenance`, `faults` (the
+//! binary under faults and floods), `cluster` and `cluster_faults` (several real processes on
+//! PostgreSQL), `shift` and `store_conformance` (both backends).
 //! Shared helpers live in `support/`; `support::server` starts servers.
 //!
 //! Run a subset with a module prefix: `cargo test --test it mcp::transport::`.
@@ -17,6 +17,7 @@ mod cluster;
 mod cluster_faults;
 mod delivery;
 mod edge;
+mod faults;
 mod intake;
 mod maintenance;
 mod mcp;

@@ -47,7 +47,7 @@ impl AgentStore for SqlStore {
         .bind(new.expected_interval_seconds)
         .bind(&new.description)
         .bind(now)
-        .fetch_one(&self.writer)
+        .fetch_one(self.writer()?)
         .await
         .map_err(|e| match is_unique_violation(&e) {
             true => StoreError::Taken(Taken::AgentName(new.name.clone())),
@@ -69,7 +69,7 @@ impl AgentStore for SqlStore {
         .bind(cursor.created_at)
         .bind(&cursor.id)
         .bind(limit + 1)
-        .fetch_all(&self.reader)
+        .fetch_all(self.reader()?)
         .await?;
         let items = rows
             .iter()
@@ -88,7 +88,7 @@ impl AgentStore for SqlStore {
         ))
         .bind(human_id)
         .bind(name)
-        .fetch_optional(&self.reader)
+        .fetch_optional(self.reader()?)
         .await?;
         row.as_ref()
             .map(rows::agent)
@@ -123,7 +123,7 @@ impl AgentStore for SqlStore {
         .bind(self.now().as_millis())
         .bind(human_id)
         .bind(name)
-        .fetch_optional(&self.writer)
+        .fetch_optional(self.writer()?)
         .await?;
         row.as_ref()
             .map(rows::agent)

@@ -103,7 +103,7 @@ impl EndpointStore for SqlStore {
         .bind(default_lease)
         .bind(&new.agent_id)
         .bind(&new.server_name)
-        .execute(&self.writer)
+        .execute(self.writer()?)
         .await
         .map_err(|e| match is_unique_violation(&e) {
             true => StoreError::Taken(Taken::SlugOrCredential),
@@ -118,7 +118,7 @@ impl EndpointStore for SqlStore {
     async fn unscoped_get_endpoint(&self, id: &str) -> StoreResult<Endpoint> {
         let row = sqlx::query(concat!("SELECT ", endpoint_columns!(), " WHERE e.id = $1"))
             .bind(id)
-            .fetch_optional(&self.reader)
+            .fetch_optional(self.reader()?)
             .await?;
         match row {
             Some(row) => rows::endpoint(&row),
@@ -223,7 +223,7 @@ impl EndpointStore for SqlStore {
         .bind(cursor.created_at)
         .bind(&cursor.id)
         .bind(limit + 1)
-        .fetch_all(&self.reader)
+        .fetch_all(self.reader()?)
         .await?;
         let items = rows
             .iter()
@@ -255,7 +255,7 @@ impl EndpointStore for SqlStore {
         for id in agent_ids {
             q = q.bind(id.clone());
         }
-        let rows = q.fetch_all(&self.reader).await?;
+        let rows = q.fetch_all(self.reader()?).await?;
         rows.iter().map(rows::endpoint).collect()
     }
 
@@ -268,7 +268,7 @@ impl EndpointStore for SqlStore {
         ))
         .bind(human_id)
         .bind(reference)
-        .fetch_optional(&self.reader)
+        .fetch_optional(self.reader()?)
         .await?;
         row.as_ref()
             .map(rows::endpoint)
@@ -287,7 +287,7 @@ impl EndpointStore for SqlStore {
         )
         .bind(seconds)
         .bind(endpoint_id)
-        .execute(&self.writer)
+        .execute(self.writer()?)
         .await?;
         let endpoint = self.unscoped_get_endpoint(endpoint_id).await?;
         if updated.rows_affected() == 0 {
@@ -303,7 +303,7 @@ impl EndpointStore for SqlStore {
         )
         .bind(endpoint_id)
         .bind(human_id)
-        .execute(&self.writer)
+        .execute(self.writer()?)
         .await?;
         if deleted.rows_affected() == 1 {
             return Ok(());
@@ -311,7 +311,7 @@ impl EndpointStore for SqlStore {
         let exists = sqlx::query("SELECT 1 FROM endpoints WHERE id = $1 AND human_id = $2")
             .bind(endpoint_id)
             .bind(human_id)
-            .fetch_optional(&self.reader)
+            .fetch_optional(self.reader()?)
             .await?;
         Err(match exists {
             Some(_) => StoreError::conflict("the endpoint is active; revoke it before deleting it"),
@@ -344,7 +344,7 @@ impl EndpointStore for SqlStore {
         for id in endpoint_ids {
             q = q.bind(id.clone());
         }
-        for row in q.fetch_all(&self.reader).await? {
+        for row in q.fetch_all(self.reader()?).await? {
             let id: String = row.get("endpoint_id");
             if let Some(a) = out.get_mut(&id) {
                 a.pending = row.try_get::<Option<i64>, _>("pending")?.unwrap_or(0);
@@ -364,7 +364,7 @@ impl EndpointStore for SqlStore {
         }
         for row in q
             .bind(self.now().as_millis())
-            .fetch_all(&self.reader)
+            .fetch_all(self.reader()?)
             .await?
         {
             let id: String = row.get("endpoint_id");
@@ -384,7 +384,7 @@ impl EndpointStore for SqlStore {
         ))
         .bind(credential_hash)
         .bind(self.now().as_millis())
-        .fetch_optional(&self.reader)
+        .fetch_optional(self.reader()?)
         .await?;
         row.as_ref().map(rows::endpoint).transpose()
     }
@@ -405,7 +405,7 @@ impl EndpointStore for SqlStore {
         .bind(seen_at.as_millis())
         .bind(last_contact.map(|t| t.as_millis()))
         .bind(endpoint_id)
-        .execute(&self.writer)
+        .execute(self.writer()?)
         .await?;
         Ok(())
     }
@@ -414,7 +414,7 @@ impl EndpointStore for SqlStore {
         let row =
             sqlx::query("SELECT COUNT(*) FROM todos WHERE endpoint_id = $1 AND state = 'pending'")
                 .bind(endpoint_id)
-                .fetch_one(&self.reader)
+                .fetch_one(self.reader()?)
                 .await?;
         Ok(row.get::<i64, _>(0))
     }

@@ -25,7 +25,7 @@ impl HumanStore for SqlStore {
         .bind(new_id("hu"))
         .bind(name)
         .bind(now.as_millis())
-        .fetch_one(&self.writer)
+        .fetch_one(self.writer()?)
         .await
         .map_err(|e| match is_unique_violation(&e) {
             true => StoreError::Taken(Taken::HumanName(name.to_owned())),
@@ -36,7 +36,7 @@ impl HumanStore for SqlStore {
 
     async fn count_humans(&self) -> StoreResult<i64> {
         let row = sqlx::query("SELECT COUNT(*) FROM humans")
-            .fetch_one(&self.writer)
+            .fetch_one(self.writer()?)
             .await?;
         Ok(row.get::<i64, _>(0))
     }
@@ -44,7 +44,7 @@ impl HumanStore for SqlStore {
     async fn get_human(&self, id: &str) -> StoreResult<Human> {
         let row = sqlx::query("SELECT id, name, created_at FROM humans WHERE id = $1")
             .bind(id)
-            .fetch_optional(&self.reader)
+            .fetch_optional(self.reader()?)
             .await?;
         row.as_ref()
             .map(rows::human)
@@ -54,7 +54,7 @@ impl HumanStore for SqlStore {
     async fn find_human_by_name(&self, name: &str) -> StoreResult<Human> {
         let row = sqlx::query("SELECT id, name, created_at FROM humans WHERE name = $1")
             .bind(name)
-            .fetch_optional(&self.reader)
+            .fetch_optional(self.reader()?)
             .await?;
         row.as_ref()
             .map(rows::human)

@@ -19,12 +19,14 @@ mod tokens;
 mod webhooks;
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use sqlx::any::{AnyPoolOptions, install_default_drivers};
 use sqlx::{Any, AnyPool, Transaction};
 
+use super::circuit::Circuit;
 use super::dialect::Dialect;
 use super::error::WithContext;
 use super::migrate;
@@ -153,7 +155,8 @@ impl Default for StoreOptions {
     fn default() -> Self {
         Self {
             max_connections: 24,
-            acquire_timeout: Duration::from_secs(5),
+            // Under the 1 s a request may take to say `unavailable` (`09`).
+            acquire_timeout: Duration::from_millis(750),
         }
     }
 }
@@ -166,6 +169,10 @@ pub struct SqlStore {
     /// Plain reads. On PostgreSQL the same pool as `writer`.
     reader: AnyPool,
     clock: SharedClock,
+    /// PostgreSQL only: remembers that the database is unreachable.
+    circuit: Option<Arc<Circuit>>,
+    /// What the circuit's probe connects to, and how long it waits.
+    probe_target: Option<(String, Duration)>,
 }
 
 impl SqlStore {
@@ -200,6 +207,8 @@ impl SqlStore {
                     writer: pool.clone(),
                     reader: pool,
                     clock,
+                    circuit: Some(Circuit::new()),
+                    probe_target: Some((url.clone(), options.acquire_timeout)),
                 })
             }
         }
@@ -246,6 +255,8 @@ impl SqlStore {
             writer,
             reader,
             clock,
+            circuit: None,
+            probe_target: None,
         })
     }
 
@@ -261,7 +272,42 @@ impl SqlStore {
     }
 
     pub async fn schema_version(&self) -> StoreResult<Option<i64>> {
-        migrate::current_version(&self.reader).await
+        migrate::current_version(self.reader()?).await
+    }
+
+    /// Starts the circuit's probe (PostgreSQL only) until `stop`; without it
+    /// the circuit stays closed and every call waits for the pool as before.
+    pub fn start_circuit_probe(
+        &self,
+        stop: tokio::sync::watch::Receiver<bool>,
+    ) -> Option<tokio::task::JoinHandle<()>> {
+        let (circuit, (url, timeout)) = (self.circuit.as_ref()?, self.probe_target.clone()?);
+        Some(circuit.spawn_probe(self.writer.clone(), url, timeout, stop))
+    }
+
+    /// Whether calls answer `unavailable` at once because the database is
+    /// known to be unreachable.
+    pub fn circuit_is_open(&self) -> bool {
+        self.circuit.as_ref().is_some_and(|c| c.is_open())
+    }
+
+    /// The pool for plain reads, unless the circuit is open.
+    fn reader(&self) -> StoreResult<&AnyPool> {
+        self.check_circuit()?;
+        Ok(&self.reader)
+    }
+
+    /// The pool for writes, unless the circuit is open.
+    fn writer(&self) -> StoreResult<&AnyPool> {
+        self.check_circuit()?;
+        Ok(&self.writer)
+    }
+
+    fn check_circuit(&self) -> StoreResult<()> {
+        match &self.circuit {
+            Some(circuit) => circuit.check(),
+            None => Ok(()),
+        }
     }
 
     pub fn dialect(&self) -> Dialect {
@@ -283,7 +329,10 @@ impl SqlStore {
     }
 
     async fn begin(&self) -> StoreResult<Transaction<'static, Any>> {
-        Ok(self.writer.begin_with(self.dialect.begin_write()).await?)
+        Ok(self
+            .writer()?
+            .begin_with(self.dialect.begin_write())
+            .await?)
     }
 }
 

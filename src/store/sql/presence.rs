@@ -28,7 +28,7 @@ impl PresenceStore for SqlStore {
         .bind(o.set_at.as_millis())
         .bind(o.by.to_string())
         .bind(endpoint_id)
-        .execute(&self.writer)
+        .execute(self.writer()?)
         .await?;
         if updated.rows_affected() == 0 {
             self.unscoped_get_endpoint(endpoint_id).await?;
@@ -50,7 +50,7 @@ impl PresenceStore for SqlStore {
         )
         .bind(endpoint_id)
         .bind(only_if_set_at.map(Timestamp::as_millis))
-        .execute(&self.writer)
+        .execute(self.writer()?)
         .await?;
         Ok(cleared.rows_affected() > 0)
     }
@@ -113,7 +113,7 @@ impl PresenceStore for SqlStore {
         .bind(self.now().as_millis())
         .bind(by)
         .bind(endpoint_id)
-        .fetch_optional(&self.writer)
+        .fetch_optional(self.writer()?)
         .await?;
         Ok(claimed.is_some())
     }
@@ -135,7 +135,7 @@ impl PresenceStore for SqlStore {
         .bind(after_id.unwrap_or(""))
         .bind(limit)
         .bind(self.now().as_millis())
-        .fetch_all(&self.reader)
+        .fetch_all(self.reader()?)
         .await?;
         rows.iter().map(rows::endpoint).collect()
     }
@@ -157,7 +157,7 @@ impl PresenceStore for SqlStore {
             .bind(endpoint.presence_override.map(|p| p.as_str()))
             .bind(endpoint.override_set_at.map(Timestamp::as_millis))
             .bind(endpoint.override_until.map(Timestamp::as_millis))
-            .execute(&self.writer)
+            .execute(self.writer()?)
             .await?;
         Ok(())
     }
@@ -172,7 +172,7 @@ impl PresenceStore for SqlStore {
         );
         let rows = sqlx::query(AssertSqlSafe(sql))
             .bind(json_list(ids))
-            .fetch_all(&self.reader)
+            .fetch_all(self.reader()?)
             .await?;
         rows.iter().map(rows::endpoint).collect()
     }

@@ -49,7 +49,7 @@ impl RingStore for SqlStore {
              ORDER BY created_at, id",
         )
         .bind(endpoint_id)
-        .fetch_all(&self.reader)
+        .fetch_all(self.reader()?)
         .await?;
         rows.iter()
             .map(|r| {
@@ -75,7 +75,7 @@ impl RingStore for SqlStore {
         let done = sqlx::query(AssertSqlSafe(sql))
             .bind(at.as_millis())
             .bind(json_list(ids))
-            .execute(&self.writer)
+            .execute(self.writer()?)
             .await?;
         Ok(done.rows_affected())
     }
@@ -90,7 +90,7 @@ impl RingStore for SqlStore {
                AND e.state = 'active'",
         )
         .bind(id)
-        .fetch_optional(&self.reader)
+        .fetch_optional(self.reader()?)
         .await?;
         row.as_ref().map(ring_candidate).transpose()
     }
@@ -119,7 +119,7 @@ impl RingStore for SqlStore {
         }
         let rows = q
             .bind(json_list(endpoint_ids))
-            .fetch_all(&self.reader)
+            .fetch_all(self.reader()?)
             .await?;
         Ok(rows.iter().map(|r| r.get::<String, _>(0)).collect())
     }
@@ -159,7 +159,7 @@ impl RingStore for SqlStore {
         }
         let rows = q
             .bind(json_list(endpoint_ids))
-            .fetch_all(&self.writer)
+            .fetch_all(self.writer()?)
             .await?;
         let mut out: Vec<RingCandidate> = rows
             .iter()
@@ -191,7 +191,7 @@ impl RingStore for SqlStore {
              RETURNING id, endpoint_id, queue, title, kind, source, ring_attempts, created_at",
         )
         .bind(id)
-        .fetch_optional(&self.writer)
+        .fetch_optional(self.writer()?)
         .await?;
         row.as_ref().map(ring_candidate).transpose()
     }
@@ -216,7 +216,7 @@ impl RingStore for SqlStore {
             .bind(since.as_millis())
             .bind(limit)
             .bind(json_list(endpoint_ids))
-            .fetch_all(&self.reader)
+            .fetch_all(self.reader()?)
             .await?;
         Ok(rows.iter().map(|r| r.get::<String, _>(0)).collect())
     }

@@ -24,7 +24,7 @@ impl StatsStore for SqlStore {
                MIN(CASE WHEN state = 'pending' THEN created_at END) AS oldest \
              FROM todos GROUP BY state",
         )
-        .fetch_all(&self.reader)
+        .fetch_all(self.reader()?)
         .await?;
         let mut stats = QueueStats::default();
         for row in rows {
@@ -55,7 +55,7 @@ impl StatsStore for SqlStore {
         )
         .bind(self.now().as_millis())
         .bind(limit.max(0))
-        .fetch_all(&self.reader)
+        .fetch_all(self.reader()?)
         .await?;
         rows.iter()
             .map(|row| {

@@ -106,7 +106,7 @@ impl SweepStore for SqlStore {
         )))
         .bind(now.as_millis())
         .bind(limit)
-        .fetch_all(&self.writer)
+        .fetch_all(self.writer()?)
         .await?;
         Ok(rows.iter().map(todo_ref).collect())
     }
@@ -160,7 +160,7 @@ impl SweepStore for SqlStore {
         )
         .bind(now.as_millis())
         .bind(limit)
-        .fetch_all(&self.writer)
+        .fetch_all(self.writer()?)
         .await?
         .iter()
         .map(|r| r.get::<String, _>(0))

@@ -45,7 +45,7 @@ impl TokenStore for SqlStore {
         .bind(now.as_millis())
         .bind(new.expires_at.map(|t| t.as_millis()))
         .bind(&new.human_id)
-        .fetch_optional(&self.writer)
+        .fetch_optional(self.writer()?)
         .await
         .map_err(|e| match is_unique_violation(&e) {
             true => StoreError::Taken(Taken::ApiToken),
@@ -74,7 +74,7 @@ impl TokenStore for SqlStore {
         )))
         .bind(token_hash)
         .bind(now)
-        .fetch_optional(&self.reader)
+        .fetch_optional(self.reader()?)
         .await?;
         let Some(row) = row else {
             return Ok(None);
@@ -92,7 +92,7 @@ impl TokenStore for SqlStore {
             sqlx::query("UPDATE human_tokens SET last_used_at = $1 WHERE id = $2")
                 .bind(now)
                 .bind(&token.id)
-                .execute(&self.writer)
+                .execute(self.writer()?)
                 .await?;
         }
         Ok(Some((human, token)))
@@ -113,7 +113,7 @@ impl TokenStore for SqlStore {
         .bind(cursor.created_at)
         .bind(&cursor.id)
         .bind(limit + 1)
-        .fetch_all(&self.reader)
+        .fetch_all(self.reader()?)
         .await?;
         let items = rows
             .iter()
@@ -133,7 +133,7 @@ impl TokenStore for SqlStore {
         .bind(now)
         .bind(id)
         .bind(human_id)
-        .fetch_optional(&self.writer)
+        .fetch_optional(self.writer()?)
         .await?;
         if let Some(row) = row {
             return rows::api_token(&row);
@@ -141,7 +141,7 @@ impl TokenStore for SqlStore {
         let exists = sqlx::query("SELECT 1 FROM human_tokens WHERE id = $1 AND human_id = $2")
             .bind(id)
             .bind(human_id)
-            .fetch_optional(&self.reader)
+            .fetch_optional(self.reader()?)
             .await?;
         Err(match exists {
             Some(_) => StoreError::conflict("the token is already revoked"),

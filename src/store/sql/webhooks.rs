@@ -66,7 +66,7 @@ impl WebhookStore for SqlStore {
         .bind(token_hash)
         .bind(signing_secret)
         .bind(self.now().as_millis())
-        .execute(&self.writer)
+        .execute(self.writer()?)
         .await?;
         self.get_webhook(human_id, &id).await
     }
@@ -77,7 +77,7 @@ impl WebhookStore for SqlStore {
         )))
         .bind(id)
         .bind(human_id)
-        .fetch_optional(&self.writer)
+        .fetch_optional(self.writer()?)
         .await?;
         row.as_ref()
             .map(webhook)
@@ -91,7 +91,7 @@ impl WebhookStore for SqlStore {
         )))
         .bind(endpoint_id)
         .bind(human_id)
-        .fetch_all(&self.reader)
+        .fetch_all(self.reader()?)
         .await?;
         rows.iter().map(webhook).collect()
     }
@@ -114,7 +114,7 @@ impl WebhookStore for SqlStore {
         .bind(self.now().as_millis())
         .bind(id)
         .bind(human_id)
-        .execute(&self.writer)
+        .execute(self.writer()?)
         .await?;
         if updated.rows_affected() == 0 {
             return Err(StoreError::NotFound);
@@ -126,7 +126,7 @@ impl WebhookStore for SqlStore {
         let deleted = sqlx::query("DELETE FROM webhooks WHERE id = $1 AND human_id = $2")
             .bind(id)
             .bind(human_id)
-            .execute(&self.writer)
+            .execute(self.writer()?)
             .await?;
         if deleted.rows_affected() == 0 {
             return Err(StoreError::NotFound);
@@ -140,7 +140,7 @@ impl WebhookStore for SqlStore {
              JOIN endpoints e ON e.id = w.endpoint_id WHERE w.token_hash = $1"
         )))
         .bind(token_hash)
-        .fetch_optional(&self.reader)
+        .fetch_optional(self.reader()?)
         .await?;
         let Some(row) = row else {
             return Ok(None);

@@ -257,6 +257,7 @@ impl InProcess {
             allowed_hosts: Vec::new(),
             trusted_proxies: Vec::new(),
             bootstrap: switchboard::server::BootstrapConfig::default(),
+            limits: Default::default(),
         }
     }
 

@@ -130,7 +130,7 @@ impl TodoStore for SqlStore {
         ))
         .bind(id)
         .bind(&caller.endpoint_id)
-        .fetch_optional(&self.reader)
+        .fetch_optional(self.reader()?)
         .await?;
         match row {
             Some(row) => rows::todo(&row),
@@ -153,7 +153,7 @@ impl TodoStore for SqlStore {
         ))
         .bind(todo_id)
         .bind(limit.clamp(1, rules::KEPT_ATTEMPTS))
-        .fetch_all(&self.reader)
+        .fetch_all(self.reader()?)
         .await?;
         rows.iter().map(rows::attempt).collect()
     }
@@ -479,7 +479,7 @@ impl TodoStore for SqlStore {
         for value in conditions.binds {
             q = q.bind(value);
         }
-        let rows = q.fetch_all(&self.reader).await?;
+        let rows = q.fetch_all(self.reader()?).await?;
         let items = rows
             .iter()
             .map(rows::todo)
@@ -498,7 +498,7 @@ impl TodoStore for SqlStore {
         ))
         .bind(id)
         .bind(human_id)
-        .fetch_optional(&self.reader)
+        .fetch_optional(self.reader()?)
         .await?;
         row.as_ref()
             .map(rows::todo)
@@ -519,7 +519,7 @@ impl TodoStore for SqlStore {
         ))
         .bind(todo_id)
         .bind(limit.clamp(1, crate::domain::todo::KEPT_ATTEMPTS))
-        .fetch_all(&self.reader)
+        .fetch_all(self.reader()?)
         .await?;
         rows.iter().map(rows::attempt).collect()
     }
@@ -538,7 +538,7 @@ impl TodoStore for SqlStore {
         )
         .bind(todo_id)
         .bind(human_id)
-        .fetch_optional(&self.reader)
+        .fetch_optional(self.reader()?)
         .await?;
         row.as_ref()
             .map(rows::intake_event)
@@ -576,7 +576,7 @@ impl TodoStore for SqlStore {
         if let Some(state) = state {
             q = q.bind(state.as_str());
         }
-        let rows = q.fetch_all(&self.reader).await?;
+        let rows = q.fetch_all(self.reader()?).await?;
         rows.iter().map(rows::todo).collect()
     }
 }

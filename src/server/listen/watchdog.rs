@@ -1,0 +1,188 @@
+//! One connection's watchdog: what its I/O and requests last did
+//! ([`Activity`], recorded by the [`Tracked`] stream and the service), and
+//! when that means the connection must close ([`watchdog`]).
+
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+use tokio::sync::Notify;
+
+use super::Shared;
+use crate::http::connections::CloseReason;
+
+/// What a connection did last, for its watchdog.
+pub(super) struct Activity {
+    pub(super) shared: Arc<Shared>,
+    /// Requests whose response has not been sent in full (a stream counts).
+    in_flight: AtomicUsize,
+    /// When a byte was last read or written (ms since `shared.epoch`).
+    last_io: AtomicU64,
+    /// When the first byte of a request head arrived with nothing in flight
+    /// (ms + 1; 0 while no head is being read).
+    head_started: AtomicU64,
+    /// Wakes the watchdog when any of the above changes its deadline.
+    changed: Notify,
+}
+
+impl Activity {
+    pub(super) fn new(shared: Arc<Shared>) -> Self {
+        let now = shared.now_ms();
+        Self {
+            shared,
+            in_flight: AtomicUsize::new(0),
+            last_io: AtomicU64::new(now),
+            head_started: AtomicU64::new(0),
+            changed: Notify::new(),
+        }
+    }
+
+    fn on_read(&self) {
+        let now = self.shared.now_ms();
+        self.last_io.store(now, Ordering::Relaxed);
+        if self.in_flight.load(Ordering::SeqCst) == 0
+            && self
+                .head_started
+                .compare_exchange(0, now + 1, Ordering::SeqCst, Ordering::SeqCst)
+                .is_ok()
+        {
+            self.changed.notify_one();
+        }
+    }
+
+    fn on_write(&self) {
+        self.last_io.store(self.shared.now_ms(), Ordering::Relaxed);
+    }
+
+    pub(super) fn begin_request(&self) {
+        self.in_flight.fetch_add(1, Ordering::SeqCst);
+        self.head_started.store(0, Ordering::SeqCst);
+        self.changed.notify_one();
+    }
+
+    pub(super) fn end_request(&self) {
+        self.in_flight.fetch_sub(1, Ordering::SeqCst);
+        self.last_io.store(self.shared.now_ms(), Ordering::Relaxed);
+        self.changed.notify_one();
+    }
+
+    fn is_idle(&self) -> bool {
+        self.in_flight.load(Ordering::SeqCst) == 0 && self.head_started.load(Ordering::SeqCst) == 0
+    }
+
+    pub(super) fn reading_head(&self) -> bool {
+        self.in_flight.load(Ordering::SeqCst) == 0 && self.head_started.load(Ordering::SeqCst) != 0
+    }
+}
+
+/// Resolves when the connection must be closed now: a head took too long,
+/// it stayed idle too long, or an idle slot is wanted at the cap. `None`:
+/// shutting down with a head half sent.
+pub(super) async fn watchdog(activity: &Activity, stopping: bool) -> Option<CloseReason> {
+    let shared = &activity.shared;
+    let limits = &shared.limits;
+    let mut pressure = shared.pressure.subscribe();
+    loop {
+        let now = shared.now_ms();
+        let in_flight = activity.in_flight.load(Ordering::SeqCst);
+        let head_started = activity.head_started.load(Ordering::SeqCst);
+        let idle_until =
+            activity.last_io.load(Ordering::Relaxed) + limits.idle_timeout.as_millis() as u64;
+        let due = if in_flight > 0 {
+            // Busy, but moving: a stream writes keep-alives, a body arrives.
+            Some((idle_until, CloseReason::Stalled))
+        } else if head_started != 0 {
+            if stopping {
+                return None;
+            }
+            Some((
+                head_started - 1 + limits.header_read_timeout.as_millis() as u64,
+                CloseReason::HeaderTimeout,
+            ))
+        } else {
+            Some((idle_until, CloseReason::IdleTimeout))
+        };
+        let wait = match due {
+            Some((at, reason)) if at <= now => return Some(reason),
+            Some((at, _)) => Duration::from_millis(at - now),
+            None => limits.idle_timeout,
+        };
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => {}
+            _ = activity.changed.notified() => {}
+            changed = pressure.changed() => {
+                if changed.is_err() {
+                    // The server is gone; the connection task ends with it.
+                    std::future::pending::<()>().await;
+                }
+                if activity.is_idle() && shared.take_eviction() {
+                    return Some(CloseReason::EvictedAtCap);
+                }
+            }
+        }
+    }
+}
+
+/// The TCP stream, recording when bytes move.
+pub(super) struct Tracked {
+    pub(super) inner: TcpStream,
+    pub(super) activity: Arc<Activity>,
+}
+
+impl AsyncRead for Tracked {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
+        if matches!(polled, Poll::Ready(Ok(()))) && buf.filled().len() > before {
+            self.activity.on_read();
+        }
+        polled
+    }
+}
+
+impl AsyncWrite for Tracked {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let polled = Pin::new(&mut self.inner).poll_write(cx, buf);
+        if matches!(polled, Poll::Ready(Ok(n)) if n > 0) {
+            self.activity.on_write();
+        }
+        polled
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let polled = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        if matches!(polled, Poll::Ready(Ok(n)) if n > 0) {
+            self.activity.on_write();
+        }
+        polled
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
