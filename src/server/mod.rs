@@ -23,6 +23,7 @@ pub use health::HealthState;
 pub use maintenance::MaintenanceConfig;
 
 use crate::api::{ApiContext, ApiRates, ApiState};
+use crate::board::{BoardContext, BoardState};
 use crate::bus::pg::PgBusConfig;
 use crate::bus::{Bus, InProcessBus, InstanceId, PgBus};
 use crate::clock::{OffsetClock, SharedClock};
@@ -67,6 +68,7 @@ pub struct Surfaces {
     pub mcp: McpState,
     pub intake: IntakeState,
     pub metrics: MetricsState,
+    pub board: BoardState,
 }
 
 /// Composes the surfaces' routers, and counts every request by route.
@@ -77,6 +79,7 @@ pub fn router(surfaces: Surfaces) -> Router {
         .merge(crate::mcp::router(surfaces.mcp))
         .merge(crate::intake::router(surfaces.intake))
         .merge(crate::metrics::http::router(surfaces.metrics))
+        .merge(crate::board::router(surfaces.board))
         .layer(axum::middleware::from_fn_with_state(
             metrics,
             crate::metrics::http::count_requests,
@@ -207,6 +210,13 @@ pub async fn serve_on(
         %instance,
         "switchboard is serving"
     );
+    // Turns true when shutdown is requested: long-lived streams end then.
+    let (signalled_tx, mut signalled_rx) = watch::channel(false);
+    let board = BoardState {
+        store: store.clone(),
+        delivery: delivery.clone(),
+        board: Arc::new(BoardContext::new(public_url.clone(), signalled_rx.clone())),
+    };
     let app = router(Surfaces {
         health: HealthState {
             store: store.clone(),
@@ -233,8 +243,8 @@ pub async fn serve_on(
             store: store.clone(),
             delivery,
         },
+        board,
     });
-    let (signalled_tx, mut signalled_rx) = watch::channel(false);
     // The peer address is what intake rate-limits by (never a forwarding header).
     let app = app.into_make_service_with_connect_info::<SocketAddr>();
     let server = axum::serve(listener, app).with_graceful_shutdown(async move {

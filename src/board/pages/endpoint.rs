@@ -1,0 +1,267 @@
+//! `/board/endpoints/{slug}`: one endpoint — presence (toggle, until,
+//! shift editor with a live preview), sessions, its todos, scope, and
+//! revoke/delete.
+
+use askama::Template;
+use axum::extract::{Path, Query, State};
+use axum::response::Response;
+
+use super::todos::{TodoRow, rows};
+use crate::board::BoardState;
+use crate::board::auth::Signed;
+use crate::board::error::BoardError;
+use crate::board::form::CsrfForm;
+use crate::board::view::{EndpointCard, Layout, Messages, back, cards, dated, render};
+use crate::delivery::presence as service;
+use crate::domain::duration::parse_positive_duration;
+use crate::domain::presence::Presence;
+use crate::domain::shift::Shift;
+use crate::store::{PageRequest, StoreError, TodoFilter};
+
+/// The choices of the until picker: how long an override lasts.
+pub(crate) const UNTIL_CHOICES: &[(&str, &str)] = &[
+    ("", "until the next shift boundary"),
+    ("30m", "for 30 minutes"),
+    ("1h", "for 1 hour"),
+    ("2h", "for 2 hours"),
+    ("4h", "for 4 hours"),
+    ("8h", "for 8 hours"),
+    ("24h", "for 24 hours"),
+];
+
+#[derive(Template)]
+#[template(path = "board/endpoint.html")]
+struct EndpointPage {
+    layout: Layout,
+    card: EndpointCard,
+    todos: Vec<TodoRow>,
+    until_choices: &'static [(&'static str, &'static str)],
+    preview: ShiftPreview,
+}
+
+pub(crate) async fn page(
+    State(state): State<BoardState>,
+    signed: Signed,
+    Path(slug): Path<String>,
+    Query(messages): Query<Messages>,
+) -> Result<Response, BoardError> {
+    let endpoint = state.store.get_endpoint(&signed.human.id, &slug).await?;
+    let card = cards(&state, std::slice::from_ref(&endpoint))
+        .await?
+        .remove(0);
+    let page = state
+        .store
+        .human_list_todos(
+            &signed.human.id,
+            &TodoFilter {
+                endpoint_id: Some(endpoint.id.clone()),
+                ..TodoFilter::default()
+            },
+            &PageRequest {
+                limit: 50,
+                after: None,
+            },
+        )
+        .await?;
+    let now = state.store.clock().now();
+    let preview = ShiftPreview::of(endpoint.shift.as_deref().unwrap_or(""), now);
+    Ok(render(&EndpointPage {
+        layout: Layout::new(
+            &signed,
+            "overview",
+            format!("{} · {}", card.agent, card.slug),
+        )
+        .with_messages(&messages),
+        todos: rows(&page.items, std::slice::from_ref(&endpoint), now),
+        card,
+        until_choices: UNTIL_CHOICES,
+        preview,
+    }))
+}
+
+fn path_of(slug: &str) -> String {
+    format!("/board/endpoints/{slug}")
+}
+
+/// Presence forms: `presence` = `in`, `out` or `clear`; `for` = one of
+/// [`UNTIL_CHOICES`] (or any duration such as `90m`).
+pub(crate) async fn set_presence(
+    State(state): State<BoardState>,
+    Path(slug): Path<String>,
+    form: CsrfForm,
+) -> Result<Response, BoardError> {
+    let human = &form.signed.human.id;
+    let endpoint = state.store.get_endpoint(human, &slug).await?;
+    let back_to = path_of(&endpoint.slug);
+    let now = state.store.clock().now();
+    let choice = form.fields.text("presence").unwrap_or("");
+    let outcome = if choice == "clear" {
+        service::operator_clear(&state.delivery, &endpoint, human)
+            .await
+            .map(|_| "override cleared: the shift decides again".to_owned())
+    } else {
+        let Some(value) = Presence::parse(choice) else {
+            return Ok(back(
+                &back_to,
+                Err("presence: must be in, out or clear".into()),
+            ));
+        };
+        let until = match form.fields.text("for") {
+            None => None,
+            Some(text) => match parse_positive_duration(text, "for") {
+                Ok(d) => Some(now.saturating_add(d)),
+                Err(e) => return Ok(back(&back_to, Err(e.to_string()))),
+            },
+        };
+        service::operator_set(&state.delivery, &endpoint, human, value, until)
+            .await
+            .map(|_| format!("presence set to {}", value.as_str()))
+    };
+    Ok(back(&back_to, outcome.map_err(refusal)))
+}
+
+/// The shift editor's submit: `shift` (empty clears it).
+pub(crate) async fn set_shift(
+    State(state): State<BoardState>,
+    Path(slug): Path<String>,
+    form: CsrfForm,
+) -> Result<Response, BoardError> {
+    let human = &form.signed.human.id;
+    let endpoint = state.store.get_endpoint(human, &slug).await?;
+    let text = form.fields.text("shift");
+    let outcome = service::operator_set_shift(&state.delivery, &endpoint, human, text)
+        .await
+        .map(|_| match text {
+            Some(_) => "shift saved".to_owned(),
+            None => "shift cleared".to_owned(),
+        });
+    Ok(back(&path_of(&endpoint.slug), outcome.map_err(refusal)))
+}
+
+/// Revoking needs the slug typed again (`confirm`), with or without JavaScript.
+pub(crate) async fn revoke(
+    State(state): State<BoardState>,
+    Path(slug): Path<String>,
+    form: CsrfForm,
+) -> Result<Response, BoardError> {
+    let human = &form.signed.human.id;
+    let endpoint = state.store.get_endpoint(human, &slug).await?;
+    let back_to = path_of(&endpoint.slug);
+    if form.fields.text("confirm") != Some(endpoint.slug.as_str()) {
+        return Ok(back(
+            &back_to,
+            Err("confirm: type the endpoint's slug to revoke it".into()),
+        ));
+    }
+    let outcome = match state.store.revoke_endpoint(human, &endpoint.id).await {
+        Ok(revoked) => {
+            state.delivery.endpoint_revoked(&endpoint.id);
+            Ok(format!(
+                "revoked; {} live todo(s) became dead letters",
+                revoked.dead_lettered
+            ))
+        }
+        Err(e) => Err(refusal(e)),
+    };
+    Ok(back(&back_to, outcome))
+}
+
+/// Deleting (a revoked endpoint only) needs the slug typed again too.
+pub(crate) async fn delete(
+    State(state): State<BoardState>,
+    Path(slug): Path<String>,
+    form: CsrfForm,
+) -> Result<Response, BoardError> {
+    let human = &form.signed.human.id;
+    let endpoint = state.store.get_endpoint(human, &slug).await?;
+    if form.fields.text("confirm") != Some(endpoint.slug.as_str()) {
+        return Ok(back(
+            &path_of(&endpoint.slug),
+            Err("confirm: type the endpoint's slug to delete it".into()),
+        ));
+    }
+    match state.store.delete_endpoint(human, &endpoint.id).await {
+        Ok(()) => Ok(back("/", Ok(format!("endpoint {} deleted", endpoint.slug)))),
+        Err(e) => Ok(back(&path_of(&endpoint.slug), Err(refusal(e)))),
+    }
+}
+
+/// A refused write as the message shown on the page.
+pub(crate) fn refusal(e: StoreError) -> String {
+    match e {
+        StoreError::InvalidArgument(invalid) => invalid.to_string(),
+        StoreError::EndpointRevoked => "the endpoint is revoked".to_owned(),
+        StoreError::Conflict(why) => why,
+        StoreError::NotFound => "not found".to_owned(),
+        other => {
+            tracing::warn!(error = %other, "board: a write failed");
+            "the write failed; try again".to_owned()
+        }
+    }
+}
+
+/// What the shift editor shows under the field: the canonical form and the
+/// next boundaries in the shift's zone, or why the text is not a shift.
+#[derive(Template)]
+#[template(path = "board/shift_preview.html")]
+pub(crate) struct ShiftPreview {
+    pub(crate) empty: bool,
+    pub(crate) error: Option<String>,
+    pub(crate) canonical: String,
+    pub(crate) zone: String,
+    pub(crate) now_in: bool,
+    /// (local time, UTC instant, turns in)
+    pub(crate) boundaries: Vec<(String, String, bool)>,
+}
+
+impl ShiftPreview {
+    pub(crate) fn of(text: &str, now: crate::domain::Timestamp) -> Self {
+        let mut preview = ShiftPreview {
+            empty: text.trim().is_empty(),
+            error: None,
+            canonical: String::new(),
+            zone: String::new(),
+            now_in: false,
+            boundaries: Vec::new(),
+        };
+        if preview.empty {
+            return preview;
+        }
+        match Shift::parse(text) {
+            Err(e) => preview.error = Some(e.to_string()),
+            Ok(shift) => {
+                preview.canonical = shift.canonical();
+                preview.zone = shift.zone_name().to_owned();
+                preview.now_in = shift.contains(now);
+                preview.boundaries = shift
+                    .next_boundaries(now, 4)
+                    .into_iter()
+                    .map(|b| {
+                        (
+                            dated(b, shift.time_zone()),
+                            b.to_rfc3339(),
+                            shift.contains(b),
+                        )
+                    })
+                    .collect();
+            }
+        }
+        preview
+    }
+}
+
+#[derive(serde::Deserialize)]
+pub(crate) struct PreviewQuery {
+    #[serde(default)]
+    shift: String,
+}
+
+/// `GET /board/shift-preview?shift=…`: the preview fragment, as the editor
+/// types (htmx), validated by the same grammar the API uses.
+pub(crate) async fn shift_preview(
+    State(state): State<BoardState>,
+    _signed: Signed,
+    Query(q): Query<PreviewQuery>,
+) -> Response {
+    render(&ShiftPreview::of(&q.shift, state.store.clock().now()))
+}
