@@ -11,6 +11,7 @@ pub(crate) const HTMX: &str = "htmx-2.0.11.min.js";
 pub(crate) const HTMX_SSE: &str = "htmx-ext-sse-2.2.4.min.js";
 /// The stylesheet's name carries a version too: bump it when it changes.
 pub(crate) const CSS: &str = "board-1.css";
+pub(crate) const JS: &str = "board-1.js";
 
 const FILES: &[(&str, &str, &[u8])] = &[
     (
@@ -22,6 +23,11 @@ const FILES: &[(&str, &str, &[u8])] = &[
         HTMX_SSE,
         "text/javascript; charset=utf-8",
         include_bytes!("static/htmx-ext-sse-2.2.4.min.js"),
+    ),
+    (
+        JS,
+        "text/javascript; charset=utf-8",
+        include_bytes!("static/board.js"),
     ),
     (
         CSS,

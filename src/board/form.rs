@@ -33,7 +33,6 @@ impl Fields {
     }
 
     /// Every value of `name` (the bulk forms' checkboxes).
-    #[allow(dead_code)]
     pub(crate) fn all(&self, name: &str) -> Vec<&str> {
         self.0
             .iter()

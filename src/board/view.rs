@@ -51,6 +51,7 @@ pub(crate) struct Layout {
     pub(crate) htmx: &'static str,
     pub(crate) htmx_sse: &'static str,
     pub(crate) css: &'static str,
+    pub(crate) js: &'static str,
 }
 
 impl Layout {
@@ -65,6 +66,7 @@ impl Layout {
             htmx: assets::HTMX,
             htmx_sse: assets::HTMX_SSE,
             css: assets::CSS,
+            js: assets::JS,
         }
     }
 

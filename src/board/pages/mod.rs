@@ -5,3 +5,4 @@ pub(crate) mod endpoint;
 pub(crate) mod overview;
 pub(crate) mod todos;
 pub(crate) mod tokens;
+pub(crate) mod vend;
