@@ -10,6 +10,7 @@
 
 mod api;
 mod binary;
+mod board;
 mod cli;
 mod cluster;
 mod cluster_faults;

@@ -1,0 +1,540 @@
+//! The board over plain HTTP: sign-in and its cookie, CSRF on every form,
+//! revocation taking effect at once, tenant isolation, escaping, the shift
+//! preview, static files, and the live stream (its events, and its end on
+//! shutdown). No browser: `browser.rs` has that.
+
+use std::time::{Duration, Instant};
+
+use reqwest::Method;
+use serde_json::{Value, json};
+
+use super::Board;
+use crate::support::api::{Body, HIGH_RATES, Server, make_human, vend};
+
+async fn push(server: &Server, token: &str, slug: &str, body: Value) -> String {
+    let v = server
+        .expect(
+            201,
+            Method::POST,
+            &format!("/api/v1/endpoints/{slug}/todos"),
+            token,
+            Body::Json(body),
+        )
+        .await;
+    v["id"].as_str().unwrap().to_owned()
+}
+
+async fn presence(server: &Server, token: &str, slug: &str) -> Value {
+    server
+        .expect(
+            200,
+            Method::GET,
+            &format!("/api/v1/endpoints/{slug}/presence"),
+            token,
+            Body::None,
+        )
+        .await
+}
+
+async fn tokens(server: &Server, token: &str) -> Vec<Value> {
+    server
+        .expect(200, Method::GET, "/api/v1/tokens", token, Body::None)
+        .await["tokens"]
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn signing_in_mints_a_board_token_in_an_http_only_cookie() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::in_process(dir.path(), &HIGH_RATES);
+    let admin = server.first_token.clone();
+    let mut board = Board::new(&server.addr);
+
+    // Not signed in: every page redirects to the sign-in form.
+    for path in ["/", "/board/todos", "/board/tokens", "/board/vend"] {
+        let page = board.get(path).await;
+        assert_eq!(page.status, 303, "{path}");
+        assert_eq!(page.location.as_deref(), Some("/board/sign-in"), "{path}");
+    }
+    let form = board.get("/board/sign-in").await;
+    assert_eq!(form.status, 200);
+    assert!(form.body.contains(r#"name="token""#));
+
+    // A wrong token: 401, the field named, and nothing written.
+    let before = tokens(&server, &admin).await.len();
+    for wrong in ["", "sbk_not-a-human-token", "sbh_not-live"] {
+        let page = board.post("/board/sign-in", &[("token", wrong)]).await;
+        assert_eq!(page.status, 401, "{wrong:?}");
+        assert!(page.body.contains("token:"), "{}", page.body);
+        assert!(page.set_cookie.is_none());
+    }
+    assert_eq!(tokens(&server, &admin).await.len(), before);
+
+    let signed = board.sign_in(&admin).await;
+    assert_eq!(signed.location.as_deref(), Some("/"));
+    let set = signed.set_cookie.unwrap();
+    for attribute in ["HttpOnly", "SameSite=Strict", "Path=/", "Max-Age=43200"] {
+        assert!(set.contains(attribute), "{set}");
+    }
+    // Plain http: not Secure (the browser would drop it).
+    assert!(!set.contains("Secure"), "{set}");
+    let cookie = board.cookie.clone().unwrap();
+    assert!(
+        cookie.starts_with("sbh_") && cookie != admin,
+        "a new token, not the typed one"
+    );
+
+    // The new token is listed as the board's, expiring in 12 h.
+    let listed = tokens(&server, &admin).await;
+    let mine: Vec<&Value> = listed
+        .iter()
+        .filter(|t| t["label"] == "board sign-in")
+        .collect();
+    assert_eq!(mine.len(), 1, "{listed:?}");
+    assert!(cookie.starts_with(mine[0]["prefix"].as_str().unwrap()));
+    assert!(mine[0]["expires_at"].is_string());
+
+    let overview = board.get("/").await;
+    assert_eq!(overview.status, 200);
+    assert!(overview.body.contains("admin"));
+    assert!(overview.body.contains("no-store") || overview.status == 200);
+
+    // Revoking the board's token through the API signs the browser out at once.
+    let id = mine[0]["id"].as_str().unwrap();
+    server
+        .call(
+            Method::DELETE,
+            &format!("/api/v1/tokens/{id}"),
+            &admin,
+            Body::None,
+        )
+        .await;
+    let page = board.get("/").await;
+    assert_eq!(page.status, 303);
+    assert_eq!(page.location.as_deref(), Some("/board/sign-in"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_form_needs_the_csrf_token_and_sign_out_revokes() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::in_process(dir.path(), &HIGH_RATES);
+    let admin = server.first_token.clone();
+    let alpha = vend(&server, &admin, json!({ "agent": "alpha" })).await;
+    let mut board = Board::new(&server.addr);
+    board.sign_in(&admin).await;
+    let csrf = board.csrf().await;
+    assert_eq!(csrf.len(), 64);
+
+    let presence_path = format!("/board/endpoints/{}/presence", alpha.slug);
+    let forms: Vec<(String, Vec<(&str, &str)>)> = vec![
+        (presence_path.clone(), vec![("presence", "out")]),
+        (
+            format!("/board/endpoints/{}/shift", alpha.slug),
+            vec![("shift", "Mon 09:00-10:00")],
+        ),
+        (
+            format!("/board/endpoints/{}/revoke", alpha.slug),
+            vec![("confirm", alpha.slug.as_str())],
+        ),
+        ("/board/tokens".into(), vec![("label", "x")]),
+        ("/board/agents".into(), vec![("name", "beta")]),
+        ("/board/vend".into(), vec![("agent", "gamma")]),
+        ("/board/sign-out".into(), vec![]),
+    ];
+    let wrong = "0".repeat(64);
+    for (path, fields) in &forms {
+        let missing = board.post(path, fields).await;
+        assert_eq!(missing.status, 403, "{path} without csrf: {}", missing.body);
+        assert!(missing.body.contains("csrf"), "{}", missing.body);
+        let mut with_wrong = fields.clone();
+        with_wrong.push(("csrf", &wrong));
+        assert_eq!(board.post(path, &with_wrong).await.status, 403, "{path}");
+    }
+    // Nothing was written by any of them.
+    let p = presence(&server, &admin, &alpha.slug).await;
+    assert_eq!(
+        (p["presence"].as_str(), p["shift"].as_str()),
+        (Some("in"), None)
+    );
+    let agents = server
+        .expect(200, Method::GET, "/api/v1/agents", &admin, Body::None)
+        .await;
+    assert_eq!(agents["agents"].as_array().unwrap().len(), 1);
+    assert_eq!(
+        tokens(&server, &admin).await.len(),
+        2,
+        "first start + board"
+    );
+
+    // With the token, the same form works.
+    let ok = board
+        .post(
+            &presence_path,
+            &[("presence", "out"), ("for", "1h"), ("csrf", &csrf)],
+        )
+        .await;
+    assert_eq!(ok.status, 303, "{}", ok.body);
+    assert!(
+        ok.location
+            .unwrap()
+            .starts_with(&format!("/board/endpoints/{}?notice=", alpha.slug))
+    );
+    let p = presence(&server, &admin, &alpha.slug).await;
+    assert_eq!(
+        (p["presence"].as_str(), p["source"].as_str()),
+        (Some("out"), Some("operator"))
+    );
+    assert!(p["until"].is_string());
+
+    // A bad field is named, and changes nothing.
+    let bad = board
+        .post(
+            &presence_path,
+            &[("presence", "in"), ("for", "soon"), ("csrf", &csrf)],
+        )
+        .await;
+    assert!(
+        bad.location.unwrap().contains("error=for"),
+        "the field is named"
+    );
+    assert_eq!(
+        presence(&server, &admin, &alpha.slug).await["presence"],
+        "out"
+    );
+
+    // An invalid shift is refused with the grammar's message; nothing stored.
+    let shift = board
+        .post(
+            &format!("/board/endpoints/{}/shift", alpha.slug),
+            &[("shift", "Mon 25:00-26:00"), ("csrf", &csrf)],
+        )
+        .await;
+    assert!(shift.location.unwrap().contains("error=shift"));
+    assert!(presence(&server, &admin, &alpha.slug).await["shift"].is_null());
+
+    // Sign-out revokes the board's token and clears the cookie.
+    let out = board.post("/board/sign-out", &[("csrf", &csrf)]).await;
+    assert_eq!(out.status, 303);
+    assert!(out.set_cookie.unwrap().contains("Max-Age=0"));
+    let listed = tokens(&server, &admin).await;
+    let board_token = listed
+        .iter()
+        .find(|t| t["label"] == "board sign-in")
+        .unwrap();
+    assert!(board_token["revoked_at"].is_string(), "{board_token}");
+    assert_eq!(board.get("/").await.status, 303);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_human_sees_and_touches_nothing_of_another() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::in_process(dir.path(), &HIGH_RATES);
+    let admin = server.first_token.clone();
+    let alpha = vend(&server, &admin, json!({ "agent": "alpha" })).await;
+    let todo = push(
+        &server,
+        &admin,
+        &alpha.slug,
+        json!({ "title": "admin's secret plan" }),
+    )
+    .await;
+    let bob = make_human(&server, "bob");
+    let mut board = Board::new(&server.addr);
+    board.sign_in(&bob.token).await;
+    let csrf = board.csrf().await;
+
+    for path in ["/", "/board/todos", "/board/agents", "/board/tokens"] {
+        let page = board.get(path).await;
+        assert_eq!(page.status, 200, "{path}");
+        for leak in [alpha.slug.as_str(), todo.as_str(), "secret plan", "alpha"] {
+            assert!(!page.body.contains(leak), "{path} shows {leak:?}");
+        }
+    }
+    // A foreign endpoint or todo answers exactly like a missing one.
+    for path in [
+        format!("/board/endpoints/{}", alpha.slug),
+        format!("/board/endpoints/{}", alpha.id),
+        format!("/board/todos/{todo}"),
+        "/board/endpoints/no-such-endpoint".to_owned(),
+    ] {
+        let page = board.get(&path).await;
+        assert_eq!(page.status, 404, "{path}");
+        assert!(!page.body.contains("secret plan"));
+    }
+    let filtered = board
+        .get(&format!("/board/todos?endpoint={}", alpha.slug))
+        .await;
+    assert!(
+        !filtered.body.contains(&todo),
+        "a foreign endpoint filter shows nothing"
+    );
+    for (path, fields) in [
+        (
+            format!("/board/endpoints/{}/presence", alpha.slug),
+            vec![("presence", "out"), ("csrf", csrf.as_str())],
+        ),
+        (
+            format!("/board/endpoints/{}/revoke", alpha.slug),
+            vec![("confirm", alpha.slug.as_str()), ("csrf", csrf.as_str())],
+        ),
+        (
+            format!("/board/todos/{todo}/retry"),
+            vec![("csrf", csrf.as_str())],
+        ),
+    ] {
+        assert_eq!(board.post(&path, &fields).await.status, 404, "{path}");
+    }
+    let p = presence(&server, &admin, &alpha.slug).await;
+    assert_eq!(p["presence"], "in");
+    let shown = server
+        .expect(
+            200,
+            Method::GET,
+            &format!("/api/v1/endpoints/{}", alpha.slug),
+            &admin,
+            Body::None,
+        )
+        .await;
+    assert_eq!(shown["state"], "active");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn titles_and_payloads_are_escaped_and_the_shift_preview_uses_the_grammar() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::in_process(dir.path(), &HIGH_RATES);
+    let admin = server.first_token.clone();
+    let alpha = vend(&server, &admin, json!({ "agent": "alpha" })).await;
+    let todo = push(
+        &server,
+        &admin,
+        &alpha.slug,
+        json!({
+            "title": "<script>alert('title')</script>",
+            "payload": { "html": "<img src=x onerror=alert(1)>" },
+        }),
+    )
+    .await;
+    let mut board = Board::new(&server.addr);
+    board.sign_in(&admin).await;
+    for path in [
+        "/".to_owned(),
+        "/board/todos".to_owned(),
+        format!("/board/endpoints/{}", alpha.slug),
+        format!("/board/todos/{todo}"),
+    ] {
+        let page = board.get(&path).await;
+        assert_eq!(page.status, 200, "{path}");
+        assert!(!page.body.contains("<script>alert"), "{path}");
+        assert!(!page.body.contains("<img src=x"), "{path}");
+    }
+    let detail = board.get(&format!("/board/todos/{todo}")).await;
+    assert!(
+        detail.body.contains("&#60;script&#62;alert("),
+        "{}",
+        detail.body
+    );
+    // The payload is JSON-pretty-printed, then HTML-escaped.
+    assert!(
+        detail.body.contains("&#60;img src=x onerror=alert(1)&#62;"),
+        "{}",
+        detail.body
+    );
+
+    let valid = board
+        .get("/board/shift-preview?shift=TZ%3DEurope%2FBerlin%20Mon-Fri%2009%3A00-17%3A00")
+        .await;
+    assert_eq!(valid.status, 200);
+    assert!(
+        valid.body.contains(r#"data-valid="true""#),
+        "{}",
+        valid.body
+    );
+    assert!(valid.body.contains("TZ=Europe/Berlin Mon-Fri 09:00-17:00"));
+    assert_eq!(valid.body.matches("<li>").count(), 4, "{}", valid.body);
+    let invalid = board
+        .get("/board/shift-preview?shift=Mon%2025%3A00-26%3A00")
+        .await;
+    assert!(
+        invalid.body.contains(r#"data-valid="false""#),
+        "{}",
+        invalid.body
+    );
+    assert!(
+        invalid.body.contains("shift: "),
+        "the field is named: {}",
+        invalid.body
+    );
+    let empty = board.get("/board/shift-preview?shift=").await;
+    assert!(empty.body.contains("No shift"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn static_files_are_embedded_and_cached_for_a_year() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::in_process(dir.path(), &HIGH_RATES);
+    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+    for (file, kind) in [
+        ("htmx-2.0.11.min.js", "text/javascript"),
+        ("htmx-ext-sse-2.2.4.min.js", "text/javascript"),
+        ("board-1.css", "text/css"),
+        ("board-1.js", "text/javascript"),
+    ] {
+        let resp = http
+            .get(server.url(&format!("/board/static/{file}")))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200, "{file}");
+        let header = |n: &str| resp.headers()[n].to_str().unwrap().to_owned();
+        assert!(header("content-type").starts_with(kind), "{file}");
+        assert!(
+            header("cache-control").contains("max-age=31536000"),
+            "{file}"
+        );
+        assert!(!resp.bytes().await.unwrap().is_empty());
+    }
+    let missing = http
+        .get(server.url("/board/static/nope.js"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(missing.status(), 404);
+}
+
+/// An SSE response read event by event: (event name, data).
+struct Events {
+    response: reqwest::Response,
+    buffered: String,
+}
+
+impl Events {
+    async fn next(&mut self, within: Duration) -> Option<(String, String)> {
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some(end) = self.buffered.find("\n\n") {
+                let block: String = self.buffered.drain(..end + 2).collect();
+                let field = |name: &str| {
+                    block
+                        .lines()
+                        .find_map(|l| l.strip_prefix(name))
+                        .map(|v| v.trim().to_owned())
+                };
+                match (field("event:"), field("data:")) {
+                    (Some(event), data) => return Some((event, data.unwrap_or_default())),
+                    _ => continue, // a keep-alive comment
+                }
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            match tokio::time::timeout(left, self.response.chunk()).await {
+                Ok(Ok(Some(chunk))) => self.buffered.push_str(&String::from_utf8_lossy(&chunk)),
+                _ => return None,
+            }
+        }
+    }
+
+    /// Waits for a `changed` event with `data`, skipping others.
+    async fn expect_changed(&mut self, data: &str, within: Duration) {
+        let deadline = Instant::now() + within;
+        while let Some((event, got)) = self
+            .next(deadline.saturating_duration_since(Instant::now()))
+            .await
+        {
+            if event == "changed" && got == data {
+                return;
+            }
+        }
+        panic!("no `changed: {data}` within {within:?}");
+    }
+}
+
+async fn open_events(board: &Board) -> Events {
+    let resp = reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .unwrap()
+        .get(format!("{}/board/events", board.base))
+        .header(
+            "cookie",
+            format!("sb_board={}", board.cookie.as_deref().unwrap()),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    assert!(
+        resp.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/event-stream")
+    );
+    Events {
+        response: resp,
+        buffered: String::new(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_live_stream_says_what_changed_and_ends_on_shutdown() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = Server::start(dir.path(), &HIGH_RATES);
+    let admin = server.first_token.clone();
+    let alpha = vend(&server, &admin, json!({ "agent": "alpha" })).await;
+    let mut board = Board::new(&server.addr);
+    board.sign_in(&admin).await;
+    // Without a session, no stream.
+    let anonymous = Board::new(&server.addr).get("/board/events").await;
+    assert_eq!(anonymous.status, 303);
+
+    let mut events = open_events(&board).await;
+    events
+        .expect_changed("connected", Duration::from_secs(5))
+        .await;
+    // An API push publishes nothing on the bus: the stream's poll finds it.
+    push(&server, &admin, &alpha.slug, json!({ "title": "live" })).await;
+    events.expect_changed("todos", Duration::from_secs(8)).await;
+    // A presence write (through the API) is a presence change.
+    server
+        .expect(
+            200,
+            Method::PUT,
+            &format!("/api/v1/endpoints/{}/presence", alpha.slug),
+            &admin,
+            Body::Json(json!({ "presence": "out" })),
+        )
+        .await;
+    events
+        .expect_changed("presence", Duration::from_secs(8))
+        .await;
+
+    // A bob stream hears nothing of admin's changes.
+    let bob = make_human(&server, "bob");
+    let mut bob_board = Board::new(&server.addr);
+    bob_board.sign_in(&bob.token).await;
+    let mut bob_events = open_events(&bob_board).await;
+    bob_events
+        .expect_changed("connected", Duration::from_secs(5))
+        .await;
+    push(
+        &server,
+        &admin,
+        &alpha.slug,
+        json!({ "title": "not bob's" }),
+    )
+    .await;
+    events.expect_changed("todos", Duration::from_secs(8)).await;
+    let heard = bob_events.next(Duration::from_secs(3)).await;
+    assert!(heard.is_none(), "bob heard {heard:?}");
+
+    // Shutdown ends the streams: the server exits well within its grace.
+    let started = Instant::now();
+    let status = server.stop();
+    assert!(status.success(), "{status:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(8),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(events.next(Duration::from_secs(2)).await.is_none());
+}
