@@ -103,10 +103,19 @@ fn routes() -> Router<ApiState> {
         .route("/webhooks/{id}/rotate", post(webhooks::rotate))
         .route("/webhooks/{id}", delete(webhooks::remove))
         .route("/todos", get(todos::list))
+        .route(
+            "/todos/retry",
+            post(todos::bulk_retry).get(todos::show_reserved),
+        )
+        .route(
+            "/todos/cancel",
+            post(todos::bulk_cancel).get(todos::show_reserved),
+        )
         .route("/todos/{id}", get(todos::show))
         .route("/todos/{id}/event", get(todos::event))
         .route("/todos/{id}/retry", post(todos::retry))
         .route("/todos/{id}/release", post(todos::release))
+        .route("/todos/{id}/cancel", post(todos::cancel))
         .route("/openapi.json", get(openapi::serve))
         .fallback(handlers::not_found);
     Router::new().nest("/api/v1", v1)

@@ -441,9 +441,11 @@ pub struct TodoView {
     pub title: String,
     pub kind: Option<String>,
     pub source: Option<String>,
-    /// `pending`, `claimed`, `done` or `failed`.
+    /// `pending`, `claimed`, `done`, `failed` or `cancelled`.
     pub state: String,
     pub dead_letter: bool,
+    /// Who cancelled it (`human:<id>`), while it is `cancelled`.
+    pub cancelled_by: Option<String>,
     pub owner: Option<String>,
     pub attempt: i64,
     pub max_attempts: i64,
@@ -484,6 +486,7 @@ impl From<&Todo> for TodoView {
             source: t.source.clone(),
             state: t.state.as_str().to_owned(),
             dead_letter: t.dead_letter,
+            cancelled_by: t.cancelled_by.clone(),
             owner: t.owner.clone(),
             attempt: t.attempt,
             max_attempts: t.max_attempts,
@@ -501,6 +504,27 @@ impl From<&Todo> for TodoView {
             completed_at: opt_ts(t.completed_at),
             payload: t.payload.clone(),
             result: t.result.clone(),
+        }
+    }
+}
+
+/// What one bulk retry or cancel did.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct BulkResult {
+    /// How many todos changed (at most 1 000).
+    pub count: usize,
+    /// Whether more todos still match the filter: call again to go on.
+    pub more: bool,
+    /// The todos changed, oldest first.
+    pub ids: Vec<String>,
+}
+
+impl From<crate::store::BulkOutcome> for BulkResult {
+    fn from(o: crate::store::BulkOutcome) -> Self {
+        Self {
+            count: o.ids.len(),
+            more: o.more,
+            ids: o.ids,
         }
     }
 }

@@ -17,6 +17,11 @@ pub const MAX_CLAIMANT_BYTES: usize = 128;
 pub const MAX_NOTE_BYTES: usize = 512;
 pub const DEFAULT_MAX_ATTEMPTS: i64 = 5;
 pub const MAX_MAX_ATTEMPTS: i64 = 100;
+/// The most todos one bulk operator action (retry, cancel) changes, and the
+/// most explicit ids it accepts.
+pub const MAX_BULK: usize = 1000;
+/// The longest title search (`q`); a title is at most 200 bytes anyway.
+pub const MAX_SEARCH_BYTES: usize = MAX_TITLE_BYTES;
 /// Closed attempt records kept per todo; older ones are pruned and counted.
 pub const KEPT_ATTEMPTS: i64 = 50;
 /// Closed attempts a claim returns as `prior_attempts`.
@@ -29,10 +34,18 @@ pub enum TodoState {
     Claimed,
     Done,
     Failed,
+    /// Terminal, by a human (`07-operator.md`): never claimed or rung again.
+    Cancelled,
 }
 
 impl TodoState {
-    pub const ALL: [TodoState; 4] = [Self::Pending, Self::Claimed, Self::Done, Self::Failed];
+    pub const ALL: [TodoState; 5] = [
+        Self::Pending,
+        Self::Claimed,
+        Self::Done,
+        Self::Failed,
+        Self::Cancelled,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -40,6 +53,7 @@ impl TodoState {
             Self::Claimed => "claimed",
             Self::Done => "done",
             Self::Failed => "failed",
+            Self::Cancelled => "cancelled",
         }
     }
 
@@ -51,7 +65,9 @@ impl TodoState {
             .ok_or_else(|| {
                 Invalid::new(
                     field,
-                    format!("unknown state {s:?}; expected pending, claimed, done or failed"),
+                    format!(
+                        "unknown state {s:?}; expected pending, claimed, done, failed or cancelled"
+                    ),
                 )
             })
     }
@@ -80,6 +96,8 @@ pub enum Outcome {
     LeaseExpired,
     Reaped,
     Revoked,
+    /// A human cancelled the todo while it was claimed.
+    Cancelled,
 }
 
 impl Outcome {
@@ -91,6 +109,7 @@ impl Outcome {
             Self::LeaseExpired => "lease_expired",
             Self::Reaped => "reaped",
             Self::Revoked => "revoked",
+            Self::Cancelled => "cancelled",
         }
     }
 
@@ -102,6 +121,7 @@ impl Outcome {
             Self::LeaseExpired,
             Self::Reaped,
             Self::Revoked,
+            Self::Cancelled,
         ]
         .into_iter()
         .find(|o| o.as_str() == s)
@@ -121,6 +141,8 @@ pub enum Disposition {
     RetryScheduled,
     Requeued,
     DeadLettered,
+    /// The todo became `cancelled`.
+    Cancelled,
 }
 
 impl Disposition {
@@ -130,6 +152,7 @@ impl Disposition {
             Self::RetryScheduled => "retry_scheduled",
             Self::Requeued => "requeued",
             Self::DeadLettered => "dead_lettered",
+            Self::Cancelled => "cancelled",
         }
     }
 
@@ -139,6 +162,7 @@ impl Disposition {
             Self::RetryScheduled,
             Self::Requeued,
             Self::DeadLettered,
+            Self::Cancelled,
         ]
         .into_iter()
         .find(|d| d.as_str() == s)
@@ -239,6 +263,34 @@ pub fn validate_max_attempts(n: i64) -> Result<(), Invalid> {
             format!("must be between 1 and {MAX_MAX_ATTEMPTS} (got {n})"),
         ))
     }
+}
+
+/// A title search is a non-empty literal substring of at most 200 bytes.
+pub fn validate_search(q: &str, field: &'static str) -> Result<(), Invalid> {
+    if q.is_empty() {
+        return Err(Invalid::new(field, "must not be empty when given"));
+    }
+    if q.len() > MAX_SEARCH_BYTES {
+        return Err(Invalid::new(
+            field,
+            format!("is {} bytes; the limit is {MAX_SEARCH_BYTES}", q.len()),
+        ));
+    }
+    Ok(())
+}
+
+/// Explicit ids of a bulk action: 1 to [`MAX_BULK`] of them.
+pub fn validate_bulk_ids(ids: &[String], field: &'static str) -> Result<(), Invalid> {
+    if ids.is_empty() {
+        return Err(Invalid::new(field, "must not be empty when given"));
+    }
+    if ids.len() > MAX_BULK {
+        return Err(Invalid::new(
+            field,
+            format!("holds {} ids; the limit is {MAX_BULK} per call", ids.len()),
+        ));
+    }
+    Ok(())
 }
 
 /// A summary is never refused: it is cut to 2 048 bytes on a character boundary.

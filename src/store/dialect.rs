@@ -54,6 +54,21 @@ impl Dialect {
         }
     }
 
+    /// Whether `haystack` contains `needle` as a literal substring, ignoring
+    /// the case of ASCII letters only, identically on both backends. The
+    /// bound `needle` must already be ASCII-lowercased
+    /// ([`str::to_ascii_lowercase`]). No LIKE, so `%` and `_` are plain
+    /// characters and need no escaping. SQLite's `lower()` folds ASCII only;
+    /// PostgreSQL's follows the locale, hence `translate`.
+    pub fn contains_ascii_ci(self, haystack: &str, needle: &str) -> String {
+        match self {
+            Self::Sqlite => format!("instr(lower({haystack}), {needle}) > 0"),
+            Self::Postgres => format!(
+                "strpos(translate({haystack}, 'ABCDEFGHIJKLMNOPQRSTUVWXYZ',                  'abcdefghijklmnopqrstuvwxyz'), {needle}) > 0"
+            ),
+        }
+    }
+
     /// Null-safe equality (`NULL = NULL` is true).
     pub fn null_safe_eq(self) -> &'static str {
         match self {

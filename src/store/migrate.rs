@@ -44,6 +44,11 @@ pub static SQLITE_MIGRATIONS: &[Migration] = &[
         name: "server_name",
         sql: include_str!("migrations/sqlite/0005_server_name.sql"),
     },
+    Migration {
+        version: 6,
+        name: "cancelled",
+        sql: include_str!("migrations/sqlite/0006_cancelled.sql"),
+    },
 ];
 
 pub static POSTGRES_MIGRATIONS: &[Migration] = &[
@@ -71,6 +76,11 @@ pub static POSTGRES_MIGRATIONS: &[Migration] = &[
         version: 5,
         name: "server_name",
         sql: include_str!("migrations/postgres/0005_server_name.sql"),
+    },
+    Migration {
+        version: 6,
+        name: "cancelled",
+        sql: include_str!("migrations/postgres/0006_cancelled.sql"),
     },
 ];
 

@@ -83,8 +83,30 @@ pub trait TodoStore: Send + Sync {
         state: Option<crate::domain::todo::TodoState>,
         limit: i64,
     ) -> StoreResult<Vec<Todo>>;
-    /// A human's retry of a failed or dead-lettered todo: back to pending with `attempt = 0`.
+    /// A human's retry of a failed, dead-lettered or cancelled todo: back to
+    /// pending with `attempt = 0`.
     async fn human_retry(&self, human_id: &str, id: &str) -> StoreResult<Todo>;
+    /// A human's cancel of a pending, claimed or waiting-for-retry todo: terminal
+    /// `cancelled`; a claimed one's attempt closes as `cancelled`, and its
+    /// holder's next call gets `conflict`. A finished todo → `Conflict`
+    /// naming its state; a foreign one → `NotFound`.
+    async fn human_cancel(&self, human_id: &str, id: &str) -> StoreResult<Todo>;
+    /// Cancels at most [`crate::domain::todo::MAX_BULK`] of the human's
+    /// cancellable todos (pending, claimed, waiting for a retry) matching the
+    /// target, oldest first, in one transaction.
+    async fn human_bulk_cancel(
+        &self,
+        human_id: &str,
+        target: &BulkTarget,
+    ) -> StoreResult<BulkOutcome>;
+    /// Retries at most [`crate::domain::todo::MAX_BULK`] of the human's failed
+    /// or cancelled todos matching the target, oldest first, in one
+    /// transaction. A filter without `state` means `state = failed`.
+    async fn human_bulk_retry(
+        &self,
+        human_id: &str,
+        target: &BulkTarget,
+    ) -> StoreResult<BulkOutcome>;
     /// A human's release of a claimed todo.
     async fn human_release(&self, human_id: &str, id: &str) -> StoreResult<Todo>;
     async fn human_list_todos(

@@ -244,6 +244,8 @@ pub struct Todo {
     pub updated_at: Timestamp,
     pub claimed_at: Option<Timestamp>,
     pub completed_at: Option<Timestamp>,
+    /// Who cancelled it (`human:<id>`), while it is `cancelled`.
+    pub cancelled_by: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -372,6 +374,28 @@ pub struct TodoFilter {
     pub queue: Option<String>,
     pub state: Option<crate::domain::todo::TodoState>,
     pub dead_letter: Option<bool>,
+    pub kind: Option<String>,
+    pub source: Option<String>,
+    /// A title substring: literal (no wildcards), ASCII case-insensitive.
+    pub q: Option<String>,
+}
+
+/// What a bulk operator action acts on: every todo matching a filter, or
+/// explicit ids (at most [`crate::domain::todo::MAX_BULK`]). Either way only
+/// the human's own todos, and only those the action applies to.
+#[derive(Debug, Clone)]
+pub enum BulkTarget {
+    Filter(TodoFilter),
+    Ids(Vec<String>),
+}
+
+/// What one bulk call did: at most [`crate::domain::todo::MAX_BULK`] todos.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BulkOutcome {
+    /// The todos changed, oldest first.
+    pub ids: Vec<String>,
+    /// Whether more todos matched than this call acted on (call again).
+    pub more: bool,
 }
 
 /// Work counts of one endpoint, for liveness and the board.
@@ -473,6 +497,7 @@ pub struct StateCounts {
     pub claimed: i64,
     pub done: i64,
     pub failed: i64,
+    pub cancelled: i64,
 }
 
 impl StateCounts {
@@ -482,6 +507,7 @@ impl StateCounts {
             TodoState::Claimed => self.claimed,
             TodoState::Done => self.done,
             TodoState::Failed => self.failed,
+            TodoState::Cancelled => self.cancelled,
         }
     }
 
@@ -491,6 +517,7 @@ impl StateCounts {
             TodoState::Claimed => self.claimed = n,
             TodoState::Done => self.done = n,
             TodoState::Failed => self.failed = n,
+            TodoState::Cancelled => self.cancelled = n,
         }
     }
 }

@@ -27,6 +27,8 @@ mod leases;
 mod lifecycle;
 #[path = "conformance/migrations.rs"]
 mod migrations;
+#[path = "conformance/operator.rs"]
+mod operator;
 #[path = "conformance/presence.rs"]
 mod presence;
 #[path = "conformance/refusals.rs"]

@@ -9,11 +9,11 @@ use super::page_request;
 use crate::api::ApiState;
 use crate::api::extract::{ApiJson, ApiPath, ApiQuery, HumanAuth, parse_param};
 use crate::api::views::{
-    AttemptView, CreatedTodoView, IntakeEventView, TodoDetail, TodoList, TodoView,
+    AttemptView, BulkResult, CreatedTodoView, IntakeEventView, TodoDetail, TodoList, TodoView,
 };
-use crate::domain::todo::{KEPT_ATTEMPTS, TodoState};
+use crate::domain::todo::{KEPT_ATTEMPTS, TodoState, validate_bulk_ids};
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
-use crate::store::{NewIntakeEvent, NewTodo, StoreError, TodoFilter, TrustMode};
+use crate::store::{BulkTarget, NewIntakeEvent, NewTodo, StoreError, TodoFilter, TrustMode};
 
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -135,11 +135,19 @@ pub(crate) struct TodoQuery {
     /// Endpoint slug or id (404 when it is not one of the caller's).
     pub endpoint: Option<String>,
     pub queue: Option<String>,
-    /// `pending`, `claimed`, `done` or `failed`.
+    /// `pending`, `claimed`, `done`, `failed` or `cancelled`.
     pub state: Option<String>,
     /// `true` for dead letters only, `false` to exclude them.
     #[param(value_type = Option<bool>)]
     pub dead_letter: Option<String>,
+    /// The todo's kind, exactly (e.g. `pull_request.opened`).
+    pub kind: Option<String>,
+    /// The todo's source, exactly (e.g. `github`, `operator`).
+    pub source: Option<String>,
+    /// A title substring: literal (`%` and `_` are plain characters), ASCII
+    /// case-insensitive, 1–200 bytes.
+    #[param(min_length = 1, max_length = 200)]
+    pub q: Option<String>,
     /// 1–200, default 50.
     #[param(value_type = Option<i64>, minimum = 1, maximum = 200)]
     pub limit: Option<String>,
@@ -182,6 +190,9 @@ pub(crate) async fn list(
             .map(|s| TodoState::parse_field(s, "state"))
             .transpose()?,
         dead_letter: parse_param(q.dead_letter.as_deref(), "dead_letter", "true or false")?,
+        kind: q.kind,
+        source: q.source,
+        q: q.q,
     };
     let todos = state
         .store
@@ -242,7 +253,7 @@ pub(crate) async fn event(
     Ok(Json(IntakeEventView::build(&id, &event)))
 }
 
-/// Retries a failed or dead-lettered todo: back to pending with `attempt = 0`.
+/// Retries a failed, dead-lettered or cancelled todo: back to pending with `attempt = 0`.
 #[utoipa::path(post, path = "/api/v1/todos/{id}/retry", operation_id = "retry_todo", tag = "todos",
     params(("id" = String, Path, description = "Todo id")),
     security(("bearer" = [])),
@@ -280,4 +291,156 @@ pub(crate) async fn release(
 ) -> ApiResult<Json<TodoView>> {
     let todo = state.store.human_release(&auth.human.id, &id).await?;
     Ok(Json(TodoView::from(&todo)))
+}
+
+/// Cancels a pending, claimed or waiting-for-retry todo: terminal `cancelled`.
+/// The holder of a claimed one gets `conflict` on its next call; the attempt
+/// history records who cancelled it. A done, dead-letter or cancelled todo → 409.
+#[utoipa::path(post, path = "/api/v1/todos/{id}/cancel", operation_id = "cancel_todo", tag = "todos",
+    params(("id" = String, Path, description = "Todo id")),
+    security(("bearer" = [])),
+    responses(
+        (status = 200, body = TodoView),
+        (status = 401, body = ErrorBody),
+        (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody),
+        (status = 429, body = ErrorBody),
+    ))]
+pub(crate) async fn cancel(
+    State(state): State<ApiState>,
+    auth: HumanAuth,
+    ApiPath(id): ApiPath<String>,
+) -> ApiResult<Json<TodoView>> {
+    let todo = state.store.human_cancel(&auth.human.id, &id).await?;
+    Ok(Json(TodoView::from(&todo)))
+}
+
+/// What a bulk retry or cancel acts on: explicit `ids`, or every todo of the
+/// caller's matching the filter fields (none = all of them). Not both.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct BulkRequest {
+    /// Todo ids, 1–1 000; ids that are not the caller's, or that the action
+    /// does not apply to, are skipped. Excludes every filter field.
+    #[schema(min_items = 1, max_items = 1000)]
+    pub ids: Option<Vec<String>>,
+    /// Endpoint slug or id (404 when it is not one of the caller's).
+    pub endpoint: Option<String>,
+    pub queue: Option<String>,
+    /// Retry: `failed` (the default) or `cancelled`. Cancel: `pending`,
+    /// `claimed` or `failed` (default: all three).
+    pub state: Option<String>,
+    /// `true` for dead letters only, `false` to exclude them.
+    pub dead_letter: Option<bool>,
+    pub kind: Option<String>,
+    pub source: Option<String>,
+    /// A title substring: literal, ASCII case-insensitive, 1–200 bytes.
+    #[schema(min_length = 1, max_length = 200)]
+    pub q: Option<String>,
+}
+
+impl BulkRequest {
+    fn has_filter(&self) -> bool {
+        self.endpoint.is_some()
+            || self.queue.is_some()
+            || self.state.is_some()
+            || self.dead_letter.is_some()
+            || self.kind.is_some()
+            || self.source.is_some()
+            || self.q.is_some()
+    }
+
+    async fn target(mut self, state: &ApiState, human_id: &str) -> ApiResult<BulkTarget> {
+        if let Some(ids) = self.ids.take() {
+            if self.has_filter() {
+                return Err(ApiError::invalid(
+                    "ids",
+                    "give either ids or filter fields, not both",
+                ));
+            }
+            validate_bulk_ids(&ids, "ids")?;
+            return Ok(BulkTarget::Ids(ids));
+        }
+        let endpoint_id = match self.endpoint.as_deref() {
+            None => None,
+            Some(reference) => Some(state.store.get_endpoint(human_id, reference).await?.id),
+        };
+        Ok(BulkTarget::Filter(TodoFilter {
+            endpoint_id,
+            queue: self.queue,
+            state: self
+                .state
+                .as_deref()
+                .map(|s| TodoState::parse_field(s, "state"))
+                .transpose()?,
+            dead_letter: self.dead_letter,
+            kind: self.kind,
+            source: self.source,
+            q: self.q,
+        }))
+    }
+}
+
+/// Retries (`attempt = 0`, back to pending) at most 1 000 of the caller's
+/// failed todos matching the filter — or, with `state: "cancelled"`, cancelled
+/// ones; with `ids`, either — oldest first, in one transaction. Of finished
+/// todos sharing an idempotency key only the newest is retried, and none
+/// whose key a live todo holds.
+#[utoipa::path(post, path = "/api/v1/todos/retry", operation_id = "bulk_retry_todos", tag = "todos",
+    request_body = BulkRequest,
+    security(("bearer" = [])),
+    responses(
+        (status = 200, body = BulkResult),
+        (status = 400, body = ErrorBody),
+        (status = 401, body = ErrorBody),
+        (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody),
+        (status = 413, body = ErrorBody),
+        (status = 429, body = ErrorBody),
+    ))]
+pub(crate) async fn bulk_retry(
+    State(state): State<ApiState>,
+    auth: HumanAuth,
+    ApiJson(body): ApiJson<BulkRequest>,
+) -> ApiResult<Json<BulkResult>> {
+    let target = body.target(&state, &auth.human.id).await?;
+    let outcome = state
+        .store
+        .human_bulk_retry(&auth.human.id, &target)
+        .await?;
+    Ok(Json(BulkResult::from(outcome)))
+}
+
+/// Cancels at most 1 000 of the caller's pending, claimed or
+/// waiting-for-retry todos matching the filter (or `ids`), oldest first, in
+/// one transaction. Call again while `more` is true.
+#[utoipa::path(post, path = "/api/v1/todos/cancel", operation_id = "bulk_cancel_todos", tag = "todos",
+    request_body = BulkRequest,
+    security(("bearer" = [])),
+    responses(
+        (status = 200, body = BulkResult),
+        (status = 400, body = ErrorBody),
+        (status = 401, body = ErrorBody),
+        (status = 404, body = ErrorBody),
+        (status = 413, body = ErrorBody),
+        (status = 429, body = ErrorBody),
+    ))]
+pub(crate) async fn bulk_cancel(
+    State(state): State<ApiState>,
+    auth: HumanAuth,
+    ApiJson(body): ApiJson<BulkRequest>,
+) -> ApiResult<Json<BulkResult>> {
+    let target = body.target(&state, &auth.human.id).await?;
+    let outcome = state
+        .store
+        .human_bulk_cancel(&auth.human.id, &target)
+        .await?;
+    Ok(Json(BulkResult::from(outcome)))
+}
+
+/// `GET /api/v1/todos/retry` and `…/cancel`: those paths are the bulk routes,
+/// so the router would answer 405; as todo ids they are merely missing.
+pub(crate) async fn show_reserved(auth: HumanAuth) -> ApiResult<Json<TodoDetail>> {
+    let _ = auth;
+    Err(ApiError::not_found())
 }

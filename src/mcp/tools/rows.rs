@@ -388,6 +388,7 @@ mod tests {
             updated_at: at(3),
             claimed_at: full.then(|| at(4)),
             completed_at: None,
+            cancelled_by: None,
         }
     }
 

@@ -118,11 +118,11 @@ impl SweepStore for SqlStore {
     ) -> StoreResult<u64> {
         let cutoff = self.now().saturating_sub(older_than);
         let mut tx = self.begin().await?;
-        // `completed_at` is when a todo became terminal (done or dead letter);
+        // `completed_at` is when a todo became terminal (done, dead letter or cancelled);
         // pending and claimed todos never match.
         let rows = sqlx::query(AssertSqlSafe(format!(
             "DELETE FROM todos WHERE id IN (SELECT id FROM todos \
-               WHERE (state = 'done' OR (state = 'failed' AND next_retry_at IS NULL)) \
+               WHERE (state IN ('done', 'cancelled') OR (state = 'failed' AND next_retry_at IS NULL)) \
                  AND completed_at < $1 \
                ORDER BY completed_at LIMIT $2{}) \
              RETURNING event_id",

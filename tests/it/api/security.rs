@@ -127,6 +127,20 @@ fn endpoint_routes() -> Vec<Route> {
         },
         |r| {
             (
+                Method::POST,
+                "/api/v1/todos/cancel".to_owned(),
+                Body::Json(json!({ "endpoint": r })),
+            )
+        },
+        |r| {
+            (
+                Method::POST,
+                "/api/v1/todos/retry".to_owned(),
+                Body::Json(json!({ "endpoint": r, "state": "cancelled" })),
+            )
+        },
+        |r| {
+            (
                 Method::GET,
                 format!("/api/v1/endpoints/{r}/presence"),
                 Body::None,
@@ -171,6 +185,13 @@ fn todo_routes() -> Vec<Route> {
             (
                 Method::POST,
                 format!("/api/v1/todos/{id}/release"),
+                Body::None,
+            )
+        },
+        |id| {
+            (
+                Method::POST,
+                format!("/api/v1/todos/{id}/cancel"),
                 Body::None,
             )
         },
@@ -393,6 +414,60 @@ async fn a_foreign_id_answers_exactly_like_a_missing_one_on_every_route() {
     assert!(checked >= 60, "checked {checked} foreign/missing pairs");
     assert_untouched(&server, &a).await;
     assert_untouched(&server, &b).await;
+    // Bulk actions see only the caller's own todos: foreign ids are skipped
+    // like missing ones, and "everything" is everything of theirs.
+    for (me, other) in [(&a, &b), (&b, &a)] {
+        for path in ["/api/v1/todos/cancel", "/api/v1/todos/retry"] {
+            let by_ids = server
+                .expect(
+                    200,
+                    Method::POST,
+                    path,
+                    &me.token,
+                    Body::Json(
+                        json!({ "ids": [other.todo, "td_00000000000070008000000000000000"] }),
+                    ),
+                )
+                .await;
+            assert_eq!(
+                by_ids,
+                json!({ "count": 0, "more": false, "ids": [] }),
+                "{path}"
+            );
+        }
+        let listed = server
+            .expect(
+                200,
+                Method::GET,
+                "/api/v1/todos?q=first&kind=operator&source=operator",
+                &me.token,
+                Body::None,
+            )
+            .await;
+        let ids: Vec<&str> = listed["todos"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["id"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            ids,
+            [me.todo.as_str()],
+            "the filters stay in the caller's tenancy"
+        );
+    }
+    let everything = server
+        .expect(
+            200,
+            Method::POST,
+            "/api/v1/todos/cancel",
+            &b.token,
+            Body::Json(json!({})),
+        )
+        .await;
+    assert_eq!(everything["count"], 1, "{everything}");
+    assert_eq!(everything["ids"], json!([b.todo]));
+    assert_untouched(&server, &a).await;
     // Lists show only the caller's own.
     for (me, other) in [(&a, &b), (&b, &a)] {
         let mine = server
@@ -447,6 +522,16 @@ fn every_route(t: &Tenant) -> Vec<(Method, String, Body)> {
             Body::Json(json!({ "agent": "newcomer" })),
         ),
         (Method::GET, "/api/v1/todos".to_owned(), Body::None),
+        (
+            Method::POST,
+            "/api/v1/todos/retry".to_owned(),
+            Body::Json(json!({ "ids": [t.todo] })),
+        ),
+        (
+            Method::POST,
+            "/api/v1/todos/cancel".to_owned(),
+            Body::Json(json!({ "q": "nothing like it" })),
+        ),
     ];
     for route in endpoint_routes() {
         routes.push(route(ep));
@@ -802,6 +887,52 @@ async fn the_owner_gets_the_success_status_on_every_route() {
     .await;
     assert_eq!(retried["state"], "pending");
     assert_eq!(retried["attempt"], 0);
+    let listed = ok(
+        200,
+        Method::GET,
+        format!("/api/v1/todos?kind=operator&source=operator&q={}", "FIR"),
+        Body::None,
+    )
+    .await;
+    assert_eq!(listed["todos"][0]["id"], a.todo.as_str());
+    let cancelled = ok(
+        200,
+        Method::POST,
+        format!("/api/v1/todos/{}/cancel", a.todo),
+        Body::None,
+    )
+    .await;
+    assert_eq!(cancelled["state"], "cancelled");
+    let again = server
+        .call(
+            Method::POST,
+            &format!("/api/v1/todos/{}/cancel", a.todo),
+            t,
+            Body::None,
+        )
+        .await;
+    assert_eq!(again.status, 409, "{}", again.text());
+    assert_eq!(again.code(), "conflict");
+    assert!(again.text().contains("cancelled"), "{}", again.text());
+    let retried = ok(
+        200,
+        Method::POST,
+        "/api/v1/todos/retry".into(),
+        Body::Json(json!({ "state": "cancelled" })),
+    )
+    .await;
+    assert_eq!(
+        retried,
+        json!({ "count": 1, "more": false, "ids": [a.todo] })
+    );
+    let cancelled = ok(
+        200,
+        Method::POST,
+        "/api/v1/todos/cancel".into(),
+        Body::Json(json!({ "ids": [a.todo] })),
+    )
+    .await;
+    assert_eq!(cancelled["count"], 1);
     let presence = ok(
         200,
         Method::GET,
@@ -852,7 +983,9 @@ async fn the_owner_gets_the_success_status_on_every_route() {
     .await;
 }
 
-const BODY_ROUTES: [(&str, &str); 9] = [
+const BODY_ROUTES: [(&str, &str); 11] = [
+    ("POST", "/api/v1/todos/retry"),
+    ("POST", "/api/v1/todos/cancel"),
     ("POST", "/api/v1/tokens"),
     ("POST", "/api/v1/agents"),
     ("PATCH", "/api/v1/agents/{agent}"),

@@ -2,6 +2,7 @@
 //! a no-op, and readiness tells whether the schema is the expected one.
 
 use sqlx::Row;
+use switchboard::domain::todo::{Outcome, TodoState};
 use switchboard::store::migrate::latest_version;
 use switchboard::store::*;
 
@@ -155,7 +156,81 @@ async fn a_lost_database_is_unavailable(store: &dyn Store, ts: &TestStore) {
     let _ = store.readiness().await;
 }
 
+/// 0006 rebuilds `todos` and `todo_attempts` on SQLite (a CHECK constraint
+/// cannot be altered there): rows written at version 5, attempt history
+/// included, must come through, and work as before.
+async fn todos_and_their_history_survive_the_cancelled_migration(
+    _store: &dyn Store,
+    ts: &TestStore,
+) {
+    let old = unmigrated_store_like(ts, "migration_0006_data").await;
+    let store = &*old.store;
+    store.migrate(Some(5)).await.unwrap();
+    for sql in [
+        "INSERT INTO humans (id, name, created_at) VALUES ('hu_1', 'ada', 1)",
+        "INSERT INTO agents (id, human_id, name, kind, created_at, updated_at) \
+         VALUES ('ag_1', 'hu_1', 'worker', 'task', 1, 1)",
+        "INSERT INTO endpoints (id, agent_id, human_id, slug, credential_hash, \
+           credential_prefix, scope_queues, scope_verbs, created_at) \
+         VALUES ('ep_1', 'ag_1', 'hu_1', 'worker-abc', 'hash', 'sbk_abcdefgh', \
+           '[\"inbox\"]', '[]', 1)",
+        "INSERT INTO todos (id, endpoint_id, queue, title, state, owner, lease_expires_at, \
+           attempt, attempts_total, created_at, updated_at, claimed_at, ready_rung_attempt) \
+         VALUES ('td_held', 'ep_1', 'inbox', 'held', 'claimed', 'agent:ag_1', 9000000000000, \
+           2, 2, 1, 2, 2, 0)",
+        "INSERT INTO todo_attempts (todo_id, seq, attempt, claimed_at, ended_at, outcome, \
+           disposition, summary) VALUES ('td_held', 1, 1, 1, 2, 'failed', 'retry_scheduled', \
+           'first try')",
+        "INSERT INTO todo_attempts (todo_id, seq, attempt, claimed_at) \
+         VALUES ('td_held', 2, 2, 2)",
+    ] {
+        sqlx::query(sql)
+            .execute(store.pool())
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    }
+    assert_eq!(store.migrate(None).await.unwrap(), vec![6]);
+
+    let todo = store.human_get_todo("hu_1", "td_held").await.unwrap();
+    assert_eq!((todo.state, todo.attempt), (TodoState::Claimed, 2));
+    let history = store
+        .human_list_attempts("hu_1", "td_held", 50)
+        .await
+        .unwrap();
+    assert_eq!(history.len(), 2, "the attempt history came through");
+    assert_eq!(history[1].summary.as_deref(), Some("first try"));
+    assert_eq!(count_open_attempts(store, "td_held").await, 1);
+    // The rebuilt tables keep their constraints: one open attempt per todo.
+    let second_open = sqlx::query(
+        "INSERT INTO todo_attempts (todo_id, seq, attempt, claimed_at) \
+         VALUES ('td_held', 3, 3, 3)",
+    )
+    .execute(store.pool())
+    .await;
+    assert!(second_open.is_err(), "todo_attempts_one_open is back");
+    let cancelled = store.human_cancel("hu_1", "td_held").await.unwrap();
+    assert_eq!(cancelled.state, TodoState::Cancelled);
+    let history = store
+        .human_list_attempts("hu_1", "td_held", 50)
+        .await
+        .unwrap();
+    assert_eq!(history[0].outcome, Some(Outcome::Cancelled));
+    // Deleting the todo still cascades to its history.
+    sqlx::query("DELETE FROM todos WHERE id = 'td_held'")
+        .execute(store.pool())
+        .await
+        .unwrap();
+    assert_eq!(count_attempt_rows(store, "td_held").await, 0);
+    assert_eq!(
+        schema(store).await,
+        schema(&ts.store).await,
+        "the same schema as migrated from scratch"
+    );
+    old.finish().await;
+}
+
 exercise_on_both_backends!(
+    todos_and_their_history_survive_the_cancelled_migration,
     migrating_step_by_step_matches_migrating_at_once,
     migrating_twice_is_a_no_op,
     readiness_follows_the_schema_version,

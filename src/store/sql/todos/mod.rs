@@ -13,6 +13,8 @@
 mod attempts;
 mod claim;
 mod create;
+mod filter;
+mod operator;
 mod refusal;
 
 use claim::ClaimTarget;
@@ -369,8 +371,8 @@ impl TodoStore for SqlStore {
             "UPDATE todos SET state = 'pending', attempt = 0, result = NULL, ",
             "next_retry_at = NULL, owner = NULL, lease_expires_at = NULL, ",
             "lease_token_hash = NULL, completed_at = NULL, ring_attempts = 0, ",
-            "last_ringed_at = NULL, updated_at = $1 ",
-            "WHERE id = $2 AND state = 'failed' AND endpoint_id IN ",
+            "last_ringed_at = NULL, cancelled_by = NULL, updated_at = $1 ",
+            "WHERE id = $2 AND state IN ('failed', 'cancelled') AND endpoint_id IN ",
             "(SELECT id FROM endpoints WHERE human_id = $3 AND state = 'active') RETURNING ",
             todo_columns!()
         ))
@@ -388,7 +390,7 @@ impl TodoStore for SqlStore {
             Err(e) => return Err(e.into()),
         };
         let Some(row) = row else {
-            let err = Self::human_refusal(&mut tx, human_id, id, "failed").await;
+            let err = Self::human_refusal(&mut tx, human_id, id, "failed or cancelled").await;
             tx.rollback().await?;
             return Err(err);
         };
@@ -429,6 +431,26 @@ impl TodoStore for SqlStore {
         .await
     }
 
+    async fn human_cancel(&self, human_id: &str, id: &str) -> StoreResult<Todo> {
+        self.cancel_one(human_id, id).await
+    }
+
+    async fn human_bulk_cancel(
+        &self,
+        human_id: &str,
+        target: &BulkTarget,
+    ) -> StoreResult<BulkOutcome> {
+        self.bulk_cancel(human_id, target).await
+    }
+
+    async fn human_bulk_retry(
+        &self,
+        human_id: &str,
+        target: &BulkTarget,
+    ) -> StoreResult<BulkOutcome> {
+        self.bulk_retry(human_id, target).await
+    }
+
     async fn human_list_todos(
         &self,
         human_id: &str,
@@ -436,47 +458,25 @@ impl TodoStore for SqlStore {
         page: &PageRequest,
     ) -> StoreResult<Page<Todo>> {
         let (limit, cursor) = paging::decode(page)?;
-        let mut conditions = vec![
-            "endpoint_id IN (SELECT id FROM endpoints WHERE human_id = $1)".to_owned(),
-            "(created_at < $2 OR (created_at = $2 AND id < $3))".to_owned(),
-        ];
-        let mut binds: Vec<String> = Vec::new();
-        let mut next = 5; // $4 is the limit
-        if let Some(endpoint_id) = &filter.endpoint_id {
-            conditions.push(format!("endpoint_id = ${next}"));
-            binds.push(endpoint_id.clone());
-            next += 1;
-        }
-        if let Some(queue) = &filter.queue {
-            conditions.push(format!("queue = ${next}"));
-            binds.push(queue.clone());
-            next += 1;
-        }
-        if let Some(state) = filter.state {
-            conditions.push(format!("state = ${next}"));
-            binds.push(state.as_str().to_owned());
-        }
-        match filter.dead_letter {
-            Some(true) => conditions.push("(state = 'failed' AND next_retry_at IS NULL)".into()),
-            Some(false) => {
-                conditions.push("NOT (state = 'failed' AND next_retry_at IS NULL)".into())
-            }
-            None => {}
-        }
+        // $1 the human, $2 and $3 the cursor, $4 the limit, then the filter's values.
+        let mut conditions = filter::Conditions::starting_at(5);
+        conditions.push("endpoint_id IN (SELECT id FROM endpoints WHERE human_id = $1)");
+        conditions.push("(created_at < $2 OR (created_at = $2 AND id < $3))");
+        conditions.filter(self.dialect, filter)?;
         let sql = format!(
             concat!(
                 "SELECT ",
                 todo_columns!(),
                 " FROM todos WHERE {} ORDER BY created_at DESC, id DESC LIMIT $4"
             ),
-            conditions.join(" AND ")
+            conditions.joined()
         );
         let mut q = sqlx::query(AssertSqlSafe(sql))
             .bind(human_id)
             .bind(cursor.created_at)
             .bind(cursor.id.clone())
             .bind(limit + 1);
-        for value in binds {
+        for value in conditions.binds {
             q = q.bind(value);
         }
         let rows = q.fetch_all(&self.reader).await?;

@@ -75,7 +75,7 @@ impl SqlStore {
         wanted: &str,
     ) -> StoreError {
         let row = sqlx::query(
-            "SELECT t.state, e.state AS endpoint_state FROM todos t \
+            "SELECT t.state, t.next_retry_at, e.state AS endpoint_state FROM todos t \
              JOIN endpoints e ON e.id = t.endpoint_id WHERE t.id = $1 AND e.human_id = $2",
         )
         .bind(id)
@@ -90,6 +90,13 @@ impl SqlStore {
                     StoreError::EndpointRevoked
                 } else {
                     let state: String = row.get("state");
+                    let dead =
+                        state == "failed" && row.get::<Option<i64>, _>("next_retry_at").is_none();
+                    let state = if dead {
+                        "a dead letter"
+                    } else {
+                        state.as_str()
+                    };
                     StoreError::Conflict(format!("the todo is {state}, not {wanted}"))
                 }
             }
