@@ -96,6 +96,8 @@ pub fn router(state: BoardState) -> Router {
         .route("/board/todos/{id}", get(todos::detail))
         .route("/board/todos/{id}/retry", post(todos::retry))
         .route("/board/todos/{id}/release", post(todos::release))
+        .route("/board/todos/{id}/cancel", post(todos::cancel))
+        .route("/board/todos/bulk", post(todos::bulk))
         .route("/board/vend", get(vend::page).post(vend::vend))
         .route("/board/agents", get(agents::page).post(agents::create))
         .route("/board/tokens", get(tokens::page).post(tokens::create))

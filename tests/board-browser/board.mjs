@@ -154,8 +154,12 @@ try {
     await page.goto(BASE + `/board/todos?endpoint=${SLUG_A}&state=pending`);
     await Promise.all([page.waitForLoadState('load'), page.click('#bulk-cancel-filter')]);
     await page.waitForSelector('.flash.notice');
+    const notice = await page.textContent('.flash.notice');
+    assert(/cancelled [1-9]\d* todo/.test(notice), `the count is shown: ${notice}`);
     const left = await api('GET', `/api/v1/todos?endpoint=${SLUG_A}&state=pending`, TOKEN_A);
     assert(left.json.todos.length === 0, `no pending todo is left: ${JSON.stringify(left.json)}`);
+    const cancelled = await api('GET', `/api/v1/todos?endpoint=${SLUG_A}&state=cancelled`, TOKEN_A);
+    assert(cancelled.json.todos.length >= 2, `the API lists them cancelled: ${JSON.stringify(cancelled.json)}`);
     check('bulk-cancel');
   }
 

@@ -11,15 +11,15 @@ use super::endpoint::refusal;
 use crate::board::BoardState;
 use crate::board::auth::Signed;
 use crate::board::error::BoardError;
-use crate::board::form::CsrfForm;
+use crate::board::form::{CsrfForm, Fields};
 use crate::board::view::{
     Layout, Messages, all_endpoints, back, countdown, dated, exact, relative, zone_of,
 };
 use crate::delivery::presence::effective_of;
 use crate::domain::Timestamp;
 use crate::domain::presence::Presence;
-use crate::domain::todo::{KEPT_ATTEMPTS, TodoState};
-use crate::store::{Attempt, Endpoint, PageRequest, Todo, TodoFilter};
+use crate::domain::todo::{KEPT_ATTEMPTS, MAX_BULK, TodoState, validate_bulk_ids, validate_search};
+use crate::store::{Attempt, BulkTarget, Endpoint, PageRequest, Todo, TodoFilter};
 
 /// One row of a todo table.
 pub(crate) struct TodoRow {
@@ -102,6 +102,11 @@ pub(crate) struct Filters {
     #[serde(default)]
     pub(crate) dead_letter: String,
     #[serde(default)]
+    pub(crate) kind: String,
+    /// A title substring.
+    #[serde(default)]
+    pub(crate) q: String,
+    #[serde(default)]
     pub(crate) cursor: String,
     pub(crate) error: Option<String>,
     pub(crate) notice: Option<String>,
@@ -130,13 +135,37 @@ impl Filters {
                     .ok_or_else(|| format!("endpoint: you have no endpoint {slug:?}"))?,
             ),
         };
+        let q = Some(self.q.trim().to_owned()).filter(|q| !q.is_empty());
+        if let Some(q) = &q {
+            validate_search(q, "q").map_err(|e| e.to_string())?;
+        }
         Ok(TodoFilter {
             endpoint_id,
             queue: Some(self.queue.trim().to_owned()).filter(|q| !q.is_empty()),
             state,
             dead_letter,
-            ..TodoFilter::default()
+            kind: Some(self.kind.trim().to_owned()).filter(|k| !k.is_empty()),
+            source: None,
+            q,
         })
+    }
+
+    /// The filters a bulk form carries (hidden fields, the same names).
+    fn of_form(fields: &Fields) -> Self {
+        let text = |name| fields.text(name).unwrap_or("").to_owned();
+        Self {
+            state: text("state"),
+            queue: text("queue"),
+            endpoint: text("endpoint"),
+            dead_letter: text("dead_letter"),
+            kind: text("kind"),
+            q: text("q"),
+            ..Self::default()
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.query().is_empty()
     }
 
     /// The query string of these filters (no cursor), for links and refreshes.
@@ -146,6 +175,8 @@ impl Filters {
             ("queue", self.queue.as_str()),
             ("endpoint", self.endpoint.as_str()),
             ("dead_letter", self.dead_letter.as_str()),
+            ("kind", self.kind.as_str()),
+            ("q", self.q.as_str()),
         ]
         .into_iter()
         .filter(|(_, v)| !v.is_empty())
@@ -288,6 +319,7 @@ struct TodoPage {
     attempts_pruned: i64,
     can_retry: bool,
     can_release: bool,
+    can_cancel: bool,
 }
 
 pub(crate) async fn detail(
@@ -319,8 +351,14 @@ pub(crate) async fn detail(
         next_retry: todo.next_retry_at.map(|t| relative(now, t)),
         attempts: attempts.iter().map(|a| AttemptRow::of(a, now)).collect(),
         attempts_pruned: todo.attempts_pruned,
-        can_retry: todo.state == TodoState::Failed || todo.dead_letter,
+        can_retry: matches!(todo.state, TodoState::Failed | TodoState::Cancelled)
+            || todo.dead_letter,
         can_release: claimed,
+        can_cancel: !todo.dead_letter
+            && matches!(
+                todo.state,
+                TodoState::Pending | TodoState::Claimed | TodoState::Failed
+            ),
         row: rows(
             std::slice::from_ref(&todo),
             std::slice::from_ref(&endpoint),
@@ -364,4 +402,96 @@ pub(crate) async fn release(
         .map(|_| "released: pending again".to_owned())
         .map_err(refusal);
     Ok(back(&format!("/board/todos/{}", todo.id), outcome))
+}
+
+pub(crate) async fn cancel(
+    State(state): State<BoardState>,
+    Path(id): Path<String>,
+    form: CsrfForm,
+) -> Result<Response, BoardError> {
+    let todo = state
+        .store
+        .human_get_todo(&form.signed.human.id, &id)
+        .await?;
+    let outcome = state
+        .store
+        .human_cancel(&form.signed.human.id, &todo.id)
+        .await
+        .map(|_| "cancelled".to_owned())
+        .map_err(refusal);
+    Ok(back(&format!("/board/todos/{}", todo.id), outcome))
+}
+
+/// The Todos page's bulk form: the button pressed sends `bulk` =
+/// `<retry|cancel>:<selected|matching>`; `selected` acts on the ticked
+/// `ids`, `matching` on everything the hidden filter fields match (at most
+/// [`MAX_BULK`] per click).
+pub(crate) async fn bulk(
+    State(state): State<BoardState>,
+    form: CsrfForm,
+) -> Result<Response, BoardError> {
+    let human = &form.signed.human.id;
+    let filters = Filters::of_form(&form.fields);
+    let back_to = format!("/board/todos?{}", filters.query());
+    let (action, scope) = form
+        .fields
+        .text("bulk")
+        .and_then(|b| b.split_once(':'))
+        .unwrap_or(("", ""));
+    let target = match scope {
+        "selected" => {
+            let ids: Vec<String> = form
+                .fields
+                .all("ids")
+                .into_iter()
+                .map(str::to_owned)
+                .collect();
+            if let Err(e) = validate_bulk_ids(&ids, "ids") {
+                return Ok(back(&back_to, Err(format!("{e} (tick some todos first)"))));
+            }
+            BulkTarget::Ids(ids)
+        }
+        "matching" => {
+            // Everything of every endpoint is one click too far: a filter first.
+            if filters.is_empty() {
+                return Ok(back(&back_to, Err("filter: choose a filter first; \"all matching\" acts on what the filter shows".into())));
+            }
+            let endpoints = all_endpoints(&state, human).await?;
+            match filters.to_filter(&endpoints) {
+                Ok(filter) => BulkTarget::Filter(filter),
+                Err(e) => return Ok(back(&back_to, Err(e))),
+            }
+        }
+        _ => {
+            return Ok(back(
+                &back_to,
+                Err("bulk: must be <retry|cancel>:<selected|matching>".into()),
+            ));
+        }
+    };
+    let (verb, outcome) = match action {
+        "retry" => (
+            "retried",
+            state.store.human_bulk_retry(human, &target).await,
+        ),
+        "cancel" => (
+            "cancelled",
+            state.store.human_bulk_cancel(human, &target).await,
+        ),
+        _ => {
+            return Ok(back(
+                &back_to,
+                Err("bulk: must be <retry|cancel>:<selected|matching>".into()),
+            ));
+        }
+    };
+    let message = outcome.map_err(refusal).map(|o| {
+        let more = if o.more {
+            format!("; more match (at most {MAX_BULK} per click): run it again")
+        } else {
+            String::new()
+        };
+        format!("{verb} {} todo(s){more}", o.ids.len())
+    });
+    Ok(back(&back_to, message))
 }

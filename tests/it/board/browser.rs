@@ -100,7 +100,7 @@ async fn the_board_works_in_chromium() {
         .env("TODO_A", &todo)
         .env("SHOTS", screenshots_dir())
         .env("CHROMIUM", CHROMIUM)
-        .env("BULK", "0")
+        .env("BULK", "1")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -135,6 +135,7 @@ async fn the_board_works_in_chromium() {
         "shift-preview",
         "presence-toggle",
         "live-todo",
+        "bulk-cancel",
         "csrf",
         "isolation",
         "sign-out",

@@ -538,3 +538,160 @@ async fn the_live_stream_says_what_changed_and_ends_on_shutdown() {
     );
     assert!(events.next(Duration::from_secs(2)).await.is_none());
 }
+
+async fn state_of(server: &Server, token: &str, id: &str) -> String {
+    server
+        .expect(
+            200,
+            Method::GET,
+            &format!("/api/v1/todos/{id}"),
+            token,
+            Body::None,
+        )
+        .await["state"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a state"))
+        .to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bulk_and_single_actions_act_on_the_selection_or_the_filter() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::in_process(dir.path(), &HIGH_RATES);
+    let admin = server.first_token.clone();
+    let alpha = vend(&server, &admin, json!({ "agent": "alpha" })).await;
+    let beta = vend(&server, &admin, json!({ "agent": "beta" })).await;
+    let mut ids = Vec::new();
+    for n in 0..3 {
+        ids.push(
+            push(
+                &server,
+                &admin,
+                &alpha.slug,
+                json!({ "title": format!("a{n}") }),
+            )
+            .await,
+        );
+    }
+    let other = push(
+        &server,
+        &admin,
+        &beta.slug,
+        json!({ "title": "b0", "kind": "deploy" }),
+    )
+    .await;
+    let mut board = Board::new(&server.addr);
+    board.sign_in(&admin).await;
+    let csrf = board.csrf().await;
+
+    // One todo's own Cancel.
+    let page = board.get(&format!("/board/todos/{}", ids[0])).await;
+    assert!(page.body.contains(r#"id="todo-cancel""#));
+    let done = board
+        .post(
+            &format!("/board/todos/{}/cancel", ids[0]),
+            &[("csrf", &csrf)],
+        )
+        .await;
+    assert_eq!(done.status, 303);
+    assert_eq!(state_of(&server, &admin, &ids[0]).await, "cancelled");
+
+    // The ticked ones.
+    let ticked = board
+        .post(
+            "/board/todos/bulk",
+            &[
+                ("csrf", &csrf),
+                ("bulk", "cancel:selected"),
+                ("ids", &ids[1]),
+            ],
+        )
+        .await;
+    assert!(
+        ticked.location.unwrap().contains("notice=cancelled+1+todo"),
+        "one cancelled"
+    );
+    assert_eq!(state_of(&server, &admin, &ids[1]).await, "cancelled");
+    assert_eq!(state_of(&server, &admin, &ids[2]).await, "pending");
+
+    // "All matching" needs a filter, and acts only on what it matches.
+    let unfiltered = board
+        .post(
+            "/board/todos/bulk",
+            &[("csrf", &csrf), ("bulk", "cancel:matching")],
+        )
+        .await;
+    assert!(unfiltered.location.unwrap().contains("error=filter"));
+    assert_eq!(state_of(&server, &admin, &ids[2]).await, "pending");
+    let filtered = board
+        .post(
+            "/board/todos/bulk",
+            &[
+                ("csrf", &csrf),
+                ("bulk", "cancel:matching"),
+                ("endpoint", &alpha.slug),
+                ("state", "pending"),
+            ],
+        )
+        .await;
+    let location = filtered.location.unwrap();
+    assert!(location.contains("notice=cancelled+1+todo"), "{location}");
+    assert!(
+        location.starts_with(&format!(
+            "/board/todos?state=pending&endpoint={}",
+            alpha.slug
+        )),
+        "{location}"
+    );
+    assert_eq!(state_of(&server, &admin, &ids[2]).await, "cancelled");
+    assert_eq!(
+        state_of(&server, &admin, &other).await,
+        "pending",
+        "beta's is untouched"
+    );
+
+    // Retry everything cancelled of alpha: all three pending again.
+    board
+        .post(
+            "/board/todos/bulk",
+            &[
+                ("csrf", &csrf),
+                ("bulk", "retry:matching"),
+                ("endpoint", &alpha.slug),
+                ("state", "cancelled"),
+            ],
+        )
+        .await;
+    for id in &ids {
+        assert_eq!(state_of(&server, &admin, id).await, "pending");
+    }
+
+    // The kind and title filters narrow the table.
+    let by_kind = board.get("/board/todos?kind=deploy").await;
+    assert!(by_kind.body.contains(&other) && !by_kind.body.contains(&ids[0]));
+    let by_title = board.get("/board/todos?q=A1").await;
+    assert!(by_title.body.contains(&ids[1]) && !by_title.body.contains(&ids[2]));
+    let bad = board.get("/board/todos?state=lost").await;
+    assert!(
+        bad.body.contains("state: unknown state"),
+        "the field is named"
+    );
+
+    // Another human's ids change nothing.
+    let bob = make_human(&server, "bob");
+    let mut bob_board = Board::new(&server.addr);
+    bob_board.sign_in(&bob.token).await;
+    let bob_csrf = bob_board.csrf().await;
+    let foreign = bob_board
+        .post(
+            "/board/todos/bulk",
+            &[
+                ("csrf", &bob_csrf),
+                ("bulk", "cancel:selected"),
+                ("ids", &ids[0]),
+            ],
+        )
+        .await;
+    assert!(foreign.location.unwrap().contains("cancelled+0+todo"));
+    assert_eq!(state_of(&server, &admin, &ids[0]).await, "pending");
+}
