@@ -101,6 +101,17 @@ try {
   await visit(page, '/board/agents', 'agents');
   await visit(page, '/board/tokens', 'tokens');
   await visit(page, '/board/vend', 'vend');
+  await page.fill('#vend-agent', 'browser-vended');
+  await Promise.all([page.waitForLoadState('load'), page.click('#vend-submit')]);
+  const credential = (await page.textContent('#snippet-token')).trim();
+  assert(credential.startsWith('sbk_'), `the credential is revealed once: ${credential}`);
+  const claude = await page.textContent('#snippet-claude');
+  assert(claude.startsWith('claude mcp add --transport http') && claude.includes(credential), `the Claude Code command: ${claude}`);
+  assert((await page.textContent('#snippet-mcp-json')).includes('"mcpServers"'), 'the .mcp.json block');
+  assert((await page.textContent('#snippet-codex')).includes('[mcp_servers.'), 'the Codex block');
+  await page.screenshot({ path: `${SHOTS}/vend-reveal-light.png`, fullPage: true });
+  await page.goto(BASE + '/board/vend');
+  assert(!(await page.content()).includes(credential), 'the vend page does not show the credential again');
   await page.goto(BASE + '/board/sign-in');
   await page.screenshot({ path: `${SHOTS}/sign-in-light.png` });
   assert(page.problems.length === 0, `no console errors: ${page.problems.join('; ')}`);

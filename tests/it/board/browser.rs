@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use reqwest::Method;
 use serde_json::json;
 
-use crate::support::api::{Body, HIGH_RATES, Server, make_human, vend};
+use crate::support::api::{Body, HIGH_RATES, Server, claim_next, make_human, open_store, vend};
 
 const CHROMIUM: &str = "/usr/bin/chromium";
 /// The whole browser scenario; it takes about 20 s on a quiet machine.
@@ -90,6 +90,7 @@ async fn the_board_works_in_chromium() {
         .unwrap()
         .to_owned();
     let bob = make_human(&server, "bob");
+    fleet(&server, &admin, &alpha.id).await;
 
     let mut child = Command::new("node")
         .arg(script_dir().join("board.mjs"))
@@ -170,4 +171,59 @@ async fn the_board_works_in_chromium() {
             assert!(file.exists(), "{file:?}");
         }
     }
+}
+
+/// A few more endpoints, so that the overview shows the conditions an
+/// operator meets (and its screenshot, `docs/img/board-overview.png`, does):
+/// alpha seen (idle), `builder` working on a claim, `nightly` off under an
+/// override, `scout` never seen (unknown).
+async fn fleet(server: &Server, admin: &str, alpha_id: &str) {
+    use switchboard::store::prelude::*;
+    let builder = vend(server, admin, json!({ "agent": "builder", "kind": "task" })).await;
+    let nightly = vend(
+        server,
+        admin,
+        json!({ "agent": "nightly", "kind": "heartbeat" }),
+    )
+    .await;
+    vend(server, admin, json!({ "agent": "scout" })).await;
+    for title in ["Bump the lockfile", "Triage flaky test"] {
+        server
+            .expect(
+                201,
+                Method::POST,
+                &format!("/api/v1/endpoints/{}/todos", builder.slug),
+                admin,
+                Body::Json(json!({ "title": title })),
+            )
+            .await;
+    }
+    claim_next(&server.database, &builder.id, false).await;
+    server
+        .expect(
+            200,
+            Method::PUT,
+            &format!("/api/v1/endpoints/{}/presence", nightly.slug),
+            admin,
+            Body::Json(json!({ "presence": "out" })),
+        )
+        .await;
+    server
+        .expect(
+            200,
+            Method::PUT,
+            &format!("/api/v1/endpoints/{}/shift", nightly.slug),
+            admin,
+            Body::Json(json!({ "shift": "TZ=Europe/Berlin Mon-Sun 22:00-06:00" })),
+        )
+        .await;
+    let store = open_store(&server.database).await;
+    let now = store.clock().now();
+    for id in [alpha_id, builder.id.as_str(), nightly.id.as_str()] {
+        store
+            .stamp_endpoint_seen(id, now, Some(now.add_secs(-2)))
+            .await
+            .unwrap();
+    }
+    store.close().await;
 }
