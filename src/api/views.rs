@@ -210,20 +210,12 @@ fn endpoint_liveness(
     e: &Endpoint,
     activity: &EndpointActivity,
     sessions: &SessionsView,
-    presence_out: bool,
     now: Timestamp,
 ) -> LivenessView {
-    let assessment = liveness::assess(
-        &Subject {
-            kind: e.agent_kind.as_str(),
-            expected_interval_seconds: e.agent_expected_interval_seconds,
-            effective_lease_seconds: e.effective_lease_seconds(),
-            revoked: !e.is_active(),
-            presence_out,
-            last_seen: e.last_seen_at,
-            all_sessions_deaf: sessions.attached > 0 && sessions.deaf == sessions.attached,
-            holds_claim: activity.working_on.is_some(),
-        },
+    let (_, assessment) = crate::delivery::fleet::assess_endpoint(
+        e,
+        activity.working_on.is_some(),
+        sessions.attached > 0 && sessions.deaf == sessions.attached,
         now,
     );
     LivenessView {
@@ -253,7 +245,6 @@ impl EndpointView {
         now: Timestamp,
     ) -> Self {
         let presence = crate::delivery::presence::effective_of(e, now);
-        let presence_out = presence.presence == crate::domain::presence::Presence::Out;
         Self {
             id: e.id.clone(),
             slug: e.slug.clone(),
@@ -278,7 +269,7 @@ impl EndpointView {
                 until: opt_ts(presence.until),
                 shift: e.shift.clone(),
             },
-            liveness: endpoint_liveness(e, activity, &sessions, presence_out, now),
+            liveness: endpoint_liveness(e, activity, &sessions, now),
             sessions,
             todos: activity.into(),
         }

@@ -9,10 +9,10 @@ use super::BoardState;
 use super::assets;
 use super::auth::Signed;
 use crate::delivery::Doorbells;
-use crate::delivery::presence::{effective_of, shift_of};
+use crate::delivery::fleet::{all_deaf, assess_endpoint, session_statuses};
+use crate::delivery::presence::shift_of;
 use crate::domain::Timestamp;
-use crate::domain::liveness::{self, Condition, Subject};
-use crate::domain::presence::Presence;
+use crate::domain::liveness::Condition;
 use crate::store::{Endpoint, EndpointActivity, StoreResult};
 
 /// Renders a template as a page that is never cached (it holds a CSRF token
@@ -219,38 +219,25 @@ impl EndpointCard {
         public_url: &str,
         now: Timestamp,
     ) -> Self {
-        let sessions: Vec<SessionLine> = doorbells
-            .sessions()
-            .sessions_of(&e.id)
-            .iter()
+        let statuses = session_statuses(doorbells, &e.id);
+        let (presence, assessment) =
+            assess_endpoint(e, activity.working_on.is_some(), all_deaf(&statuses), now);
+        let sessions: Vec<SessionLine> = statuses
+            .into_iter()
             .map(|s| SessionLine {
-                id_prefix: s.id.chars().take(8).collect(),
-                client: match (&s.client_name, &s.client_version) {
+                id_prefix: s.id_prefix,
+                client: match (s.client_name, s.client_version) {
                     (Some(n), Some(v)) => format!("{n} {v}"),
-                    (Some(n), None) => n.clone(),
+                    (Some(n), None) => n,
                     _ => "unnamed client".to_owned(),
                 },
-                streaming: s.is_streaming(),
-                deaf_reason: doorbells.deaf_reason(s).map(|r| r.as_str()),
-                idle: format!("idle {}", countdown(now, now.saturating_add(s.idle_for()))),
+                streaming: s.streaming,
+                deaf_reason: s.deaf_reason.map(|r| r.as_str()),
+                idle: format!("idle {}", countdown(now, now.saturating_add(s.idle_for))),
             })
             .collect();
         let deaf = sessions.iter().filter(|s| s.deaf_reason.is_some()).count();
-        let presence = effective_of(e, now);
         let zone = zone_of(e);
-        let assessment = liveness::assess(
-            &Subject {
-                kind: e.agent_kind.as_str(),
-                expected_interval_seconds: e.agent_expected_interval_seconds,
-                effective_lease_seconds: e.effective_lease_seconds(),
-                revoked: !e.is_active(),
-                presence_out: presence.presence == Presence::Out,
-                last_seen: e.last_seen_at,
-                all_sessions_deaf: !sessions.is_empty() && deaf == sessions.len(),
-                holds_claim: activity.working_on.is_some(),
-            },
-            now,
-        );
         let until = presence.until.map(|u| wall_clock(u, now, &zone));
         let chip = match assessment.condition {
             Condition::Off => match &until {

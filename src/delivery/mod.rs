@@ -11,6 +11,7 @@
 //! A doorbell is a hint. Nothing here waits on a client, and losing a
 //! doorbell never loses work: every todo stays pullable.
 
+pub mod fleet;
 pub mod hub;
 pub mod listener;
 pub mod presence;
