@@ -127,8 +127,11 @@ impl Live {
     /// Re-reads the fingerprint and queues an event per kind that changed.
     async fn look(&mut self) {
         if let Some(now) = fingerprint(&self.state, &self.human_id).await {
-            for kind in changes(&self.last, &now) {
-                self.queue.push_back(changed(kind));
+            // One event per look, naming every kind that changed: a page
+            // refreshes once however much changed.
+            let kinds = changes(&self.last, &now);
+            if !kinds.is_empty() {
+                self.queue.push_back(changed(&kinds.join(" ")));
             }
             self.last = now;
         }

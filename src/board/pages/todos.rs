@@ -37,8 +37,10 @@ pub(crate) struct TodoRow {
     pub(crate) attempts: String,
     /// `held until 09:00` for a pending todo of an endpoint that is out.
     pub(crate) held: Option<String>,
-    /// The lease's remaining time, for a claimed todo.
+    /// The lease's remaining time, for a claimed todo, and its end (which
+    /// `board.js` counts down to).
     pub(crate) lease: Option<String>,
+    pub(crate) lease_exact: Option<String>,
 }
 
 /// Rows for these todos; `endpoints` are the human's (for slugs and holds).
@@ -62,13 +64,17 @@ pub(crate) fn rows(todos: &[Todo], endpoints: &[Endpoint], now: Timestamp) -> Ve
                 created_exact: exact(t.created_at),
                 attempts: format!("{}/{}", t.attempt, t.max_attempts),
                 held: endpoint.and_then(|e| held(t, e, now)),
-                lease: (t.state == TodoState::Claimed)
-                    .then_some(t.lease_expires_at)
-                    .flatten()
-                    .map(|u| countdown(now, u)),
+                lease: lease_end(t).map(|u| countdown(now, u)),
+                lease_exact: lease_end(t).map(exact),
             }
         })
         .collect()
+}
+
+fn lease_end(todo: &Todo) -> Option<Timestamp> {
+    (todo.state == TodoState::Claimed)
+        .then_some(todo.lease_expires_at)
+        .flatten()
 }
 
 /// A pending todo's doorbell waits while its endpoint is out.

@@ -19,6 +19,8 @@ pub struct Page {
     pub status: u16,
     pub location: Option<String>,
     pub set_cookie: Option<String>,
+    pub csp: Option<String>,
+    pub cache_control: Option<String>,
     pub body: String,
 }
 
@@ -53,10 +55,14 @@ impl Board {
         };
         let (status, location, set_cookie) =
             (resp.status().as_u16(), header(LOCATION), header(SET_COOKIE));
+        let csp = header(reqwest::header::CONTENT_SECURITY_POLICY);
+        let cache_control = header(reqwest::header::CACHE_CONTROL);
         Page {
             status,
             location,
             set_cookie,
+            csp,
+            cache_control,
             body: resp.text().await.unwrap(),
         }
     }
