@@ -153,11 +153,14 @@ try {
   await page.goto(BASE + '/board/todos');
   await page.waitForLoadState('networkidle').catch(() => {});
   await page.evaluate(() => { window.__marker = 'kept'; });
+  await page.check(`#sel-${TODO_A}`);
   const title = `live ${Date.now()}`;
   const pushed = await api('POST', `/api/v1/endpoints/${SLUG_A}/todos`, TOKEN_A, { title });
   assert(pushed.status === 201, `push answered ${pushed.status}`);
   await page.waitForSelector(`#todo-table >> text=${title}`, { timeout: 15_000 });
   assert(await page.evaluate(() => window.__marker) === 'kept', 'the todo arrived without a reload');
+  assert(await page.isChecked(`#sel-${TODO_A}`), 'a ticked row stays ticked across a live refresh');
+  await page.uncheck(`#sel-${TODO_A}`);
   check('live-todo');
 
   // --- bulk cancel of everything matching a filter ------------------------
