@@ -1,4 +1,5 @@
-//! `todo push | list | show | event | retry | release`.
+//! `todo push | list | show | event | retry | release | cancel`, and the bulk
+//! `todo retry --all` / `todo cancel --all` with the list's filters.
 
 use std::io::Read;
 
@@ -6,12 +7,14 @@ use anyhow::Context;
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
 
+use crate::cli::UsageError;
 use crate::cli::args::ClientArgs;
-use crate::cli::client::ApiClient;
+use crate::cli::client::{ApiClient, ApiResponse};
 use crate::cli::output::{
     Table, clip, emit, flag, lookup, print_block, print_next_page, print_pairs, text, when,
     when_exact,
 };
+use crate::cli::prompt;
 
 #[derive(Debug, Args)]
 pub struct TodoArgs {
@@ -32,10 +35,120 @@ pub enum TodoCommand {
     Show { id: String },
     /// The intake event that created a todo (who, how, the whole body).
     Event { id: String },
-    /// Send a failed or dead-lettered todo back to pending, attempts reset.
-    Retry { id: String },
+    /// Send a failed, dead-lettered or cancelled todo back to pending,
+    /// attempts reset; or, with --all, every failed todo matching the filters.
+    Retry(BulkArgs),
     /// Put a claimed todo back to pending.
     Release { id: String },
+    /// Cancel a pending, claimed or waiting todo (terminal; its holder's next
+    /// call is refused); or, with --all, every such todo matching the filters.
+    Cancel(BulkArgs),
+}
+
+/// One todo by id, or `--all` of those matching the filters.
+#[derive(Debug, Args)]
+pub struct BulkArgs {
+    /// The todo's id.
+    #[arg(required_unless_present = "all", conflicts_with = "all")]
+    pub id: Option<String>,
+    /// Every todo of yours matching the filters (in batches of 1 000).
+    #[arg(long)]
+    pub all: bool,
+    #[command(flatten)]
+    pub filter: FilterArgs,
+    /// Do not ask for confirmation (required with --all when stdin is not a terminal).
+    #[arg(short = 'y', long)]
+    pub yes: bool,
+}
+
+/// The filters `todo list`, `todo retry --all` and `todo cancel --all` share.
+#[derive(Debug, Args)]
+pub struct FilterArgs {
+    /// Only this endpoint's (slug or id).
+    #[arg(long)]
+    pub endpoint: Option<String>,
+    #[arg(short = 'q', long)]
+    pub queue: Option<String>,
+    /// pending, claimed, done, failed or cancelled.
+    #[arg(long)]
+    pub state: Option<String>,
+    /// Only dead letters.
+    #[arg(long)]
+    pub dead_letter: bool,
+    /// Only this kind (exactly).
+    #[arg(long)]
+    pub kind: Option<String>,
+    /// Only this source (exactly).
+    #[arg(long)]
+    pub source: Option<String>,
+    /// Title contains this text (literal, ASCII case-insensitive).
+    #[arg(long, value_name = "TEXT")]
+    pub search: Option<String>,
+}
+
+impl FilterArgs {
+    fn is_empty(&self) -> bool {
+        self.endpoint.is_none()
+            && self.queue.is_none()
+            && self.state.is_none()
+            && !self.dead_letter
+            && self.kind.is_none()
+            && self.source.is_none()
+            && self.search.is_none()
+    }
+
+    /// As query parameters of `GET /api/v1/todos`.
+    fn query(&self) -> Vec<(&'static str, String)> {
+        let mut query = Vec::new();
+        let optional = [
+            ("endpoint", &self.endpoint),
+            ("queue", &self.queue),
+            ("state", &self.state),
+            ("kind", &self.kind),
+            ("source", &self.source),
+            ("q", &self.search),
+        ];
+        for (key, value) in optional {
+            if let Some(value) = value {
+                query.push((key, value.clone()));
+            }
+        }
+        if self.dead_letter {
+            query.push(("dead_letter", "true".to_owned()));
+        }
+        query
+    }
+
+    /// As the body of a bulk retry or cancel.
+    fn body(&self) -> Value {
+        let mut body = serde_json::Map::new();
+        for (key, value) in self.query() {
+            let value = if key == "dead_letter" {
+                Value::Bool(true)
+            } else {
+                Value::String(value)
+            };
+            body.insert(key.to_owned(), value);
+        }
+        Value::Object(body)
+    }
+
+    /// `queue inbox, kind deploy`, for the confirmation question.
+    fn describe(&self) -> String {
+        if self.is_empty() {
+            return "all your todos".to_owned();
+        }
+        let parts: Vec<String> = self
+            .query()
+            .into_iter()
+            .map(|(key, value)| match key {
+                "dead_letter" => "dead letters".to_owned(),
+                "q" => format!("title containing {value:?}"),
+                _ => format!("{key} {value}"),
+            })
+            .collect();
+        format!("your todos with {}", parts.join(", "))
+    }
 }
 
 #[derive(Debug, Args)]
@@ -60,17 +173,8 @@ pub struct PushArgs {
 
 #[derive(Debug, Args)]
 pub struct ListArgs {
-    /// Only this endpoint's (slug or id).
-    #[arg(long)]
-    pub endpoint: Option<String>,
-    #[arg(short = 'q', long)]
-    pub queue: Option<String>,
-    /// pending, claimed, done or failed.
-    #[arg(long)]
-    pub state: Option<String>,
-    /// Only dead letters.
-    #[arg(long)]
-    pub dead_letter: bool,
+    #[command(flatten)]
+    pub filter: FilterArgs,
     /// At most this many (1–200, server default 50).
     #[arg(long)]
     pub limit: Option<u32>,
@@ -86,6 +190,23 @@ pub(crate) async fn run(args: TodoArgs) -> anyhow::Result<()> {
         TodoCommand::Push(push) => push.payload.as_deref().map(read_payload).transpose()?,
         _ => None,
     };
+    // Ask before connecting: a refusal should not depend on the server.
+    if let TodoCommand::Retry(bulk) | TodoCommand::Cancel(bulk) = &args.command {
+        let action = match &args.command {
+            TodoCommand::Retry(_) => BulkAction::Retry,
+            _ => BulkAction::Cancel,
+        };
+        if bulk.id.is_some() && !bulk.filter.is_empty() {
+            return Err(UsageError(
+                "filters go with --all; to act on one todo give only its id".into(),
+            )
+            .into());
+        }
+        if bulk.all && !bulk.yes && !confirm_bulk(action, &bulk.filter)? {
+            println!("Nothing was {}.", action.done());
+            return Ok(());
+        }
+    }
     let client = args.client.connect()?;
     match args.command {
         TodoCommand::Push(push) => {
@@ -133,12 +254,118 @@ pub(crate) async fn run(args: TodoArgs) -> anyhow::Result<()> {
             let response = client.get(&["todos", &id, "event"], &[]).await?;
             emit(json, &response, print_event)
         }
-        TodoCommand::Retry { id } => act(&client, json, &id, "retry").await,
+        TodoCommand::Retry(bulk) => match bulk.id {
+            Some(id) => act(&client, json, &id, "retry").await,
+            None => run_bulk(&client, json, BulkAction::Retry, &bulk.filter).await,
+        },
         TodoCommand::Release { id } => act(&client, json, &id, "release").await,
+        TodoCommand::Cancel(bulk) => match bulk.id {
+            Some(id) => act(&client, json, &id, "cancel").await,
+            None => run_bulk(&client, json, BulkAction::Cancel, &bulk.filter).await,
+        },
     }
 }
 
-/// A human action on a todo (`retry`, `release`); answers with the todo.
+#[derive(Debug, Clone, Copy)]
+enum BulkAction {
+    Retry,
+    Cancel,
+}
+
+impl BulkAction {
+    fn path(self) -> &'static str {
+        match self {
+            Self::Retry => "retry",
+            Self::Cancel => "cancel",
+        }
+    }
+
+    fn done(self) -> &'static str {
+        match self {
+            Self::Retry => "retried",
+            Self::Cancel => "cancelled",
+        }
+    }
+}
+
+/// A bulk action changes many todos at once, so a person is asked; a script must say -y.
+fn confirm_bulk(action: BulkAction, filter: &FilterArgs) -> anyhow::Result<bool> {
+    if !prompt::stdin_is_terminal() {
+        return Err(UsageError(format!(
+            "todo {} --all needs -y (--yes) when stdin is not a terminal",
+            action.path()
+        ))
+        .into());
+    }
+    let question = match action {
+        BulkAction::Retry => format!(
+            "Retry every {} of {}?",
+            if filter.state.is_some() {
+                "todo"
+            } else {
+                "failed todo"
+            },
+            filter.describe()
+        ),
+        BulkAction::Cancel => format!(
+            "Cancel every pending, claimed or waiting todo of {}? Holders lose them at once.",
+            filter.describe()
+        ),
+    };
+    Ok(prompt::confirm(&question)?)
+}
+
+/// The most batches one command runs (a million todos); a filter that
+/// keeps matching beyond that is reported, not chased forever.
+const MAX_BATCHES: usize = 1000;
+
+/// Calls the bulk route until nothing more matches, and prints the total.
+async fn run_bulk(
+    client: &ApiClient,
+    json: bool,
+    action: BulkAction,
+    filter: &FilterArgs,
+) -> anyhow::Result<()> {
+    let body = filter.body();
+    let mut ids: Vec<Value> = Vec::new();
+    let mut more = true;
+    let mut batches: Vec<ApiResponse> = Vec::new();
+    while more && batches.len() < MAX_BATCHES {
+        let response: ApiResponse = client.post(&["todos", action.path()], &body).await?;
+        let batch = response.json()?;
+        ids.extend(batch["ids"].as_array().cloned().unwrap_or_default());
+        more = batch["more"].as_bool().unwrap_or(false);
+        batches.push(response);
+    }
+    if json {
+        // One batch is printed verbatim; several as their sum, in the same shape.
+        match batches.as_slice() {
+            [only] => println!("{}", only.verbatim()),
+            _ => println!(
+                "{}",
+                json!({ "count": ids.len(), "more": more, "ids": ids })
+            ),
+        }
+    } else {
+        let count = ids.len();
+        let noun = if count == 1 { "todo" } else { "todos" };
+        println!("{} {count} {noun}.", capitalized(action.done()));
+        if more {
+            println!("More still match; run the command again.");
+        }
+    }
+    Ok(())
+}
+
+fn capitalized(word: &str) -> String {
+    let mut chars = word.chars();
+    match chars.next() {
+        Some(first) => first.to_uppercase().chain(chars).collect(),
+        None => String::new(),
+    }
+}
+
+/// A human action on a todo (`retry`, `release`, `cancel`); answers with the todo.
 async fn act(client: &ApiClient, json: bool, id: &str, action: &str) -> anyhow::Result<()> {
     let response = client.post_action(&["todos", id, action]).await?;
     emit(json, &response, |todo| {
@@ -172,11 +399,8 @@ fn read_payload(arg: &str) -> anyhow::Result<Value> {
 }
 
 fn list_query(list: ListArgs) -> Vec<(&'static str, String)> {
-    let mut query = Vec::new();
+    let mut query = list.filter.query();
     let optional = [
-        ("endpoint", list.endpoint),
-        ("queue", list.queue),
-        ("state", list.state),
         ("limit", list.limit.map(|n| n.to_string())),
         ("cursor", list.cursor),
     ];
@@ -184,9 +408,6 @@ fn list_query(list: ListArgs) -> Vec<(&'static str, String)> {
         if let Some(value) = value {
             query.push((key, value));
         }
-    }
-    if list.dead_letter {
-        query.push(("dead_letter", "true".to_owned()));
     }
     query
 }
@@ -241,6 +462,7 @@ fn print_todo(todo: &Value) -> anyhow::Result<()> {
         ("created", when_exact(todo, "created_at", "-")),
         ("updated", when_exact(todo, "updated_at", "-")),
         ("completed", when_exact(todo, "completed_at", "-")),
+        ("cancelled by", text(todo, "cancelled_by")),
     ]);
     for key in ["payload", "result"] {
         if let Some(value) = lookup(todo, key).filter(|v| !v.is_null()) {

@@ -558,3 +558,162 @@ async fn a_session_that_never_answers_its_doorbells_is_deaf_until_it_calls() {
     assert_eq!(endpoint["sessions"]["deaf"], 0);
     cli.ok(&["doctor", &slug]);
 }
+
+/// Runs `switchboard ARGS` on a pseudo-terminal (`script`), typing `answer`.
+fn run_on_a_terminal(cli: &Client, args: &[&str], answer: &str) -> String {
+    use std::io::Write;
+    let command = std::iter::once(BIN)
+        .chain(args.iter().copied())
+        .map(|a| format!("'{}'", a.replace('\'', r"'\''")))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let mut child = Command::new("script")
+        .args(["-qec", &command, "/dev/null"])
+        .current_dir(&cli.dir)
+        .env("SWITCHBOARD_CONFIG_DIR", &cli.config_dir)
+        .env_remove("SWITCHBOARD_DATABASE_URL")
+        .env_remove("SWITCHBOARD_URL")
+        .env_remove("SWITCHBOARD_TOKEN")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run script");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(answer.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn cancel_and_retry_one_or_all_with_filters_and_a_confirmation() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let cli = Client::new(dir.path());
+    cli.login(&server);
+    let slug = cli.json(&["endpoint", "vend", "deployer", "-q", "inbox"])["slug"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let push = |title: &str, kind: &str| {
+        cli.json(&["todo", "push", &slug, title, "--kind", kind])["id"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let one = push("Deploy web 100%", "deploy");
+    let two = push("Deploy api", "deploy");
+    let three = push("Review docs", "review");
+
+    // One by id.
+    let cancelled = cli.json(&["todo", "cancel", &one]);
+    assert_eq!(cancelled["state"], "cancelled", "{cancelled}");
+    let again = cli.run(&["todo", "cancel", &one]);
+    assert_eq!(again.status.code(), Some(1));
+    assert!(stderr(&again).contains("conflict"), "{}", stderr(&again));
+    let shown = cli.ok(&["todo", "show", &one]);
+    assert!(shown.contains("cancelled by"), "{shown}");
+    assert!(cli.ok(&["todo", "retry", &one]).contains("is pending"));
+
+    // The list's new filters.
+    let by_search = cli.json(&["todo", "list", "--search", "100%"]);
+    assert_eq!(by_search["todos"].as_array().unwrap().len(), 1);
+    assert_eq!(by_search["todos"][0]["id"], one.as_str());
+    let by_kind = cli.json(&["todo", "list", "--kind", "deploy", "--source", "operator"]);
+    assert_eq!(by_kind["todos"].as_array().unwrap().len(), 2);
+
+    // --all without a terminal needs -y; filters need --all; nothing changed.
+    for args in [
+        &["todo", "cancel", "--all", "--kind", "deploy"][..],
+        &["todo", "retry", "--all"],
+        &["todo", "cancel", &three, "--kind", "deploy"],
+        &["todo", "cancel"],
+        &["todo", "cancel", &three, "--all", "-y"],
+    ] {
+        let out = cli.run(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+    }
+    let refused = cli.run(&["todo", "cancel", "--all"]);
+    assert!(
+        stderr(&refused).contains("needs -y (--yes) when stdin is not a terminal"),
+        "{}",
+        stderr(&refused)
+    );
+    assert_eq!(
+        cli.json(&["todo", "list", "--state", "pending"])["todos"]
+            .as_array()
+            .unwrap()
+            .len(),
+        3
+    );
+
+    // On a terminal: "n" changes nothing, "y" acts and prints the count.
+    let declined = run_on_a_terminal(
+        &cli,
+        &["todo", "cancel", "--all", "--kind", "deploy"],
+        "n\n",
+    );
+    assert!(
+        declined.contains(
+            "Cancel every pending, claimed or waiting todo of your todos with kind deploy?"
+        ),
+        "{declined}"
+    );
+    assert!(declined.contains("Nothing was cancelled."), "{declined}");
+    assert_eq!(cli.json(&["todo", "show", &two])["state"], "pending");
+    let accepted = run_on_a_terminal(
+        &cli,
+        &["todo", "cancel", "--all", "--kind", "deploy"],
+        "y\n",
+    );
+    assert!(accepted.contains("Cancelled 2 todos."), "{accepted}");
+    assert_eq!(cli.json(&["todo", "show", &three])["state"], "pending");
+
+    // -y for scripts, --json with the total.
+    let retried = cli.json(&["todo", "retry", "--all", "--state", "cancelled", "-y"]);
+    assert_eq!(retried["count"], 2, "{retried}");
+    assert_eq!(retried["more"], false);
+    let all = cli.ok(&["todo", "cancel", "--all", "-y"]);
+    assert!(all.contains("Cancelled 3 todos."), "{all}");
+    let none = cli.ok(&["todo", "retry", "--all", "-y"]);
+    assert!(none.contains("Retried 0 todos."), "nothing failed: {none}");
+    let bad = cli.run(&["todo", "retry", "--all", "--state", "pending", "-y"]);
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(stderr(&bad).contains("state"), "{}", stderr(&bad));
+}
+
+#[test]
+fn all_runs_batch_after_batch_until_nothing_more_matches() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let cli = Client::new(dir.path());
+    cli.login(&server);
+    let endpoint = cli.json(&["endpoint", "vend", "bulk", "-q", "inbox"])["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // More than one batch (1 000), written straight into the server's database.
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        use switchboard::store::NewTodo;
+        use switchboard::store::prelude::*;
+        let store = crate::support::api::open_store(&dir.path().join("switchboard.db")).await;
+        for n in 0..1_001 {
+            store
+                .create_todo(NewTodo::new(&endpoint, "inbox", format!("todo {n}")))
+                .await
+                .unwrap();
+        }
+    });
+    let cancelled = cli.ok(&["todo", "cancel", "--all", "-y"]);
+    assert!(cancelled.contains("Cancelled 1001 todos."), "{cancelled}");
+    let retried = cli.json(&["todo", "retry", "--all", "--state", "cancelled", "-y"]);
+    assert_eq!(retried["count"], 1_001);
+    assert_eq!(retried["more"], false);
+    assert_eq!(retried["ids"].as_array().unwrap().len(), 1_001);
+}

@@ -600,4 +600,101 @@ exercise_on_both_backends!(
     title_search_is_literal_and_ascii_case_insensitive,
     kind_and_source_filter_the_listing_with_keyset_pages,
     retention_prunes_old_cancelled_todos,
+    a_bulk_cancel_racing_claimers_leaves_nothing_claimed,
+    two_bulk_cancels_at_once_split_the_work,
 );
+
+/// A bulk cancel racing claimers: once it has returned, every todo is
+/// cancelled (claimed ones too), no attempt is left open, and nothing can be
+/// claimed. Claimers that won a todo first simply lose it with `conflict`.
+async fn a_bulk_cancel_racing_claimers_leaves_nothing_claimed(store: &dyn Store, ts: &TestStore) {
+    use std::sync::Arc;
+    use tokio::sync::Barrier;
+    const TODOS: usize = 60;
+    const CLAIMERS: usize = 6;
+    let f = fixture(store, "ada").await;
+    let mut ids = Vec::new();
+    for n in 0..TODOS {
+        ids.push(add_todo(store, &f, &format!("todo {n}")).await.id);
+    }
+    let start = Arc::new(Barrier::new(CLAIMERS + 1));
+    let claimers: Vec<_> = (0..CLAIMERS)
+        .map(|_| {
+            let (store, caller, start) = (ts.store.clone(), f.caller.clone(), start.clone());
+            tokio::spawn(async move {
+                start.wait().await;
+                let mut won = Vec::new();
+                while let Some(c) = store
+                    .claim_next(&caller, None, ClaimOptions::default())
+                    .await
+                    .expect("claim_next")
+                {
+                    won.push(c.todo.id);
+                }
+                won
+            })
+        })
+        .collect();
+    let canceller = {
+        let (store, human, start) = (ts.store.clone(), f.human.id.clone(), start.clone());
+        tokio::spawn(async move {
+            start.wait().await;
+            store
+                .human_bulk_cancel(&human, &BulkTarget::Filter(TodoFilter::default()))
+                .await
+                .expect("bulk cancel")
+        })
+    };
+    let outcome = canceller.await.unwrap();
+    let mut won = Vec::new();
+    for claimer in claimers {
+        won.extend(claimer.await.unwrap());
+    }
+    // Whatever a claimer got before the cancel reached it was cancelled too.
+    let mut cancelled = outcome.ids.clone();
+    cancelled.sort();
+    let mut all = ids.clone();
+    all.sort();
+    assert_eq!(cancelled, all, "every todo, claimed or not, in one batch");
+    assert!(!outcome.more);
+    for id in &ids {
+        assert_eq!(get(store, &f.caller, id).await.state, TodoState::Cancelled);
+        assert_eq!(count_open_attempts(&ts.store, id).await, 0, "{id}");
+    }
+    for id in &won {
+        assert_conflict(store.complete(&f.caller, id, Finish::default()).await);
+    }
+    assert!(
+        store
+            .claim_next(&f.caller, None, ClaimOptions::default())
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
+
+/// Two bulk cancels at once (a double click on the board): together they
+/// cancel everything once, neither fails.
+async fn two_bulk_cancels_at_once_split_the_work(store: &dyn Store, ts: &TestStore) {
+    const TODOS: usize = 200;
+    let f = fixture(store, "ada").await;
+    let mut ids = Vec::new();
+    for n in 0..TODOS {
+        ids.push(add_todo(store, &f, &format!("todo {n}")).await.id);
+    }
+    let other = crate::support::second_handle(ts).await;
+    let everything = BulkTarget::Filter(TodoFilter::default());
+    let (a, b) = tokio::join!(
+        ts.store.human_bulk_cancel(&f.human.id, &everything),
+        other.human_bulk_cancel(&f.human.id, &everything),
+    );
+    let (a, b) = (
+        a.expect("first bulk cancel"),
+        b.expect("second bulk cancel"),
+    );
+    let mut both: Vec<String> = a.ids.iter().chain(&b.ids).cloned().collect();
+    both.sort();
+    ids.sort();
+    assert_eq!(both, ids, "each todo cancelled exactly once");
+    assert!(!a.more && !b.more);
+}

@@ -179,11 +179,15 @@ impl SqlStore {
             }
             BulkAction::Retry => RETRY_SET.to_owned(),
         };
+        // On PostgreSQL the batch's rows are locked in one order (oldest
+        // first), so two bulk calls at once queue behind each other instead
+        // of deadlocking.
         let sql = format!(
             "UPDATE todos SET {set} WHERE id IN (SELECT id FROM todos WHERE {matching} \
-               ORDER BY created_at, id LIMIT $2) AND {guard} \
+               ORDER BY created_at, id LIMIT $2{lock}) AND {guard} \
              RETURNING id, created_at, attempts_total, attempts_pruned",
             matching = conditions.joined(),
+            lock = self.dialect.for_update(),
             guard = action.guard(),
         );
         let mut q = sqlx::query(AssertSqlSafe(sql))
