@@ -11,7 +11,7 @@ use crate::board::BoardState;
 use crate::board::auth::Signed;
 use crate::board::error::BoardError;
 use crate::board::form::CsrfForm;
-use crate::board::view::{EndpointCard, Layout, Messages, back, cards, dated, render};
+use crate::board::view::{EndpointCard, Layout, Messages, back, cards, dated, render, zone_of};
 use crate::delivery::presence as service;
 use crate::domain::duration::parse_positive_duration;
 use crate::domain::presence::Presence;
@@ -36,6 +36,8 @@ struct EndpointPage {
     card: EndpointCard,
     todos: Vec<TodoRow>,
     until_choices: &'static [(&'static str, &'static str)],
+    /// The zone the until picker's time is read in.
+    zone: String,
     preview: ShiftPreview,
 }
 
@@ -75,6 +77,7 @@ pub(crate) async fn page(
         todos: rows(&page.items, std::slice::from_ref(&endpoint), now),
         card,
         until_choices: UNTIL_CHOICES,
+        zone: zone_of(&endpoint).iana_name().unwrap_or("UTC").to_owned(),
         preview,
     }))
 }
@@ -106,18 +109,39 @@ pub(crate) async fn set_presence(
                 Err("presence: must be in, out or clear".into()),
             ));
         };
-        let until = match form.fields.text("for") {
-            None => None,
-            Some(text) => match parse_positive_duration(text, "for") {
+        // An exact time (`until`, in the endpoint's zone) wins over a duration (`for`).
+        let until = match (form.fields.text("until"), form.fields.text("for")) {
+            (Some(local), _) => match local_instant(local, &zone_of(&endpoint)) {
+                Ok(t) => Some(t),
+                Err(e) => return Ok(back(&back_to, Err(e))),
+            },
+            (None, Some(text)) => match parse_positive_duration(text, "for") {
                 Ok(d) => Some(now.saturating_add(d)),
                 Err(e) => return Ok(back(&back_to, Err(e.to_string()))),
             },
+            (None, None) => None,
         };
         service::operator_set(&state.delivery, &endpoint, human, value, until)
             .await
             .map(|_| format!("presence set to {}", value.as_str()))
     };
     Ok(back(&back_to, outcome.map_err(refusal)))
+}
+
+/// A `datetime-local` value (`2026-12-01T18:30`) as an instant in `zone`.
+fn local_instant(
+    text: &str,
+    zone: &jiff::tz::TimeZone,
+) -> Result<crate::domain::Timestamp, String> {
+    let civil: jiff::civil::DateTime = text
+        .parse()
+        .map_err(|_| format!("until: {text:?} is not a date and time such as 2026-12-01T18:30"))?;
+    let zoned = civil
+        .to_zoned_datetime(zone.clone())
+        .map_err(|_| format!("until: {text:?} does not exist in that time zone"))?;
+    Ok(crate::domain::Timestamp::from_millis(
+        zoned.timestamp().as_millisecond(),
+    ))
 }
 
 /// The shift editor's submit: `shift` (empty clears it).

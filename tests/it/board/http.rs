@@ -210,6 +210,32 @@ async fn every_form_needs_the_csrf_token_and_sign_out_revokes() {
         "out"
     );
 
+    // The until picker: a wall-clock time in the endpoint's zone (UTC without a shift).
+    let picked = board
+        .post(
+            &presence_path,
+            &[
+                ("presence", "out"),
+                ("until", "2099-01-01T09:00"),
+                ("csrf", &csrf),
+            ],
+        )
+        .await;
+    assert!(picked.location.unwrap().contains("notice="));
+    let p = presence(&server, &admin, &alpha.slug).await;
+    assert_eq!(p["until"], "2099-01-01T09:00:00.000Z", "{p}");
+    let nonsense = board
+        .post(
+            &presence_path,
+            &[("presence", "in"), ("until", "tomorrow"), ("csrf", &csrf)],
+        )
+        .await;
+    assert!(nonsense.location.unwrap().contains("error=until"));
+    assert_eq!(
+        presence(&server, &admin, &alpha.slug).await["presence"],
+        "out"
+    );
+
     // An invalid shift is refused with the grammar's message; nothing stored.
     let shift = board
         .post(
