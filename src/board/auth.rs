@@ -41,15 +41,21 @@ impl FromRequestParts<BoardState> for Signed {
     type Rejection = BoardError;
 
     async fn from_request_parts(parts: &mut Parts, state: &BoardState) -> Result<Self, BoardError> {
-        let secret = cookie(&parts.headers, COOKIE).ok_or(BoardError::SignIn)?;
-        if !secret.starts_with("sbh_") {
-            return Err(BoardError::SignIn);
-        }
+        // An htmx refresh of a page whose session ended must take the whole
+        // page to the sign-in form, not swap the form into a live region.
+        let refused = if parts.headers.contains_key("hx-request") {
+            BoardError::SignInWholePage
+        } else {
+            BoardError::SignIn
+        };
+        let Some(secret) = cookie(&parts.headers, COOKIE).filter(|s| s.starts_with("sbh_")) else {
+            return Err(refused);
+        };
         let (human, token) = state
             .store
             .authenticate_api_token(&sha256_hex(secret))
             .await?
-            .ok_or(BoardError::SignIn)?;
+            .ok_or(refused)?;
         Ok(Self {
             human,
             token,

@@ -11,6 +11,9 @@ use crate::store::StoreError;
 pub(crate) enum BoardError {
     /// Not signed in (or the session's token was revoked or expired).
     SignIn,
+    /// The same, for an htmx request: 401 with `HX-Redirect`, so that the
+    /// browser goes to the sign-in page instead of swapping it in.
+    SignInWholePage,
     /// A POST without a valid CSRF token.
     Forbidden(String),
     /// Not found, or not the human's (the same answer).
@@ -57,6 +60,13 @@ impl IntoResponse for BoardError {
     fn into_response(self) -> Response {
         let (status, title, message) = match self {
             Self::SignIn => return Redirect::to("/board/sign-in").into_response(),
+            Self::SignInWholePage => {
+                return (
+                    StatusCode::UNAUTHORIZED,
+                    [("hx-redirect", "/board/sign-in")],
+                )
+                    .into_response();
+            }
             Self::Forbidden(m) => (StatusCode::FORBIDDEN, "Forbidden", m),
             Self::NotFound => (
                 StatusCode::NOT_FOUND,

@@ -10,8 +10,8 @@
 //! message names one of the human's endpoints, and every
 //! [`BoardContext::poll_every`](super::BoardContext) otherwise; and sends a
 //! `tick` at least every `tick_every`, for times that drift by themselves.
-//! It ends when the server shuts down or the session's token stops being
-//! live (checked on each tick).
+//! It ends when the server shuts down, or — after one last `signed-out`
+//! event — when the session's token stops being live (checked on each poll).
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
@@ -121,6 +121,8 @@ struct Live {
     poll: Interval,
     tick: Interval,
     queue: VecDeque<Event>,
+    /// The session ended: send what is queued, then end.
+    ending: bool,
 }
 
 impl Live {
@@ -158,7 +160,7 @@ impl Live {
             if let Some(event) = self.queue.pop_front() {
                 return Some(event);
             }
-            if *self.shutdown.borrow() {
+            if self.ending || *self.shutdown.borrow() {
                 return None;
             }
             tokio::select! {
@@ -169,14 +171,19 @@ impl Live {
                     // The bus is gone: polling alone still works.
                     None => self.bus = Subscription::new(tokio::sync::broadcast::channel(1).1),
                 },
-                _ = self.poll.tick() => self.look().await,
-                _ = self.tick.tick() => {
+                _ = self.poll.tick() => {
+                    // One indexed read: a revoked or expired session ends
+                    // its streams within a poll, and a last refresh takes
+                    // the page to the sign-in form.
                     let live = self.state.store.authenticate_api_token(&self.token_hash).await;
                     if matches!(live, Ok(None)) {
-                        return None;
+                        self.queue.push_back(changed("signed-out"));
+                        self.ending = true;
+                        continue;
                     }
-                    self.queue.push_back(changed("tick"));
+                    self.look().await;
                 }
+                _ = self.tick.tick() => self.queue.push_back(changed("tick")),
             }
         }
     }
@@ -204,6 +211,7 @@ pub(crate) async fn events(
         poll,
         tick,
         queue: VecDeque::new(),
+        ending: false,
         state,
     };
     live.last = fingerprint(&live.state, &live.human_id)

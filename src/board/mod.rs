@@ -76,6 +76,14 @@ pub fn router(state: BoardState) -> Router {
     use pages::*;
     Router::new()
         .route("/", get(overview::page))
+        .route(
+            "/board",
+            get(|| async { axum::response::Redirect::permanent("/") }),
+        )
+        .route(
+            "/board/",
+            get(|| async { axum::response::Redirect::permanent("/") }),
+        )
         .route("/board/static/{file}", get(assets::serve))
         .route(
             "/board/sign-in",
@@ -102,5 +110,11 @@ pub fn router(state: BoardState) -> Router {
         .route("/board/agents", get(agents::page).post(agents::create))
         .route("/board/tokens", get(tokens::page).post(tokens::create))
         .route("/board/tokens/{id}/revoke", post(tokens::revoke))
+        .route("/board/{*rest}", get(not_found).post(not_found))
         .with_state(state)
+}
+
+/// Any other `/board/…` path: the board's own 404 page.
+async fn not_found() -> error::BoardError {
+    error::BoardError::NotFound
 }

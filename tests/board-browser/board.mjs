@@ -211,6 +211,19 @@ try {
   assert(!(await b.page.content()).includes(TODO_A), "B's todos do not mention A's todo");
   check('isolation');
 
+  // --- revoking B's board token elsewhere sends B's open page to sign-in ---
+  await b.page.goto(BASE + '/');
+  await b.page.waitForLoadState('networkidle').catch(() => {});
+  const bTokens = await api('GET', '/api/v1/tokens', TOKEN_B);
+  for (const t of bTokens.json.tokens.filter((t) => t.label === 'board sign-in' && !t.revoked_at)) {
+    await api('DELETE', `/api/v1/tokens/${t.id}`, TOKEN_B);
+  }
+  await b.page.waitForURL(BASE + '/board/sign-in', { timeout: 15_000 });
+  // The ended stream (htmx's SSE extension logs its error event) and the
+  // 401 that carried the redirect are what this check expects.
+  b.page.problems = b.page.problems.filter((p) => !p.includes('status of 401') && !p.endsWith('[object Event]'));
+  check('revoked-elsewhere');
+
   // --- sign-out revokes the board's token ---------------------------------
   await page.goto(BASE + '/');
   await Promise.all([page.waitForURL(BASE + '/board/sign-in'), page.click('.who button')]);

@@ -139,6 +139,7 @@ async fn the_board_works_in_chromium() {
         "bulk-cancel",
         "csrf",
         "isolation",
+        "revoked-elsewhere",
         "sign-out",
     ] {
         assert!(

@@ -107,6 +107,12 @@ async fn signing_in_mints_a_board_token_in_an_http_only_cookie() {
         "{csp}"
     );
 
+    // Unknown board paths are the board's 404 page; `/board` is the overview.
+    let missing = board.get("/board/no-such-page").await;
+    assert_eq!(missing.status, 404);
+    assert!(missing.body.contains("Not found"));
+    assert_eq!(board.get("/board").await.location.as_deref(), Some("/"));
+
     // Revoking the board's token through the API signs the browser out at once.
     let id = mine[0]["id"].as_str().unwrap();
     server
@@ -120,6 +126,20 @@ async fn signing_in_mints_a_board_token_in_an_http_only_cookie() {
     let page = board.get("/").await;
     assert_eq!(page.status, 303);
     assert_eq!(page.location.as_deref(), Some("/board/sign-in"));
+    // An htmx refresh is told to take the whole page there.
+    let refresh = reqwest::Client::builder()
+        .no_proxy()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+        .get(server.url("/"))
+        .header("cookie", format!("sb_board={cookie}"))
+        .header("hx-request", "true")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refresh.status(), 401);
+    assert_eq!(refresh.headers()["hx-redirect"], "/board/sign-in");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -558,6 +578,28 @@ async fn the_live_stream_says_what_changed_and_ends_on_shutdown() {
     events.expect_changed("todos", Duration::from_secs(8)).await;
     let heard = bob_events.next(Duration::from_secs(3)).await;
     assert!(heard.is_none(), "bob heard {heard:?}");
+
+    // Revoking bob's board token ends his stream, after a last refresh.
+    let bob_tokens = tokens(&server, &bob.token).await;
+    let bob_board_token = bob_tokens
+        .iter()
+        .find(|t| t["label"] == "board sign-in")
+        .unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    server
+        .call(
+            Method::DELETE,
+            &format!("/api/v1/tokens/{bob_board_token}"),
+            &bob.token,
+            Body::None,
+        )
+        .await;
+    bob_events
+        .expect_changed("signed-out", Duration::from_secs(8))
+        .await;
+    assert!(bob_events.next(Duration::from_secs(3)).await.is_none());
 
     // Shutdown ends the streams: the server exits well within its grace.
     let started = Instant::now();
