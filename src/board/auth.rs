@@ -171,3 +171,33 @@ pub(crate) async fn sign_out(State(state): State<BoardState>, form: CsrfForm) ->
         .insert(header::SET_COOKIE, set_cookie(&state, "", 0));
     response
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_csrf_token_is_a_keyed_hmac_of_the_session() {
+        let a = csrf_token("sbh_one");
+        assert_eq!(a, csrf_token("sbh_one"), "stable for a session");
+        assert_ne!(a, csrf_token("sbh_two"), "another session, another token");
+        assert_eq!(a.len(), 64);
+        assert!(!a.contains("sbh_"), "it does not reveal the secret");
+    }
+
+    #[test]
+    fn the_session_cookie_is_found_among_others() {
+        let mut headers = HeaderMap::new();
+        headers.append(
+            header::COOKIE,
+            "theme=dark; sb_board=sbh_x".parse().unwrap(),
+        );
+        headers.append(header::COOKIE, "other=1".parse().unwrap());
+        assert_eq!(cookie(&headers, COOKIE), Some("sbh_x"));
+        assert_eq!(cookie(&headers, "other"), Some("1"));
+        assert_eq!(cookie(&headers, "missing"), None);
+        let mut empty = HeaderMap::new();
+        empty.append(header::COOKIE, "sb_board=".parse().unwrap());
+        assert_eq!(cookie(&empty, COOKIE), None);
+    }
+}

@@ -76,3 +76,17 @@ impl FromRequest<BoardState> for CsrfForm {
         Ok(Self { signed, fields })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn forms_keep_repeated_fields_and_trim_text() {
+        let f = read_fields(b"ids=td_1&ids=td_2&label=+hi+&empty=").unwrap();
+        assert_eq!(f.all("ids"), vec!["td_1", "td_2"]);
+        assert_eq!(f.text("label"), Some("hi"));
+        assert_eq!(f.text("empty"), None);
+        assert_eq!(f.get("missing"), None);
+    }
+}

@@ -348,3 +348,40 @@ pub(crate) async fn all_endpoints(
         .await?;
     Ok(page.items)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NOW: Timestamp = Timestamp::from_millis(1_800_000_000_000);
+
+    #[test]
+    fn relative_times_read_as_people_say_them() {
+        assert_eq!(relative(NOW, NOW), "0 s ago");
+        assert_eq!(relative(NOW, NOW.add_secs(-59)), "59 s ago");
+        assert_eq!(relative(NOW, NOW.add_secs(-3 * 60)), "3 min ago");
+        assert_eq!(relative(NOW, NOW.add_secs(-5 * 3600)), "5 h ago");
+        assert_eq!(relative(NOW, NOW.add_secs(-3 * 86_400)), "3 d ago");
+        assert_eq!(relative(NOW, NOW.add_secs(120)), "in 2 min");
+    }
+
+    #[test]
+    fn countdowns_never_go_negative() {
+        assert_eq!(countdown(NOW, NOW.add_secs(252)), "4 min 12 s");
+        assert_eq!(countdown(NOW, NOW.add_secs(3 * 3600 + 60)), "3 h 1 min");
+        assert_eq!(countdown(NOW, NOW.add_secs(-10)), "0 s");
+    }
+
+    #[test]
+    fn wall_clock_shows_the_day_only_beyond_a_day() {
+        let berlin = jiff::tz::TimeZone::get("Europe/Berlin").unwrap();
+        // 2027-01-15T08:00:00Z is 09:00 in Berlin (CET).
+        let t = Timestamp::parse_rfc3339("2027-01-15T08:00:00Z").unwrap();
+        assert_eq!(wall_clock(t, t.add_secs(-3600), &berlin), "09:00");
+        assert_eq!(
+            wall_clock(t, t.add_secs(-3 * 86_400), &berlin),
+            "Fri 15 Jan 09:00"
+        );
+        assert_eq!(dated(t, &berlin), "Fri 15 Jan 09:00 CET");
+    }
+}
