@@ -19,6 +19,7 @@ const TOKEN_A = env('TOKEN_A');
 const TOKEN_B = env('TOKEN_B');
 const SLUG_A = env('SLUG_A');
 const TODO_A = env('TODO_A');
+const CREDENTIAL_A = env('CREDENTIAL_A');
 const SHOTS = env('SHOTS');
 mkdirSync(SHOTS, { recursive: true });
 
@@ -90,10 +91,27 @@ try {
   assert(session.value !== TOKEN_A, 'the cookie holds a new token, not the one typed');
   check('sign-in');
 
+  // An MCP session of A's endpoint, as Claude Code would open it.
+  const init = await fetch(`${BASE}/mcp/${SLUG_A}`, {
+    method: 'POST',
+    headers: {
+      authorization: `Bearer ${CREDENTIAL_A}`,
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+    },
+    body: JSON.stringify({
+      jsonrpc: '2.0', id: 1, method: 'initialize',
+      params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'claude-code', version: '2.1.80' } },
+    }),
+  });
+  assert(init.status === 200, `MCP initialize answered ${init.status}`);
+  await init.text();
+
   // --- every page renders, no console error, screenshots ------------------
   await visit(page, '/', 'overview');
   assert(await page.locator(`article[data-slug="${SLUG_A}"]`).count() === 1, 'the overview has a card for the endpoint');
   await visit(page, `/board/endpoints/${SLUG_A}`, 'endpoint');
+  assert(await page.locator('text=claude-code 2.1.80').count() === 1, 'the session is listed with its client name');
   await visit(page, '/board/todos', 'todos');
   await visit(page, `/board/todos/${TODO_A}`, 'todo');
   const payload = await page.textContent('#payload');

@@ -99,6 +99,7 @@ async fn the_board_works_in_chromium() {
         .env("TOKEN_B", &bob.token)
         .env("SLUG_A", &alpha.slug)
         .env("TODO_A", &todo)
+        .env("CREDENTIAL_A", &alpha.credential)
         .env("SHOTS", screenshots_dir())
         .env("CHROMIUM", CHROMIUM)
         .env("BULK", "1")
