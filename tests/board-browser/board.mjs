@@ -212,6 +212,47 @@ try {
   assert(still.json.presence === 'in', 'the refused form changed nothing');
   check('csrf');
 
+  // --- keyboard: the first Tab reaches the skip link, which leads to main ---
+  await page.goto(BASE + '/board/todos');
+  await page.keyboard.press('Tab');
+  assert(await page.evaluate(() => document.activeElement.classList.contains('skip')), 'the first Tab stop is the skip link');
+  const outline = await page.evaluate(() => getComputedStyle(document.activeElement).outlineStyle);
+  assert(outline !== 'none', `focus is visible (outline ${outline})`);
+  await page.keyboard.press('Enter');
+  await page.waitForURL(/#main$/, { timeout: 5_000 });
+  check('keyboard');
+
+  // --- without JavaScript every page reads and every form posts -----------
+  const nojs = await browser.newContext({ javaScriptEnabled: false });
+  const plain = await nojs.newPage();
+  plain.setDefaultTimeout(10_000);
+  await plain.goto(BASE + '/board/sign-in');
+  await plain.fill('#token', TOKEN_A);
+  await Promise.all([plain.waitForURL(BASE + '/'), plain.click('button[type=submit]')]);
+  assert(await plain.locator(`article[data-slug="${SLUG_A}"]`).count() === 1, 'the overview reads without JavaScript');
+  for (const path of [`/board/endpoints/${SLUG_A}`, '/board/todos', `/board/todos/${TODO_A}`, '/board/agents', '/board/tokens', '/board/vend']) {
+    const res = await plain.goto(BASE + path);
+    assert(res.status() === 200, `${path} without JavaScript: ${res.status()}`);
+  }
+  await plain.goto(BASE + `/board/endpoints/${SLUG_A}`);
+  await plain.fill('#shift', 'Mon-Fri 08:00-18:00');
+  await plain.click('button:has-text("Save shift")');
+  await plain.waitForURL(/notice=|error=/).catch(async () => {
+    throw new Error(`no redirect after the shift form: at ${plain.url()}: ${(await plain.content()).slice(0, 3000)}`);
+  });
+  assert(plain.url().includes('notice=shift+saved'), `the shift form posts without JavaScript: ${plain.url()}`);
+  const saved = await api('GET', `/api/v1/endpoints/${SLUG_A}/presence`, TOKEN_A);
+  assert(saved.json.shift === 'Mon-Fri 08:00-18:00', `the API has the shift: ${JSON.stringify(saved.json)}`);
+  await plain.fill('#shift', '');
+  await Promise.all([plain.waitForURL(/shift\+cleared|error=/), plain.click('button:has-text("Save shift")')]);
+  await plain.goto(BASE + '/board/agents');
+  await plain.fill('input[name=name]', 'plain-html');
+  await Promise.all([plain.waitForURL(/notice=|error=/), plain.click('button:has-text("Register")')]);
+  assert(plain.url().includes('notice=agent+plain-html'), `the agent form posts without JavaScript: ${plain.url()}`);
+  await Promise.all([plain.waitForURL(BASE + '/board/sign-in'), plain.click('.who button')]);
+  await nojs.close();
+  check('no-javascript');
+
   // --- a second human sees nothing of the first's -------------------------
   const b = await open('B');
   await signIn(b.page, TOKEN_B);

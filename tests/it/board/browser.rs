@@ -139,6 +139,8 @@ async fn the_board_works_in_chromium() {
         "live-todo",
         "bulk-cancel",
         "csrf",
+        "keyboard",
+        "no-javascript",
         "isolation",
         "revoked-elsewhere",
         "sign-out",
