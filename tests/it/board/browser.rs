@@ -180,7 +180,7 @@ async fn the_board_works_in_chromium() {
 /// A few more endpoints, so that the overview shows the conditions an
 /// operator meets (and its screenshot, `docs/img/board-overview.png`, does):
 /// alpha seen (idle), `builder` working on a claim, `nightly` off under an
-/// override, `scout` never seen (unknown).
+/// override, `scout` never seen (unknown), `reviewer` silent for hours (stale).
 async fn fleet(server: &Server, admin: &str, alpha_id: &str) {
     use switchboard::store::prelude::*;
     let builder = vend(server, admin, json!({ "agent": "builder", "kind": "task" })).await;
@@ -191,6 +191,12 @@ async fn fleet(server: &Server, admin: &str, alpha_id: &str) {
     )
     .await;
     vend(server, admin, json!({ "agent": "scout" })).await;
+    let reviewer = vend(
+        server,
+        admin,
+        json!({ "agent": "reviewer", "kind": "heartbeat" }),
+    )
+    .await;
     for title in ["Bump the lockfile", "Triage flaky test"] {
         server
             .expect(
@@ -229,5 +235,11 @@ async fn fleet(server: &Server, admin: &str, alpha_id: &str) {
             .await
             .unwrap();
     }
+    // Not heard from for three hours: stale.
+    let long_ago = now.add_secs(-3 * 3600);
+    store
+        .stamp_endpoint_seen(&reviewer.id, long_ago, Some(long_ago))
+        .await
+        .unwrap();
     store.close().await;
 }
