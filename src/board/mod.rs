@@ -108,6 +108,7 @@ pub fn router(state: BoardState) -> Router {
         .route("/board/todos/bulk", post(todos::bulk))
         .route("/board/vend", get(vend::page).post(vend::vend))
         .route("/board/agents", get(agents::page).post(agents::create))
+        .route("/board/agents/{name}", post(agents::edit))
         .route("/board/tokens", get(tokens::page).post(tokens::create))
         .route("/board/tokens/{id}/revoke", post(tokens::revoke))
         .route("/board/{*rest}", get(not_found).post(not_found))

@@ -769,3 +769,108 @@ async fn bulk_and_single_actions_act_on_the_selection_or_the_filter() {
     assert!(foreign.location.unwrap().contains("cancelled+0+todo"));
     assert_eq!(state_of(&server, &admin, &ids[0]).await, "pending");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agents_are_registered_and_edited_through_forms() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::in_process(dir.path(), &HIGH_RATES);
+    let admin = server.first_token.clone();
+    let mut board = Board::new(&server.addr);
+    board.sign_in(&admin).await;
+    let csrf = board.csrf().await;
+    let agent = |name: &'static str| {
+        let server = &server;
+        let admin = admin.clone();
+        async move {
+            server
+                .expect(
+                    200,
+                    Method::GET,
+                    &format!("/api/v1/agents/{name}"),
+                    &admin,
+                    Body::None,
+                )
+                .await
+        }
+    };
+
+    let bad = board
+        .post("/board/agents", &[("csrf", &csrf), ("name", "Not A Name")])
+        .await;
+    assert!(bad.location.unwrap().contains("error=name"));
+    let made = board
+        .post(
+            "/board/agents",
+            &[
+                ("csrf", &csrf),
+                ("name", "reviewer"),
+                ("kind", "heartbeat"),
+                ("description", "reads PRs"),
+            ],
+        )
+        .await;
+    assert!(made.location.unwrap().contains("notice=agent+reviewer"));
+    let a = agent("reviewer").await;
+    assert_eq!(
+        (a["kind"].as_str(), a["description"].as_str()),
+        (Some("heartbeat"), Some("reads PRs"))
+    );
+    assert!(board.get("/board/agents").await.body.contains("reads PRs"));
+
+    let edit = "/board/agents/reviewer";
+    let saved = board
+        .post(
+            edit,
+            &[
+                ("csrf", &csrf),
+                ("kind", "task"),
+                ("expected_interval_seconds", "600"),
+                ("description", ""),
+            ],
+        )
+        .await;
+    assert!(saved.location.unwrap().contains("notice="));
+    let a = agent("reviewer").await;
+    assert_eq!(a["kind"], "task");
+    assert_eq!(a["expected_interval_seconds"], 600);
+    assert!(a["description"].is_null(), "an empty description clears it");
+
+    for (value, _) in [("soon", ()), ("0", ())] {
+        let refused = board
+            .post(
+                edit,
+                &[
+                    ("csrf", &csrf),
+                    ("kind", "task"),
+                    ("expected_interval_seconds", value),
+                ],
+            )
+            .await;
+        let location = refused.location.unwrap();
+        assert!(
+            location.contains("error=expected_interval_seconds"),
+            "{value}: {location}"
+        );
+    }
+    assert_eq!(
+        agent("reviewer").await["expected_interval_seconds"],
+        600,
+        "nothing written"
+    );
+    assert_eq!(
+        board.post(edit, &[("kind", "task")]).await.status,
+        403,
+        "no csrf"
+    );
+
+    // Another human's agent is not found.
+    let bob = make_human(&server, "bob");
+    let mut bob_board = Board::new(&server.addr);
+    bob_board.sign_in(&bob.token).await;
+    let bob_csrf = bob_board.csrf().await;
+    let foreign = bob_board
+        .post(edit, &[("csrf", &bob_csrf), ("kind", "session")])
+        .await;
+    assert_eq!(foreign.status, 404);
+    assert_eq!(agent("reviewer").await["kind"], "task");
+}
