@@ -97,6 +97,7 @@ pub fn router(state: BoardState) -> Router {
             post(endpoint::set_presence),
         )
         .route("/board/endpoints/{slug}/shift", post(endpoint::set_shift))
+        .route("/board/endpoints/{slug}/lease", post(endpoint::set_lease))
         .route("/board/endpoints/{slug}/revoke", post(endpoint::revoke))
         .route("/board/endpoints/{slug}/delete", post(endpoint::delete))
         .route("/board/shift-preview", get(endpoint::shift_preview))

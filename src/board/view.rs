@@ -217,6 +217,9 @@ pub(crate) struct EndpointCard {
     pub(crate) verbs: Vec<String>,
     pub(crate) expires: Option<String>,
     pub(crate) mcp_url: String,
+    /// The endpoint's own default lease (empty: the server's), and the one in force.
+    pub(crate) default_lease: String,
+    pub(crate) effective_lease: i64,
 }
 
 impl EndpointCard {
@@ -302,6 +305,11 @@ impl EndpointCard {
             verbs: e.scope_verbs.clone(),
             expires: e.expires_at.map(|t| relative(now, t)),
             mcp_url: format!("{}/mcp/{}", public_url.trim_end_matches('/'), e.slug),
+            default_lease: e
+                .default_lease_ttl_seconds
+                .map(|s| s.to_string())
+                .unwrap_or_default(),
+            effective_lease: e.effective_lease_seconds(),
         }
     }
 }

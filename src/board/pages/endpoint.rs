@@ -162,6 +162,39 @@ pub(crate) async fn set_shift(
     Ok(back(&path_of(&endpoint.slug), outcome.map_err(refusal)))
 }
 
+/// The endpoint's default lease: `default_lease_ttl_seconds` (60–86 400;
+/// empty returns to the server's 300 s).
+pub(crate) async fn set_lease(
+    State(state): State<BoardState>,
+    Path(slug): Path<String>,
+    form: CsrfForm,
+) -> Result<Response, BoardError> {
+    let endpoint = state
+        .store
+        .get_endpoint(&form.signed.human.id, &slug)
+        .await?;
+    let back_to = path_of(&endpoint.slug);
+    let seconds = match form.fields.text("default_lease_ttl_seconds") {
+        None => None,
+        Some(text) => match text.parse::<i64>() {
+            Ok(n) => Some(n),
+            Err(_) => {
+                return Ok(back(
+                    &back_to,
+                    Err("default_lease_ttl_seconds: a whole number of seconds, or empty".into()),
+                ));
+            }
+        },
+    };
+    let outcome = state
+        .store
+        .set_default_lease(&endpoint.id, seconds)
+        .await
+        .map(|e| format!("default lease: {} s", e.effective_lease_seconds()))
+        .map_err(refusal);
+    Ok(back(&back_to, outcome))
+}
+
 /// Revoking needs the slug typed again (`confirm`), with or without JavaScript.
 pub(crate) async fn revoke(
     State(state): State<BoardState>,

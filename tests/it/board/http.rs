@@ -36,6 +36,18 @@ async fn presence(server: &Server, token: &str, slug: &str) -> Value {
         .await
 }
 
+async fn endpoint_json(server: &Server, token: &str, slug: &str) -> Value {
+    server
+        .expect(
+            200,
+            Method::GET,
+            &format!("/api/v1/endpoints/{slug}"),
+            token,
+            Body::None,
+        )
+        .await
+}
+
 async fn tokens(server: &Server, token: &str) -> Vec<Value> {
     server
         .expect(200, Method::GET, "/api/v1/tokens", token, Body::None)
@@ -164,6 +176,10 @@ async fn every_form_needs_the_csrf_token_and_sign_out_revokes() {
             format!("/board/endpoints/{}/revoke", alpha.slug),
             vec![("confirm", alpha.slug.as_str())],
         ),
+        (
+            format!("/board/endpoints/{}/lease", alpha.slug),
+            vec![("default_lease_ttl_seconds", "900")],
+        ),
         ("/board/tokens".into(), vec![("label", "x")]),
         ("/board/agents".into(), vec![("name", "beta")]),
         ("/board/vend".into(), vec![("agent", "gamma")]),
@@ -254,6 +270,48 @@ async fn every_form_needs_the_csrf_token_and_sign_out_revokes() {
     assert_eq!(
         presence(&server, &admin, &alpha.slug).await["presence"],
         "out"
+    );
+
+    // The default lease: bounds checked by the domain, the field named.
+    let lease_path = format!("/board/endpoints/{}/lease", alpha.slug);
+    let lease = |value: &'static str| {
+        let board = &board;
+        let (path, csrf) = (lease_path.clone(), csrf.clone());
+        async move {
+            board
+                .post(
+                    &path,
+                    &[("default_lease_ttl_seconds", value), ("csrf", &csrf)],
+                )
+                .await
+                .location
+                .unwrap()
+        }
+    };
+    assert!(lease("900").await.contains("notice="));
+    assert_eq!(
+        endpoint_json(&server, &admin, &alpha.slug).await["default_lease_ttl_seconds"],
+        900
+    );
+    assert!(
+        lease("30")
+            .await
+            .contains("error=default_lease_ttl_seconds")
+    );
+    assert!(
+        lease("soon")
+            .await
+            .contains("error=default_lease_ttl_seconds")
+    );
+    assert_eq!(
+        endpoint_json(&server, &admin, &alpha.slug).await["default_lease_ttl_seconds"],
+        900,
+        "nothing written"
+    );
+    assert!(lease("").await.contains("notice="));
+    assert!(
+        endpoint_json(&server, &admin, &alpha.slug).await["default_lease_ttl_seconds"].is_null(),
+        "empty returns to the server's default"
     );
 
     // An invalid shift is refused with the grammar's message; nothing stored.
