@@ -98,6 +98,18 @@ pub fn router(state: BoardState) -> Router {
         )
         .route("/board/endpoints/{slug}/shift", post(endpoint::set_shift))
         .route("/board/endpoints/{slug}/lease", post(endpoint::set_lease))
+        .route(
+            "/board/endpoints/{slug}/webhooks",
+            post(endpoint::create_webhook),
+        )
+        .route(
+            "/board/webhooks/{id}/rotate",
+            post(endpoint::rotate_webhook),
+        )
+        .route(
+            "/board/webhooks/{id}/delete",
+            post(endpoint::delete_webhook),
+        )
         .route("/board/endpoints/{slug}/revoke", post(endpoint::revoke))
         .route("/board/endpoints/{slug}/delete", post(endpoint::delete))
         .route("/board/shift-preview", get(endpoint::shift_preview))

@@ -11,12 +11,16 @@ use crate::board::BoardState;
 use crate::board::auth::Signed;
 use crate::board::error::BoardError;
 use crate::board::form::CsrfForm;
-use crate::board::view::{EndpointCard, Layout, Messages, back, cards, dated, render, zone_of};
+use crate::board::view::{
+    EndpointCard, Layout, Messages, back, cards, dated, relative, render, zone_of,
+};
 use crate::delivery::presence as service;
 use crate::domain::duration::parse_positive_duration;
+use crate::domain::ids::sha256_hex;
 use crate::domain::presence::Presence;
 use crate::domain::shift::Shift;
-use crate::store::{PageRequest, StoreError, TodoFilter};
+use crate::mint::{new_signing_secret, new_webhook_url_token};
+use crate::store::{Endpoint, PageRequest, StoreError, TodoFilter};
 
 /// The choices of the until picker: how long an override lasts.
 pub(crate) const UNTIL_CHOICES: &[(&str, &str)] = &[
@@ -39,6 +43,8 @@ struct EndpointPage {
     /// The zone the until picker's time is read in.
     zone: String,
     preview: ShiftPreview,
+    webhooks: Vec<WebhookRow>,
+    revealed: Option<WebhookReveal>,
 }
 
 pub(crate) async fn page(
@@ -48,7 +54,20 @@ pub(crate) async fn page(
     Query(messages): Query<Messages>,
 ) -> Result<Response, BoardError> {
     let endpoint = state.store.get_endpoint(&signed.human.id, &slug).await?;
-    let card = cards(&state, std::slice::from_ref(&endpoint))
+    let layout = Layout::new(&signed, "overview", "").with_messages(&messages);
+    show(&state, &signed, &endpoint, layout, None).await
+}
+
+/// The page, with a webhook's URL (and secret) revealed once when one was
+/// just made or rotated.
+async fn show(
+    state: &BoardState,
+    signed: &Signed,
+    endpoint: &Endpoint,
+    mut layout: Layout,
+    revealed: Option<WebhookReveal>,
+) -> Result<Response, BoardError> {
+    let card = cards(state, std::slice::from_ref(endpoint))
         .await?
         .remove(0);
     let page = state
@@ -66,20 +85,153 @@ pub(crate) async fn page(
         )
         .await?;
     let now = state.store.clock().now();
+    let webhooks = state
+        .store
+        .list_webhooks(&signed.human.id, &endpoint.id)
+        .await?
+        .iter()
+        .map(|w| WebhookRow {
+            id: w.id.clone(),
+            queue: w.queue.clone(),
+            signed: w.signed,
+            created: relative(now, w.created_at),
+            rotated: w.rotated_at.map(|t| relative(now, t)),
+        })
+        .collect();
     let preview = ShiftPreview::of(endpoint.shift.as_deref().unwrap_or(""), now);
+    layout.title = format!("{} · {}", card.agent, card.slug);
     Ok(render(&EndpointPage {
-        layout: Layout::new(
-            &signed,
-            "overview",
-            format!("{} · {}", card.agent, card.slug),
-        )
-        .with_messages(&messages),
-        todos: rows(&page.items, std::slice::from_ref(&endpoint), now),
+        layout,
+        todos: rows(&page.items, std::slice::from_ref(endpoint), now),
         card,
         until_choices: UNTIL_CHOICES,
-        zone: zone_of(&endpoint).iana_name().unwrap_or("UTC").to_owned(),
+        zone: zone_of(endpoint).iana_name().unwrap_or("UTC").to_owned(),
         preview,
+        webhooks,
+        revealed,
     }))
+}
+
+/// One intake webhook of the endpoint (its URL is never shown again).
+pub(crate) struct WebhookRow {
+    pub(crate) id: String,
+    pub(crate) queue: String,
+    pub(crate) signed: bool,
+    pub(crate) created: String,
+    pub(crate) rotated: Option<String>,
+}
+
+/// A webhook's new URL (and signing secret), shown once.
+pub(crate) struct WebhookReveal {
+    pub(crate) url: String,
+    pub(crate) secret: Option<String>,
+}
+
+/// Creates a webhook on one of the endpoint's queues (`queue`; `signed`
+/// for an HMAC-signed one) and reveals its URL once.
+pub(crate) async fn create_webhook(
+    State(state): State<BoardState>,
+    Path(slug): Path<String>,
+    form: CsrfForm,
+) -> Result<Response, BoardError> {
+    let signed = &form.signed;
+    let endpoint = state.store.get_endpoint(&signed.human.id, &slug).await?;
+    let queue = form
+        .fields
+        .text("queue")
+        .unwrap_or(endpoint.scope_queues[0].as_str())
+        .to_owned();
+    let url_token = new_webhook_url_token();
+    let secret = form.fields.get("signed").is_some().then(new_signing_secret);
+    let mut layout = Layout::new(signed, "overview", "");
+    let created = state
+        .store
+        .create_webhook(
+            &signed.human.id,
+            &endpoint.id,
+            &queue,
+            &sha256_hex(&url_token),
+            secret.as_deref(),
+        )
+        .await;
+    let revealed = match created {
+        Ok(_) => {
+            layout.notice = Some("webhook created: copy its URL now, it is not shown again".into());
+            Some(WebhookReveal {
+                url: ingest_url(&state, &url_token),
+                secret,
+            })
+        }
+        Err(e) => {
+            layout.error = Some(refusal(e));
+            None
+        }
+    };
+    show(&state, signed, &endpoint, layout, revealed).await
+}
+
+/// A new URL (and secret) for a webhook; the old ones stop working at once.
+pub(crate) async fn rotate_webhook(
+    State(state): State<BoardState>,
+    Path(id): Path<String>,
+    form: CsrfForm,
+) -> Result<Response, BoardError> {
+    let signed = &form.signed;
+    let current = state.store.get_webhook(&signed.human.id, &id).await?;
+    let endpoint = state
+        .store
+        .get_endpoint(&signed.human.id, &current.endpoint_id)
+        .await?;
+    let url_token = new_webhook_url_token();
+    let secret = current.signed.then(new_signing_secret);
+    let mut layout = Layout::new(signed, "overview", "");
+    let rotated = state
+        .store
+        .rotate_webhook(
+            &signed.human.id,
+            &id,
+            &sha256_hex(&url_token),
+            secret.as_deref(),
+        )
+        .await;
+    let revealed = match rotated {
+        Ok(_) => {
+            layout.notice = Some("webhook rotated: the old URL no longer works".into());
+            Some(WebhookReveal {
+                url: ingest_url(&state, &url_token),
+                secret,
+            })
+        }
+        Err(e) => {
+            layout.error = Some(refusal(e));
+            None
+        }
+    };
+    show(&state, signed, &endpoint, layout, revealed).await
+}
+
+pub(crate) async fn delete_webhook(
+    State(state): State<BoardState>,
+    Path(id): Path<String>,
+    form: CsrfForm,
+) -> Result<Response, BoardError> {
+    let human = &form.signed.human.id;
+    let current = state.store.get_webhook(human, &id).await?;
+    let endpoint = state
+        .store
+        .get_endpoint(human, &current.endpoint_id)
+        .await?;
+    let outcome = state
+        .store
+        .delete_webhook(human, &id)
+        .await
+        .map(|()| "webhook deleted: its URL no longer works".to_owned())
+        .map_err(refusal);
+    Ok(back(&path_of(&endpoint.slug), outcome))
+}
+
+fn ingest_url(state: &BoardState, url_token: &str) -> String {
+    format!("{}/webhooks/w/{url_token}", state.board.public_url)
 }
 
 fn path_of(slug: &str) -> String {

@@ -932,3 +932,95 @@ async fn agents_are_registered_and_edited_through_forms() {
     assert_eq!(foreign.status, 404);
     assert_eq!(agent("reviewer").await["kind"], "task");
 }
+
+/// The first `<pre … id="{id}">…</pre>` of a page.
+fn pre_text(html: &str, id: &str) -> String {
+    let marker = format!(r#"id="{id}">"#);
+    let start = html.find(&marker).unwrap_or_else(|| panic!("no #{id}")) + marker.len();
+    let end = start + html[start..].find("</pre>").unwrap();
+    html[start..end].to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn webhooks_are_made_rotated_and_deleted_with_their_url_shown_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::in_process(dir.path(), &HIGH_RATES);
+    let admin = server.first_token.clone();
+    let alpha = vend(&server, &admin, json!({ "agent": "alpha" })).await;
+    let mut board = Board::new(&server.addr);
+    board.sign_in(&admin).await;
+    let csrf = board.csrf().await;
+    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+    let deliver = |url: String| {
+        let http = http.clone();
+        async move {
+            http.post(url)
+                .header("content-type", "application/json")
+                .body(r#"{"title":"from the webhook"}"#)
+                .send()
+                .await
+                .unwrap()
+                .status()
+                .as_u16()
+        }
+    };
+
+    let made = board
+        .post(
+            &format!("/board/endpoints/{}/webhooks", alpha.slug),
+            &[("csrf", &csrf), ("queue", "inbox")],
+        )
+        .await;
+    assert_eq!(made.status, 200, "the reveal is the answer itself");
+    let url = pre_text(&made.body, "webhook-url");
+    assert!(
+        url.starts_with(&format!("http://{}/webhooks/w/", server.addr)),
+        "{url}"
+    );
+    assert_eq!(deliver(url.clone()).await, 202);
+    // Shown once: the endpoint page lists the webhook, never its URL.
+    let page = board.get(&format!("/board/endpoints/{}", alpha.slug)).await;
+    assert!(page.body.contains("data-webhook=") && !page.body.contains(&url));
+    let id_start = page.body.find(r#"data-webhook=""#).unwrap() + r#"data-webhook=""#.len();
+    let id = page.body[id_start..].split('"').next().unwrap().to_owned();
+
+    // Another human can neither rotate nor delete it.
+    let bob = make_human(&server, "bob");
+    let mut bob_board = Board::new(&server.addr);
+    bob_board.sign_in(&bob.token).await;
+    let bob_csrf = bob_board.csrf().await;
+    for action in ["rotate", "delete"] {
+        let foreign = bob_board
+            .post(
+                &format!("/board/webhooks/{id}/{action}"),
+                &[("csrf", &bob_csrf)],
+            )
+            .await;
+        assert_eq!(foreign.status, 404, "{action}");
+    }
+    assert_eq!(deliver(url.clone()).await, 202, "still working");
+
+    let rotated = board
+        .post(&format!("/board/webhooks/{id}/rotate"), &[("csrf", &csrf)])
+        .await;
+    assert_eq!(rotated.status, 200);
+    let new_url = pre_text(&rotated.body, "webhook-url");
+    assert_ne!(new_url, url);
+    assert_eq!(deliver(url).await, 404, "the old URL stops at once");
+    assert_eq!(deliver(new_url.clone()).await, 202);
+
+    let deleted = board
+        .post(&format!("/board/webhooks/{id}/delete"), &[("csrf", &csrf)])
+        .await;
+    assert_eq!(deleted.status, 303);
+    assert_eq!(deliver(new_url).await, 404);
+
+    // A signed one reveals its secret too.
+    let signed = board
+        .post(
+            &format!("/board/endpoints/{}/webhooks", alpha.slug),
+            &[("csrf", &csrf), ("queue", "inbox"), ("signed", "1")],
+        )
+        .await;
+    assert!(!pre_text(&signed.body, "webhook-secret").is_empty());
+}
