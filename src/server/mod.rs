@@ -210,12 +210,13 @@ pub async fn serve_on(
         %instance,
         "switchboard is serving"
     );
-    // Turns true when shutdown is requested: long-lived streams end then.
-    let (signalled_tx, mut signalled_rx) = watch::channel(false);
+    // Turns true when shutdown is requested: the board's live streams end
+    // then, so that open browsers do not hold the drain for the grace.
+    let (board_stop, board_stopped) = watch::channel(false);
     let board = BoardState {
         store: store.clone(),
         delivery: delivery.clone(),
-        board: Arc::new(BoardContext::new(public_url.clone(), signalled_rx.clone())),
+        board: Arc::new(BoardContext::new(public_url.clone(), board_stopped)),
     };
     let app = router(Surfaces {
         health: HealthState {
@@ -245,10 +246,12 @@ pub async fn serve_on(
         },
         board,
     });
+    let (signalled_tx, mut signalled_rx) = watch::channel(false);
     // The peer address is what intake rate-limits by (never a forwarding header).
     let app = app.into_make_service_with_connect_info::<SocketAddr>();
     let server = axum::serve(listener, app).with_graceful_shutdown(async move {
         shutdown.await;
+        let _ = board_stop.send(true);
         let _ = signalled_tx.send(true);
     });
     let mut server = std::pin::pin!(server.into_future());
