@@ -172,6 +172,16 @@ pub(crate) fn zone_of(endpoint: &Endpoint) -> jiff::tz::TimeZone {
         .unwrap_or(jiff::tz::TimeZone::UTC)
 }
 
+/// The condition chip's text: `off until 09:00`, `deaf (unanswered)`, or
+/// the condition's name.
+fn chip_text(condition: Condition, until: Option<&str>, deaf_reason: Option<&str>) -> String {
+    match (condition, until, deaf_reason) {
+        (Condition::Off, Some(until), _) => format!("off until {until}"),
+        (Condition::Deaf, _, Some(reason)) => format!("deaf ({reason})"),
+        (other, _, _) => other.as_str().to_owned(),
+    }
+}
+
 /// One MCP session of an endpoint on this instance.
 pub(crate) struct SessionLine {
     pub(crate) id_prefix: String,
@@ -250,20 +260,11 @@ impl EndpointCard {
         let deaf = sessions.iter().filter(|s| s.deaf_reason.is_some()).count();
         let zone = zone_of(e);
         let until = presence.until.map(|u| wall_clock(u, now, &zone));
-        let chip = match assessment.condition {
-            Condition::Off => match &until {
-                Some(u) => format!("off until {u}"),
-                None => "off".to_owned(),
-            },
-            Condition::Deaf => {
-                let reason = sessions
-                    .iter()
-                    .find_map(|s| s.deaf_reason)
-                    .unwrap_or("deaf");
-                format!("deaf ({reason})")
-            }
-            other => other.as_str().to_owned(),
-        };
+        let chip = chip_text(
+            assessment.condition,
+            until.as_deref(),
+            sessions.iter().find_map(|s| s.deaf_reason),
+        );
         Self {
             id: e.id.clone(),
             slug: e.slug.clone(),
@@ -371,6 +372,32 @@ mod tests {
         assert_eq!(relative(NOW, NOW.add_secs(-5 * 3600)), "5 h ago");
         assert_eq!(relative(NOW, NOW.add_secs(-3 * 86_400)), "3 d ago");
         assert_eq!(relative(NOW, NOW.add_secs(120)), "in 2 min");
+    }
+
+    #[test]
+    fn the_chip_says_until_when_and_why() {
+        assert_eq!(
+            chip_text(Condition::Off, Some("09:00"), None),
+            "off until 09:00"
+        );
+        assert_eq!(chip_text(Condition::Off, None, None), "off");
+        assert_eq!(
+            chip_text(Condition::Deaf, None, Some("unanswered")),
+            "deaf (unanswered)"
+        );
+        assert_eq!(
+            chip_text(Condition::Deaf, None, Some("buffer_full")),
+            "deaf (buffer_full)"
+        );
+        for (c, text) in [
+            (Condition::Stale, "stale"),
+            (Condition::Working, "working"),
+            (Condition::Idle, "idle"),
+            (Condition::Unknown, "unknown"),
+            (Condition::Revoked, "revoked"),
+        ] {
+            assert_eq!(chip_text(c, Some("09:00"), None), text);
+        }
     }
 
     #[test]
