@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use super::Board;
+use super::{Board, open_events};
 use crate::support::api::{Body, HIGH_RATES, Server, make_human, vend};
 
 async fn push(server: &Server, token: &str, slug: &str, body: Value) -> String {
@@ -511,78 +511,6 @@ async fn static_files_are_embedded_and_cached_for_a_year() {
         .await
         .unwrap();
     assert_eq!(missing.status(), 404);
-}
-
-/// An SSE response read event by event: (event name, data).
-struct Events {
-    response: reqwest::Response,
-    buffered: String,
-}
-
-impl Events {
-    async fn next(&mut self, within: Duration) -> Option<(String, String)> {
-        let deadline = Instant::now() + within;
-        loop {
-            if let Some(end) = self.buffered.find("\n\n") {
-                let block: String = self.buffered.drain(..end + 2).collect();
-                let field = |name: &str| {
-                    block
-                        .lines()
-                        .find_map(|l| l.strip_prefix(name))
-                        .map(|v| v.trim().to_owned())
-                };
-                match (field("event:"), field("data:")) {
-                    (Some(event), data) => return Some((event, data.unwrap_or_default())),
-                    _ => continue, // a keep-alive comment
-                }
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            match tokio::time::timeout(left, self.response.chunk()).await {
-                Ok(Ok(Some(chunk))) => self.buffered.push_str(&String::from_utf8_lossy(&chunk)),
-                _ => return None,
-            }
-        }
-    }
-
-    /// Waits for a `changed` event whose data names `data`, skipping others.
-    async fn expect_changed(&mut self, data: &str, within: Duration) {
-        let deadline = Instant::now() + within;
-        while let Some((event, got)) = self
-            .next(deadline.saturating_duration_since(Instant::now()))
-            .await
-        {
-            if event == "changed" && got.split(' ').any(|kind| kind == data) {
-                return;
-            }
-        }
-        panic!("no `changed: {data}` within {within:?}");
-    }
-}
-
-async fn open_events(board: &Board) -> Events {
-    let resp = reqwest::Client::builder()
-        .no_proxy()
-        .build()
-        .unwrap()
-        .get(format!("{}/board/events", board.base))
-        .header(
-            "cookie",
-            format!("sb_board={}", board.cookie.as_deref().unwrap()),
-        )
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), 200);
-    assert!(
-        resp.headers()["content-type"]
-            .to_str()
-            .unwrap()
-            .starts_with("text/event-stream")
-    );
-    Events {
-        response: resp,
-        buffered: String::new(),
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

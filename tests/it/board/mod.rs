@@ -4,7 +4,10 @@
 //! (`browser.rs`).
 
 mod browser;
+mod cluster;
 mod http;
+
+use std::time::{Duration, Instant};
 
 use reqwest::header::{COOKIE, LOCATION, SET_COOKIE};
 
@@ -115,4 +118,76 @@ pub fn csrf_of(html: &str) -> String {
     let marker = r#"name="csrf" value=""#;
     let start = html.find(marker).expect("a CSRF field") + marker.len();
     html[start..start + 64].to_owned()
+}
+
+/// An SSE response read event by event: (event name, data).
+pub struct Events {
+    response: reqwest::Response,
+    buffered: String,
+}
+
+impl Events {
+    pub async fn next(&mut self, within: Duration) -> Option<(String, String)> {
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some(end) = self.buffered.find("\n\n") {
+                let block: String = self.buffered.drain(..end + 2).collect();
+                let field = |name: &str| {
+                    block
+                        .lines()
+                        .find_map(|l| l.strip_prefix(name))
+                        .map(|v| v.trim().to_owned())
+                };
+                match (field("event:"), field("data:")) {
+                    (Some(event), data) => return Some((event, data.unwrap_or_default())),
+                    _ => continue, // a keep-alive comment
+                }
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            match tokio::time::timeout(left, self.response.chunk()).await {
+                Ok(Ok(Some(chunk))) => self.buffered.push_str(&String::from_utf8_lossy(&chunk)),
+                _ => return None,
+            }
+        }
+    }
+
+    /// Waits for a `changed` event whose data names `data`, skipping others.
+    pub async fn expect_changed(&mut self, data: &str, within: Duration) {
+        let deadline = Instant::now() + within;
+        while let Some((event, got)) = self
+            .next(deadline.saturating_duration_since(Instant::now()))
+            .await
+        {
+            if event == "changed" && got.split(' ').any(|kind| kind == data) {
+                return;
+            }
+        }
+        panic!("no `changed: {data}` within {within:?}");
+    }
+}
+
+pub async fn open_events(board: &Board) -> Events {
+    let resp = reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .unwrap()
+        .get(format!("{}/board/events", board.base))
+        .header(
+            "cookie",
+            format!("sb_board={}", board.cookie.as_deref().unwrap()),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    assert!(
+        resp.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/event-stream")
+    );
+    Events {
+        response: resp,
+        buffered: String::new(),
+    }
 }
