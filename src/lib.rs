@@ -19,6 +19,7 @@
 #![warn(unreachable_pub)]
 
 pub mod api;
+pub mod board;
 pub mod bus;
 pub mod cli;
 pub mod clock;

@@ -6,9 +6,9 @@ use serde_json::Value;
 use utoipa::ToSchema;
 
 use crate::domain::Timestamp;
+use crate::domain::client_setup::ClientSnippets;
 use crate::domain::lease::effective_lease_seconds;
 use crate::domain::liveness::{self, Subject};
-use crate::domain::server_key::token_env_var;
 use crate::store::{
     Agent, ApiToken, Attempt, Endpoint, EndpointActivity, Human, IntakeEvent, Todo,
 };
@@ -210,20 +210,12 @@ fn endpoint_liveness(
     e: &Endpoint,
     activity: &EndpointActivity,
     sessions: &SessionsView,
-    presence_out: bool,
     now: Timestamp,
 ) -> LivenessView {
-    let assessment = liveness::assess(
-        &Subject {
-            kind: e.agent_kind.as_str(),
-            expected_interval_seconds: e.agent_expected_interval_seconds,
-            effective_lease_seconds: e.effective_lease_seconds(),
-            revoked: !e.is_active(),
-            presence_out,
-            last_seen: e.last_seen_at,
-            all_sessions_deaf: sessions.attached > 0 && sessions.deaf == sessions.attached,
-            holds_claim: activity.working_on.is_some(),
-        },
+    let (_, assessment) = crate::delivery::fleet::assess_endpoint(
+        e,
+        activity.working_on.is_some(),
+        sessions.attached > 0 && sessions.deaf == sessions.attached,
         now,
     );
     LivenessView {
@@ -253,7 +245,6 @@ impl EndpointView {
         now: Timestamp,
     ) -> Self {
         let presence = crate::delivery::presence::effective_of(e, now);
-        let presence_out = presence.presence == crate::domain::presence::Presence::Out;
         Self {
             id: e.id.clone(),
             slug: e.slug.clone(),
@@ -278,7 +269,7 @@ impl EndpointView {
                 until: opt_ts(presence.until),
                 shift: e.shift.clone(),
             },
-            liveness: endpoint_liveness(e, activity, &sessions, presence_out, now),
+            liveness: endpoint_liveness(e, activity, &sessions, now),
             sessions,
             todos: activity.into(),
         }
@@ -331,39 +322,21 @@ pub struct ClientSetup {
 
 impl ClientSetup {
     pub fn new(server_name: &str, mcp_url: &str, token: &str) -> Self {
-        let token_env = token_env_var(server_name);
+        let s = ClientSnippets::new(server_name, mcp_url, token);
         Self {
-            export: format!("export {token_env}='{token}'"),
-            claude_mcp_add: format!(
-                "claude mcp add --transport http --scope local {server_name} {mcp_url} \
-                 --header \"Authorization: Bearer {token}\""
-            ),
-            claude_launch: format!(
-                "claude --dangerously-load-development-channels server:{server_name}"
-            ),
-            codex_toml: format!(
-                "[mcp_servers.{server_name}]\nurl = \"{mcp_url}\"\n\
-                 bearer_token_env_var = \"{token_env}\"\n"
-            ),
-            server_name: server_name.to_owned(),
-            token_env,
+            server_name: s.server_name,
+            token_env: s.token_env,
+            export: s.export,
+            claude_mcp_add: s.claude_mcp_add,
+            claude_launch: s.claude_launch,
+            codex_toml: s.codex_toml,
         }
     }
 }
 
-/// Claude Code's `.mcp.json` block for one endpoint, keyed by its server
-/// name, the token read from the environment.
+/// Claude Code's `.mcp.json` block for one endpoint (`domain::client_setup`).
 pub fn mcp_json(server_name: &str, url: &str) -> Value {
-    let token_env = token_env_var(server_name);
-    serde_json::json!({
-        "mcpServers": {
-            server_name: {
-                "type": "http",
-                "url": url,
-                "headers": { "Authorization": format!("Bearer ${{{token_env}}}") }
-            }
-        }
-    })
+    crate::domain::client_setup::mcp_json(server_name, url)
 }
 
 #[derive(Debug, Serialize, ToSchema)]

@@ -12,6 +12,7 @@
 //! doorbell never loses work: every todo stays pullable.
 
 pub mod counters;
+pub mod fleet;
 pub mod hub;
 pub mod listener;
 pub mod presence;

@@ -3,6 +3,7 @@
 //! called from the store, the server loops and the tests.
 
 pub mod backoff;
+pub mod client_setup;
 pub mod doorbell;
 pub mod duration;
 pub mod ids;

@@ -146,7 +146,8 @@ pub(super) async fn first_human(
             "\n  Switchboard: first start on an empty database.\n  \
              Created the human {FIRST_HUMAN:?}. Its API token is shown this once:\n\n    {token}\n\n  \
              Sign in:  switchboard login {public_url}\n            \
-             (paste the token at the prompt; never put it on a command line)\n"
+             (paste the token at the prompt; never put it on a command line)\n  \
+             Board:    {public_url}/\n"
         ),
     }
     Ok(())

@@ -29,6 +29,7 @@ pub use listen::ServeLimits;
 pub use maintenance::MaintenanceConfig;
 
 use crate::api::{ApiContext, ApiRates, ApiState};
+use crate::board::{BoardContext, BoardState};
 use crate::bus::pg::PgBusConfig;
 use crate::bus::{Bus, InProcessBus, InstanceId, PgBus};
 use crate::clock::{OffsetClock, SharedClock};
@@ -87,6 +88,7 @@ pub struct Surfaces {
     pub intake: IntakeState,
     pub metrics: MetricsState,
     pub edge: Edge,
+    pub board: BoardState,
 }
 
 /// What the whole router's outer layers need: which `Host`/`Origin` names
@@ -109,6 +111,7 @@ pub fn router(surfaces: Surfaces) -> Router {
         .merge(crate::mcp::router(surfaces.mcp))
         .merge(crate::intake::router(surfaces.intake))
         .merge(crate::metrics::http::router(surfaces.metrics))
+        .merge(crate::board::router(surfaces.board))
         .layer(axum::middleware::from_fn_with_state(
             edge.hosts,
             crate::http::host_guard::guard,
@@ -264,6 +267,14 @@ pub async fn serve_on(
         "switchboard is serving"
     );
     let draining = Arc::new(AtomicBool::new(false));
+    // Turns true when shutdown is requested: the board's live streams end
+    // then, so that open browsers do not hold the drain for the grace.
+    let (board_stop, board_stopped) = watch::channel(false);
+    let board = BoardState {
+        store: store.clone(),
+        delivery: delivery.clone(),
+        board: Arc::new(BoardContext::new(public_url.clone(), board_stopped)),
+    };
     let app = router(Surfaces {
         health: HealthState {
             store: store.clone(),
@@ -295,6 +306,7 @@ pub async fn serve_on(
             hosts: Arc::new(hosts),
             proxies: Arc::new(TrustedProxies(config.trusted_proxies.clone())),
         },
+        board,
     });
     // `listen` puts the peer address (`ConnectInfo`) on every request; the
     // client address is read from it (`crate::http::client_addr`).
@@ -311,6 +323,7 @@ pub async fn serve_on(
     // Streams never end by themselves: end them now, cleanly, so that their
     // clients reconnect (elsewhere) and the drain is not held for the grace.
     sessions.shut_down();
+    let _ = board_stop.send(true);
     if !open.finish(config.shutdown_grace).await {
         tracing::warn!(
             grace = ?config.shutdown_grace,

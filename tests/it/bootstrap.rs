@@ -208,7 +208,7 @@ fn serve_on_a_terminal(dir: &Path, args: &[&str]) -> String {
 }
 
 /// On a terminal with text logs, a person sees the banner: the token, the
-/// prompt form of `login` (never the token on a command line), no board.
+/// prompt form of `login` (never the token on a command line), the board.
 #[test]
 fn a_terminal_gets_the_banner_without_a_token_on_a_command_line() {
     let dir = tempfile::tempdir().unwrap();
@@ -220,7 +220,10 @@ fn a_terminal_gets_the_banner_without_a_token_on_a_command_line() {
     );
     assert!(!text.contains(&format!("--token {token}")), "{text}");
     assert!(!text.contains("--token sbh_"), "{text}");
-    assert!(!text.contains("Board"), "no board is advertised:\n{text}");
+    assert!(
+        text.contains("Board:    http://127.0.0.1:"),
+        "the board is advertised:\n{text}"
+    );
     assert!(!dir.path().join("switchboard.db.bootstrap-token").exists());
 }
 

@@ -11,6 +11,7 @@
 
 mod api;
 mod binary;
+mod board;
 mod bootstrap;
 mod cli;
 mod cluster;

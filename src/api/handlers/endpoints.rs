@@ -14,6 +14,7 @@ use crate::api::views::{
     ClientSetup, EndpointList, EndpointView, SessionRow, SessionsView, VendView, mcp_json, mcp_url,
 };
 use crate::delivery::Doorbells;
+use crate::delivery::fleet::session_statuses;
 use crate::domain::duration::parse_positive_duration;
 use crate::domain::ids::{SHOWN_PREFIX_CHARS, sha256_hex};
 use crate::domain::lease;
@@ -51,20 +52,18 @@ pub(crate) async fn endpoint_views(
 
 /// This instance's sessions of an endpoint, with why each is deaf.
 fn sessions_view(doorbells: &Doorbells, endpoint_id: &str) -> SessionsView {
-    let list: Vec<SessionRow> = doorbells
-        .sessions()
-        .sessions_of(endpoint_id)
-        .iter()
+    let list: Vec<SessionRow> = session_statuses(doorbells, endpoint_id)
+        .into_iter()
         .map(|s| SessionRow {
-            id_prefix: s.id.chars().take(8).collect(),
-            client_name: s.client_name.clone(),
-            client_version: s.client_version.clone(),
-            protocol_version: s.protocol_version.clone(),
-            streaming: s.is_streaming(),
-            deaf_reason: doorbells.deaf_reason(s).map(|r| r.as_str().to_owned()),
-            unanswered_doorbells: s.unanswered_rings(doorbells.unanswered_after()) as i64,
-            unanswered_since_seconds: s.unanswered_for().map(|d| d.as_secs() as i64),
-            idle_seconds: s.idle_for().as_secs() as i64,
+            id_prefix: s.id_prefix,
+            client_name: s.client_name,
+            client_version: s.client_version,
+            protocol_version: s.protocol_version,
+            streaming: s.streaming,
+            deaf_reason: s.deaf_reason.map(|r| r.as_str().to_owned()),
+            unanswered_doorbells: s.unanswered_doorbells as i64,
+            unanswered_since_seconds: s.unanswered_for.map(|d| d.as_secs() as i64),
+            idle_seconds: s.idle_for.as_secs() as i64,
         })
         .collect();
     SessionsView {

@@ -83,7 +83,7 @@ fn run_check(args: CheckArgs) -> anyhow::Result<()> {
         }
     };
     let at = args.at.unwrap_or_else(|| SystemClock.now());
-    let boundaries = boundaries(&shift, at, usize::from(args.next));
+    let boundaries = shift.next_boundaries(at, usize::from(args.next));
     let presence = if shift.contains(at) { "in" } else { "out" };
 
     if args.json {
@@ -116,20 +116,6 @@ fn run_check(args: CheckArgs) -> anyhow::Result<()> {
         println!("  {}  -> {turns}", stamp(b, &shift));
     }
     Ok(())
-}
-
-/// The next `n` instants at which membership changes, each after the last.
-fn boundaries(shift: &Shift, from: Timestamp, n: usize) -> Vec<Timestamp> {
-    let mut out = Vec::with_capacity(n);
-    let mut t = from;
-    while out.len() < n {
-        let Some(b) = shift.next_boundary(t) else {
-            break;
-        };
-        out.push(b);
-        t = b;
-    }
-    out
 }
 
 /// `2026-09-21T16:00:00.000Z (Mon 2026-09-21 09:00:00 PDT)`: UTC, and the

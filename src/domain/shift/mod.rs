@@ -120,6 +120,22 @@ impl Shift {
         }
     }
 
+    /// The next `n` instants at which membership changes, each after the
+    /// last (fewer when the shift covers the whole week): what `shift check`
+    /// and the board's shift editor preview.
+    pub fn next_boundaries(&self, from: Timestamp, n: usize) -> Vec<Timestamp> {
+        let mut out = Vec::with_capacity(n.min(64));
+        let mut t = from;
+        while out.len() < n {
+            let Some(b) = self.next_boundary(t) else {
+                break;
+            };
+            out.push(b);
+            t = b;
+        }
+        out
+    }
+
     /// Whether every minute of the local week is inside the shift, in which
     /// case membership never changes.
     pub fn covers_whole_week(&self) -> bool {

@@ -1,0 +1,203 @@
+//! Signing in to the board, and who a board request is.
+//!
+//! Signing in with an `sbh_` token mints a *new* API token for that human
+//! (label `board sign-in`, 12 h) and sets it as an `HttpOnly;
+//! SameSite=Strict` cookie. Every board request authenticates that cookie
+//! exactly as the API authenticates a bearer token, so revoking it (signing
+//! out, or `DELETE /api/v1/tokens/{id}`) takes effect at once on every
+//! instance, and no session table is needed. The token the human typed is
+//! never stored in the browser.
+
+use axum::extract::{FromRequestParts, State};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Redirect, Response};
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+
+use super::BoardState;
+use super::error::BoardError;
+use super::form::{CsrfForm, read_fields};
+use super::view::render;
+use crate::domain::ids::sha256_hex;
+use crate::store::issue_api_token;
+use crate::store::{ApiToken, Human};
+
+/// The cookie holding the board's own API token.
+pub(crate) const COOKIE: &str = "sb_board";
+/// The label of the tokens the board mints, as `GET /api/v1/tokens` lists them.
+pub(crate) const SIGN_IN_LABEL: &str = "board sign-in";
+/// What the CSRF token is an HMAC of, keyed by the cookie's token.
+const CSRF_LABEL: &[u8] = b"switchboard board csrf v1";
+
+/// A signed-in human: their board token, and the CSRF token of its forms.
+pub(crate) struct Signed {
+    pub(crate) human: Human,
+    pub(crate) token: ApiToken,
+    pub(crate) csrf: String,
+}
+
+impl FromRequestParts<BoardState> for Signed {
+    type Rejection = BoardError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &BoardState) -> Result<Self, BoardError> {
+        // An htmx refresh of a page whose session ended must take the whole
+        // page to the sign-in form, not swap the form into a live region.
+        let refused = if parts.headers.contains_key("hx-request") {
+            BoardError::SignInWholePage
+        } else {
+            BoardError::SignIn
+        };
+        let Some(secret) = cookie(&parts.headers, COOKIE).filter(|s| s.starts_with("sbh_")) else {
+            return Err(refused);
+        };
+        let (human, token) = state
+            .store
+            .authenticate_api_token(&sha256_hex(secret))
+            .await?
+            .ok_or(refused)?;
+        Ok(Self {
+            human,
+            token,
+            csrf: csrf_token(secret),
+        })
+    }
+}
+
+/// The CSRF token of a session: HMAC-SHA256 of a fixed label keyed by the
+/// session's secret. A page of another origin can neither read the cookie
+/// nor the pages, so it cannot know it; it needs no storage.
+pub(crate) fn csrf_token(secret: &str) -> String {
+    let mut mac = Hmac::<Sha256>::new_from_slice(secret.as_bytes()).expect("any key length");
+    mac.update(CSRF_LABEL);
+    let bytes = mac.finalize().into_bytes();
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The value of one cookie of the request, if present.
+pub(crate) fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| v)
+        .filter(|v| !v.is_empty())
+}
+
+fn set_cookie(state: &BoardState, value: &str, max_age_secs: u64) -> HeaderValue {
+    let secure = if state.board.secure_cookies() {
+        "; Secure"
+    } else {
+        ""
+    };
+    HeaderValue::from_str(&format!(
+        "{COOKIE}={value}; HttpOnly; SameSite=Strict; Path=/; Max-Age={max_age_secs}{secure}"
+    ))
+    .expect("a token is a valid header value")
+}
+
+#[derive(askama::Template)]
+#[template(path = "board/sign_in.html")]
+struct SignInPage {
+    error: Option<String>,
+}
+
+pub(crate) async fn sign_in_page() -> Response {
+    render(&SignInPage { error: None })
+}
+
+/// Checks the typed `sbh_` token and, when it is live, signs in with a new
+/// token of the same human. A wrong token is 401 with the same message
+/// whatever was wrong, and writes nothing.
+pub(crate) async fn sign_in(State(state): State<BoardState>, body: axum::body::Bytes) -> Response {
+    let refused = |message: &str| {
+        let mut response = render(&SignInPage {
+            error: Some(message.to_owned()),
+        });
+        *response.status_mut() = StatusCode::UNAUTHORIZED;
+        response
+    };
+    let fields = match read_fields(&body) {
+        Ok(fields) => fields,
+        Err(e) => return e.into_response(),
+    };
+    let typed = fields.get("token").map(str::trim).unwrap_or("");
+    if typed.is_empty() {
+        return refused("token: paste an API token (it starts with sbh_)");
+    }
+    if !typed.starts_with("sbh_") {
+        return refused("token: that is not a live API token (it starts with sbh_)");
+    }
+    let human = match state.store.authenticate_api_token(&sha256_hex(typed)).await {
+        Ok(Some((human, _))) => human,
+        Ok(None) => return refused("token: that is not a live API token (it starts with sbh_)"),
+        Err(e) => return BoardError::from(e).into_response(),
+    };
+    let lifetime = state.board.session_lifetime;
+    let expires = state.store.clock().now().saturating_add(lifetime);
+    let (secret, _) = match issue_api_token(
+        &*state.store,
+        &human.id,
+        Some(SIGN_IN_LABEL.to_owned()),
+        Some(expires),
+    )
+    .await
+    {
+        Ok(issued) => issued,
+        Err(e) => return BoardError::from(e).into_response(),
+    };
+    tracing::info!(human = %human.name, "board sign-in");
+    let mut response = Redirect::to("/").into_response();
+    response.headers_mut().insert(
+        header::SET_COOKIE,
+        set_cookie(&state, &secret, lifetime.as_secs()),
+    );
+    response
+}
+
+/// Revokes the board's token of this session and clears the cookie.
+pub(crate) async fn sign_out(State(state): State<BoardState>, form: CsrfForm) -> Response {
+    // Already revoked elsewhere is fine: the cookie is cleared either way.
+    let _ = state
+        .store
+        .revoke_api_token(&form.signed.human.id, &form.signed.token.id)
+        .await;
+    let mut response = Redirect::to("/board/sign-in").into_response();
+    response
+        .headers_mut()
+        .insert(header::SET_COOKIE, set_cookie(&state, "", 0));
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_csrf_token_is_a_keyed_hmac_of_the_session() {
+        let a = csrf_token("sbh_one");
+        assert_eq!(a, csrf_token("sbh_one"), "stable for a session");
+        assert_ne!(a, csrf_token("sbh_two"), "another session, another token");
+        assert_eq!(a.len(), 64);
+        assert!(!a.contains("sbh_"), "it does not reveal the secret");
+    }
+
+    #[test]
+    fn the_session_cookie_is_found_among_others() {
+        let mut headers = HeaderMap::new();
+        headers.append(
+            header::COOKIE,
+            "theme=dark; sb_board=sbh_x".parse().unwrap(),
+        );
+        headers.append(header::COOKIE, "other=1".parse().unwrap());
+        assert_eq!(cookie(&headers, COOKIE), Some("sbh_x"));
+        assert_eq!(cookie(&headers, "other"), Some("1"));
+        assert_eq!(cookie(&headers, "missing"), None);
+        let mut empty = HeaderMap::new();
+        empty.append(header::COOKIE, "sb_board=".parse().unwrap());
+        assert_eq!(cookie(&empty, COOKIE), None);
+    }
+}

@@ -1,0 +1,97 @@
+//! How the board answers when a request cannot be served: a small HTML
+//! page with the status, never a store message for `Internal` errors.
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Redirect, Response};
+
+use super::view::render;
+use crate::store::StoreError;
+
+#[derive(Debug)]
+pub(crate) enum BoardError {
+    /// Not signed in (or the session's token was revoked or expired).
+    SignIn,
+    /// The same, for an htmx request: 401 with `HX-Redirect`, so that the
+    /// browser goes to the sign-in page instead of swapping it in.
+    SignInWholePage,
+    /// A POST without a valid CSRF token.
+    Forbidden(String),
+    /// Not found, or not the human's (the same answer).
+    NotFound,
+    /// Bad input, naming the field.
+    BadRequest(String),
+    /// The thing is not in a state that allows this.
+    Conflict(String),
+    /// The database is unreachable, or something broke (details logged).
+    Unavailable,
+    Internal,
+}
+
+impl From<StoreError> for BoardError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::NotFound => Self::NotFound,
+            StoreError::InvalidArgument(invalid) => Self::BadRequest(invalid.to_string()),
+            StoreError::Forbidden(why) => Self::Forbidden(why),
+            StoreError::EndpointRevoked => Self::Conflict("the endpoint is revoked".into()),
+            StoreError::Taken(taken) => Self::Conflict(taken.to_string()),
+            StoreError::Conflict(why) => Self::Conflict(why),
+            StoreError::Unavailable(e) => {
+                tracing::warn!(error = %e, "board: database unavailable");
+                Self::Unavailable
+            }
+            other => {
+                tracing::error!(error = %other, "board: storage error");
+                Self::Internal
+            }
+        }
+    }
+}
+
+#[derive(askama::Template)]
+#[template(path = "board/error.html")]
+struct ErrorPage {
+    status: u16,
+    title: &'static str,
+    message: String,
+}
+
+impl IntoResponse for BoardError {
+    fn into_response(self) -> Response {
+        let (status, title, message) = match self {
+            Self::SignIn => return Redirect::to("/board/sign-in").into_response(),
+            Self::SignInWholePage => {
+                return (
+                    StatusCode::UNAUTHORIZED,
+                    [("hx-redirect", "/board/sign-in")],
+                )
+                    .into_response();
+            }
+            Self::Forbidden(m) => (StatusCode::FORBIDDEN, "Forbidden", m),
+            Self::NotFound => (
+                StatusCode::NOT_FOUND,
+                "Not found",
+                "There is nothing here, or it is not yours.".to_owned(),
+            ),
+            Self::BadRequest(m) => (StatusCode::BAD_REQUEST, "Bad request", m),
+            Self::Conflict(m) => (StatusCode::CONFLICT, "Conflict", m),
+            Self::Unavailable => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "Unavailable",
+                "The database is unavailable; try again shortly.".to_owned(),
+            ),
+            Self::Internal => (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "Error",
+                "Something went wrong; the server log has the details.".to_owned(),
+            ),
+        };
+        let mut response = render(&ErrorPage {
+            status: status.as_u16(),
+            title,
+            message,
+        });
+        *response.status_mut() = status;
+        response
+    }
+}

@@ -1,0 +1,476 @@
+//! `/board/endpoints/{slug}`: one endpoint — presence (toggle, until,
+//! shift editor with a live preview), sessions, its todos, scope, and
+//! revoke/delete.
+
+use askama::Template;
+use axum::extract::{Path, Query, State};
+use axum::response::Response;
+
+use super::todos::{TodoRow, rows};
+use crate::board::BoardState;
+use crate::board::auth::Signed;
+use crate::board::error::BoardError;
+use crate::board::form::CsrfForm;
+use crate::board::view::{
+    EndpointCard, Layout, Messages, back, cards, dated, relative, render, zone_of,
+};
+use crate::delivery::presence as service;
+use crate::domain::duration::parse_positive_duration;
+use crate::domain::ids::sha256_hex;
+use crate::domain::presence::Presence;
+use crate::domain::shift::Shift;
+use crate::mint::{new_signing_secret, new_webhook_url_token};
+use crate::store::{Endpoint, PageRequest, StoreError, TodoFilter};
+
+/// The choices of the until picker: how long an override lasts.
+pub(crate) const UNTIL_CHOICES: &[(&str, &str)] = &[
+    ("", "until the next shift boundary"),
+    ("30m", "for 30 minutes"),
+    ("1h", "for 1 hour"),
+    ("2h", "for 2 hours"),
+    ("4h", "for 4 hours"),
+    ("8h", "for 8 hours"),
+    ("24h", "for 24 hours"),
+];
+
+#[derive(Template)]
+#[template(path = "board/endpoint.html")]
+struct EndpointPage {
+    layout: Layout,
+    card: EndpointCard,
+    todos: Vec<TodoRow>,
+    until_choices: &'static [(&'static str, &'static str)],
+    /// The zone the until picker's time is read in.
+    zone: String,
+    preview: ShiftPreview,
+    webhooks: Vec<WebhookRow>,
+    revealed: Option<WebhookReveal>,
+}
+
+pub(crate) async fn page(
+    State(state): State<BoardState>,
+    signed: Signed,
+    Path(slug): Path<String>,
+    Query(messages): Query<Messages>,
+) -> Result<Response, BoardError> {
+    let endpoint = state.store.get_endpoint(&signed.human.id, &slug).await?;
+    let layout = Layout::new(&signed, "overview", "").with_messages(&messages);
+    show(&state, &signed, &endpoint, layout, None).await
+}
+
+/// The page, with a webhook's URL (and secret) revealed once when one was
+/// just made or rotated.
+async fn show(
+    state: &BoardState,
+    signed: &Signed,
+    endpoint: &Endpoint,
+    mut layout: Layout,
+    revealed: Option<WebhookReveal>,
+) -> Result<Response, BoardError> {
+    let card = cards(state, std::slice::from_ref(endpoint))
+        .await?
+        .remove(0);
+    let page = state
+        .store
+        .human_list_todos(
+            &signed.human.id,
+            &TodoFilter {
+                endpoint_id: Some(endpoint.id.clone()),
+                ..TodoFilter::default()
+            },
+            &PageRequest {
+                limit: 50,
+                after: None,
+            },
+        )
+        .await?;
+    let now = state.store.clock().now();
+    let webhooks = state
+        .store
+        .list_webhooks(&signed.human.id, &endpoint.id)
+        .await?
+        .iter()
+        .map(|w| WebhookRow {
+            id: w.id.clone(),
+            queue: w.queue.clone(),
+            signed: w.signed,
+            created: relative(now, w.created_at),
+            rotated: w.rotated_at.map(|t| relative(now, t)),
+        })
+        .collect();
+    let preview = ShiftPreview::of(endpoint.shift.as_deref().unwrap_or(""), now);
+    layout.title = format!("{} · {}", card.agent, card.slug);
+    Ok(render(&EndpointPage {
+        layout,
+        todos: rows(&page.items, std::slice::from_ref(endpoint), now),
+        card,
+        until_choices: UNTIL_CHOICES,
+        zone: zone_of(endpoint).iana_name().unwrap_or("UTC").to_owned(),
+        preview,
+        webhooks,
+        revealed,
+    }))
+}
+
+/// One intake webhook of the endpoint (its URL is never shown again).
+pub(crate) struct WebhookRow {
+    pub(crate) id: String,
+    pub(crate) queue: String,
+    pub(crate) signed: bool,
+    pub(crate) created: String,
+    pub(crate) rotated: Option<String>,
+}
+
+/// A webhook's new URL (and signing secret), shown once.
+pub(crate) struct WebhookReveal {
+    pub(crate) url: String,
+    pub(crate) secret: Option<String>,
+}
+
+/// Creates a webhook on one of the endpoint's queues (`queue`; `signed`
+/// for an HMAC-signed one) and reveals its URL once.
+pub(crate) async fn create_webhook(
+    State(state): State<BoardState>,
+    Path(slug): Path<String>,
+    form: CsrfForm,
+) -> Result<Response, BoardError> {
+    let signed = &form.signed;
+    let endpoint = state.store.get_endpoint(&signed.human.id, &slug).await?;
+    let queue = form
+        .fields
+        .text("queue")
+        .unwrap_or(endpoint.scope_queues[0].as_str())
+        .to_owned();
+    let url_token = new_webhook_url_token();
+    let secret = form.fields.get("signed").is_some().then(new_signing_secret);
+    let mut layout = Layout::new(signed, "overview", "");
+    let created = state
+        .store
+        .create_webhook(
+            &signed.human.id,
+            &endpoint.id,
+            &queue,
+            &sha256_hex(&url_token),
+            secret.as_deref(),
+        )
+        .await;
+    let revealed = match created {
+        Ok(_) => {
+            layout.notice = Some("webhook created: copy its URL now, it is not shown again".into());
+            Some(WebhookReveal {
+                url: ingest_url(&state, &url_token),
+                secret,
+            })
+        }
+        Err(e) => {
+            layout.error = Some(refusal(e));
+            None
+        }
+    };
+    show(&state, signed, &endpoint, layout, revealed).await
+}
+
+/// A new URL (and secret) for a webhook; the old ones stop working at once.
+pub(crate) async fn rotate_webhook(
+    State(state): State<BoardState>,
+    Path(id): Path<String>,
+    form: CsrfForm,
+) -> Result<Response, BoardError> {
+    let signed = &form.signed;
+    let current = state.store.get_webhook(&signed.human.id, &id).await?;
+    let endpoint = state
+        .store
+        .get_endpoint(&signed.human.id, &current.endpoint_id)
+        .await?;
+    let url_token = new_webhook_url_token();
+    let secret = current.signed.then(new_signing_secret);
+    let mut layout = Layout::new(signed, "overview", "");
+    let rotated = state
+        .store
+        .rotate_webhook(
+            &signed.human.id,
+            &id,
+            &sha256_hex(&url_token),
+            secret.as_deref(),
+        )
+        .await;
+    let revealed = match rotated {
+        Ok(_) => {
+            layout.notice = Some("webhook rotated: the old URL no longer works".into());
+            Some(WebhookReveal {
+                url: ingest_url(&state, &url_token),
+                secret,
+            })
+        }
+        Err(e) => {
+            layout.error = Some(refusal(e));
+            None
+        }
+    };
+    show(&state, signed, &endpoint, layout, revealed).await
+}
+
+pub(crate) async fn delete_webhook(
+    State(state): State<BoardState>,
+    Path(id): Path<String>,
+    form: CsrfForm,
+) -> Result<Response, BoardError> {
+    let human = &form.signed.human.id;
+    let current = state.store.get_webhook(human, &id).await?;
+    let endpoint = state
+        .store
+        .get_endpoint(human, &current.endpoint_id)
+        .await?;
+    let outcome = state
+        .store
+        .delete_webhook(human, &id)
+        .await
+        .map(|()| "webhook deleted: its URL no longer works".to_owned())
+        .map_err(refusal);
+    Ok(back(&path_of(&endpoint.slug), outcome))
+}
+
+fn ingest_url(state: &BoardState, url_token: &str) -> String {
+    format!("{}/webhooks/w/{url_token}", state.board.public_url)
+}
+
+fn path_of(slug: &str) -> String {
+    format!("/board/endpoints/{slug}")
+}
+
+/// Presence forms: `presence` = `in`, `out` or `clear`; `for` = one of
+/// [`UNTIL_CHOICES`] (or any duration such as `90m`).
+pub(crate) async fn set_presence(
+    State(state): State<BoardState>,
+    Path(slug): Path<String>,
+    form: CsrfForm,
+) -> Result<Response, BoardError> {
+    let human = &form.signed.human.id;
+    let endpoint = state.store.get_endpoint(human, &slug).await?;
+    let back_to = path_of(&endpoint.slug);
+    let now = state.store.clock().now();
+    let choice = form.fields.text("presence").unwrap_or("");
+    let outcome = if choice == "clear" {
+        service::operator_clear(&state.delivery, &endpoint, human)
+            .await
+            .map(|_| "override cleared: the shift decides again".to_owned())
+    } else {
+        let Some(value) = Presence::parse(choice) else {
+            return Ok(back(
+                &back_to,
+                Err("presence: must be in, out or clear".into()),
+            ));
+        };
+        // An exact time (`until`, in the endpoint's zone) wins over a duration (`for`).
+        let until = match (form.fields.text("until"), form.fields.text("for")) {
+            (Some(local), _) => match local_instant(local, &zone_of(&endpoint)) {
+                Ok(t) => Some(t),
+                Err(e) => return Ok(back(&back_to, Err(e))),
+            },
+            (None, Some(text)) => match parse_positive_duration(text, "for") {
+                Ok(d) => Some(now.saturating_add(d)),
+                Err(e) => return Ok(back(&back_to, Err(e.to_string()))),
+            },
+            (None, None) => None,
+        };
+        service::operator_set(&state.delivery, &endpoint, human, value, until)
+            .await
+            .map(|_| format!("presence set to {}", value.as_str()))
+    };
+    Ok(back(&back_to, outcome.map_err(refusal)))
+}
+
+/// A `datetime-local` value (`2026-12-01T18:30`) as an instant in `zone`.
+fn local_instant(
+    text: &str,
+    zone: &jiff::tz::TimeZone,
+) -> Result<crate::domain::Timestamp, String> {
+    let civil: jiff::civil::DateTime = text
+        .parse()
+        .map_err(|_| format!("until: {text:?} is not a date and time such as 2026-12-01T18:30"))?;
+    let zoned = civil
+        .to_zoned_datetime(zone.clone())
+        .map_err(|_| format!("until: {text:?} does not exist in that time zone"))?;
+    Ok(crate::domain::Timestamp::from_millis(
+        zoned.timestamp().as_millisecond(),
+    ))
+}
+
+/// The shift editor's submit: `shift` (empty clears it).
+pub(crate) async fn set_shift(
+    State(state): State<BoardState>,
+    Path(slug): Path<String>,
+    form: CsrfForm,
+) -> Result<Response, BoardError> {
+    let human = &form.signed.human.id;
+    let endpoint = state.store.get_endpoint(human, &slug).await?;
+    let text = form.fields.text("shift");
+    let outcome = service::operator_set_shift(&state.delivery, &endpoint, human, text)
+        .await
+        .map(|_| match text {
+            Some(_) => "shift saved".to_owned(),
+            None => "shift cleared".to_owned(),
+        });
+    Ok(back(&path_of(&endpoint.slug), outcome.map_err(refusal)))
+}
+
+/// The endpoint's default lease: `default_lease_ttl_seconds` (60–86 400;
+/// empty returns to the server's 300 s).
+pub(crate) async fn set_lease(
+    State(state): State<BoardState>,
+    Path(slug): Path<String>,
+    form: CsrfForm,
+) -> Result<Response, BoardError> {
+    let endpoint = state
+        .store
+        .get_endpoint(&form.signed.human.id, &slug)
+        .await?;
+    let back_to = path_of(&endpoint.slug);
+    let seconds = match form.fields.text("default_lease_ttl_seconds") {
+        None => None,
+        Some(text) => match text.parse::<i64>() {
+            Ok(n) => Some(n),
+            Err(_) => {
+                return Ok(back(
+                    &back_to,
+                    Err("default_lease_ttl_seconds: a whole number of seconds, or empty".into()),
+                ));
+            }
+        },
+    };
+    let outcome = state
+        .store
+        .set_default_lease(&endpoint.id, seconds)
+        .await
+        .map(|e| format!("default lease: {} s", e.effective_lease_seconds()))
+        .map_err(refusal);
+    Ok(back(&back_to, outcome))
+}
+
+/// Revoking needs the slug typed again (`confirm`), with or without JavaScript.
+pub(crate) async fn revoke(
+    State(state): State<BoardState>,
+    Path(slug): Path<String>,
+    form: CsrfForm,
+) -> Result<Response, BoardError> {
+    let human = &form.signed.human.id;
+    let endpoint = state.store.get_endpoint(human, &slug).await?;
+    let back_to = path_of(&endpoint.slug);
+    if form.fields.text("confirm") != Some(endpoint.slug.as_str()) {
+        return Ok(back(
+            &back_to,
+            Err("confirm: type the endpoint's slug to revoke it".into()),
+        ));
+    }
+    let outcome = match state.store.revoke_endpoint(human, &endpoint.id).await {
+        Ok(revoked) => {
+            state.delivery.endpoint_revoked(&endpoint.id);
+            Ok(format!(
+                "revoked; {} live todo(s) became dead letters",
+                revoked.dead_lettered
+            ))
+        }
+        Err(e) => Err(refusal(e)),
+    };
+    Ok(back(&back_to, outcome))
+}
+
+/// Deleting (a revoked endpoint only) needs the slug typed again too.
+pub(crate) async fn delete(
+    State(state): State<BoardState>,
+    Path(slug): Path<String>,
+    form: CsrfForm,
+) -> Result<Response, BoardError> {
+    let human = &form.signed.human.id;
+    let endpoint = state.store.get_endpoint(human, &slug).await?;
+    if form.fields.text("confirm") != Some(endpoint.slug.as_str()) {
+        return Ok(back(
+            &path_of(&endpoint.slug),
+            Err("confirm: type the endpoint's slug to delete it".into()),
+        ));
+    }
+    match state.store.delete_endpoint(human, &endpoint.id).await {
+        Ok(()) => Ok(back("/", Ok(format!("endpoint {} deleted", endpoint.slug)))),
+        Err(e) => Ok(back(&path_of(&endpoint.slug), Err(refusal(e)))),
+    }
+}
+
+/// A refused write as the message shown on the page.
+pub(crate) fn refusal(e: StoreError) -> String {
+    match e {
+        StoreError::InvalidArgument(invalid) => invalid.to_string(),
+        StoreError::EndpointRevoked => "the endpoint is revoked".to_owned(),
+        StoreError::Conflict(why) => why,
+        StoreError::NotFound => "not found".to_owned(),
+        other => {
+            tracing::warn!(error = %other, "board: a write failed");
+            "the write failed; try again".to_owned()
+        }
+    }
+}
+
+/// What the shift editor shows under the field: the canonical form and the
+/// next boundaries in the shift's zone, or why the text is not a shift.
+#[derive(Template)]
+#[template(path = "board/shift_preview.html")]
+pub(crate) struct ShiftPreview {
+    pub(crate) empty: bool,
+    pub(crate) error: Option<String>,
+    pub(crate) canonical: String,
+    pub(crate) zone: String,
+    pub(crate) now_in: bool,
+    /// (local time, UTC instant, turns in)
+    pub(crate) boundaries: Vec<(String, String, bool)>,
+}
+
+impl ShiftPreview {
+    pub(crate) fn of(text: &str, now: crate::domain::Timestamp) -> Self {
+        let mut preview = ShiftPreview {
+            empty: text.trim().is_empty(),
+            error: None,
+            canonical: String::new(),
+            zone: String::new(),
+            now_in: false,
+            boundaries: Vec::new(),
+        };
+        if preview.empty {
+            return preview;
+        }
+        match Shift::parse(text) {
+            Err(e) => preview.error = Some(e.to_string()),
+            Ok(shift) => {
+                preview.canonical = shift.canonical();
+                preview.zone = shift.zone_name().to_owned();
+                preview.now_in = shift.contains(now);
+                preview.boundaries = shift
+                    .next_boundaries(now, 4)
+                    .into_iter()
+                    .map(|b| {
+                        (
+                            dated(b, shift.time_zone()),
+                            b.to_rfc3339(),
+                            shift.contains(b),
+                        )
+                    })
+                    .collect();
+            }
+        }
+        preview
+    }
+}
+
+#[derive(serde::Deserialize)]
+pub(crate) struct PreviewQuery {
+    #[serde(default)]
+    shift: String,
+}
+
+/// `GET /board/shift-preview?shift=…`: the preview fragment, as the editor
+/// types (htmx), validated by the same grammar the API uses.
+pub(crate) async fn shift_preview(
+    State(state): State<BoardState>,
+    _signed: Signed,
+    Query(q): Query<PreviewQuery>,
+) -> Response {
+    render(&ShiftPreview::of(&q.shift, state.store.clock().now()))
+}

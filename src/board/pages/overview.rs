@@ -1,0 +1,86 @@
+//! `/`: one card per endpoint, totals on top, live.
+
+use askama::Template;
+use axum::extract::State;
+use axum::response::Response;
+
+use crate::board::BoardState;
+use crate::board::auth::Signed;
+use crate::board::error::BoardError;
+use crate::board::view::{EndpointCard, Layout, all_endpoints, cards, render};
+
+/// Sums over the human's endpoints, for the bar on top.
+#[derive(Default)]
+pub(crate) struct Totals {
+    pub(crate) endpoints: usize,
+    pub(crate) working: usize,
+    pub(crate) idle: usize,
+    pub(crate) off: usize,
+    pub(crate) attention: usize,
+    pub(crate) pending: i64,
+    pub(crate) claimed: i64,
+    pub(crate) dead_letters: i64,
+}
+
+impl Totals {
+    fn of(cards: &[EndpointCard]) -> Self {
+        let mut t = Totals::default();
+        for c in cards.iter().filter(|c| c.active) {
+            t.endpoints += 1;
+            match c.condition {
+                "working" => t.working += 1,
+                "idle" => t.idle += 1,
+                "off" => t.off += 1,
+                _ => t.attention += 1,
+            }
+        }
+        for c in cards {
+            t.pending += c.pending;
+            t.claimed += c.claimed;
+            t.dead_letters += c.dead_letters;
+        }
+        t
+    }
+}
+
+#[derive(Template)]
+#[template(path = "board/overview.html")]
+struct OverviewPage {
+    layout: Layout,
+    totals: Totals,
+    cards: Vec<EndpointCard>,
+}
+
+pub(crate) async fn page(
+    State(state): State<BoardState>,
+    signed: Signed,
+) -> Result<Response, BoardError> {
+    let endpoints = all_endpoints(&state, &signed.human.id).await?;
+    let mut cards = cards(&state, &endpoints).await?;
+    // Active endpoints first; within them, what needs attention first.
+    cards.sort_by_key(|c| {
+        (
+            !c.active,
+            rank(c.condition),
+            c.agent.clone(),
+            c.slug.clone(),
+        )
+    });
+    Ok(render(&OverviewPage {
+        layout: Layout::new(&signed, "overview", "Overview"),
+        totals: Totals::of(&cards),
+        cards,
+    }))
+}
+
+fn rank(condition: &str) -> u8 {
+    match condition {
+        "deaf" => 0,
+        "stale" => 1,
+        "unknown" => 2,
+        "working" => 3,
+        "idle" => 4,
+        "off" => 5,
+        _ => 6,
+    }
+}

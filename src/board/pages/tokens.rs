@@ -1,0 +1,142 @@
+//! `/board/tokens`: the human's API tokens, a form for a new one (shown
+//! once), and revoking.
+
+use askama::Template;
+use axum::extract::{Path, Query, State};
+use axum::response::Response;
+
+use super::endpoint::refusal;
+use crate::board::BoardState;
+use crate::board::auth::{SIGN_IN_LABEL, Signed};
+use crate::board::error::BoardError;
+use crate::board::form::CsrfForm;
+use crate::board::view::{Layout, Messages, back, relative, render};
+use crate::domain::duration::parse_positive_duration;
+use crate::store::{ApiToken, PageRequest, issue_api_token};
+
+pub(crate) struct TokenRow {
+    pub(crate) id: String,
+    pub(crate) prefix: String,
+    pub(crate) label: String,
+    pub(crate) created: String,
+    pub(crate) expires: String,
+    pub(crate) last_used: String,
+    pub(crate) revoked: bool,
+    /// The token this very board session uses.
+    pub(crate) current: bool,
+}
+
+#[derive(Template)]
+#[template(path = "board/tokens.html")]
+struct TokensPage {
+    layout: Layout,
+    tokens: Vec<TokenRow>,
+    /// A token just created: shown this once.
+    revealed: Option<String>,
+}
+
+async fn show(
+    state: &BoardState,
+    signed: &Signed,
+    layout: Layout,
+    revealed: Option<String>,
+) -> Result<Response, BoardError> {
+    let page = state
+        .store
+        .list_api_tokens(
+            &signed.human.id,
+            &PageRequest {
+                limit: 200,
+                after: None,
+            },
+        )
+        .await?;
+    let now = state.store.clock().now();
+    let row = |t: &ApiToken| TokenRow {
+        id: t.id.clone(),
+        prefix: t.prefix.clone(),
+        label: t.label.clone().unwrap_or_default(),
+        created: relative(now, t.created_at),
+        expires: t
+            .expires_at
+            .map(|x| relative(now, x))
+            .unwrap_or_else(|| "never".into()),
+        last_used: t
+            .last_used_at
+            .map(|x| relative(now, x))
+            .unwrap_or_else(|| "never".into()),
+        revoked: t.revoked_at.is_some(),
+        current: t.id == signed.token.id,
+    };
+    Ok(render(&TokensPage {
+        layout,
+        tokens: page.items.iter().map(row).collect(),
+        revealed,
+    }))
+}
+
+pub(crate) async fn page(
+    State(state): State<BoardState>,
+    signed: Signed,
+    Query(messages): Query<Messages>,
+) -> Result<Response, BoardError> {
+    let layout = Layout::new(&signed, "tokens", "Tokens").with_messages(&messages);
+    show(&state, &signed, layout, None).await
+}
+
+/// Creates a token (`label`, `expires_in`) and answers with the page that
+/// shows it this once (no redirect: the secret is never in a URL).
+pub(crate) async fn create(
+    State(state): State<BoardState>,
+    form: CsrfForm,
+) -> Result<Response, BoardError> {
+    let signed = &form.signed;
+    let mut layout = Layout::new(signed, "tokens", "Tokens");
+    let label = form.fields.text("label").map(str::to_owned);
+    if label.as_deref() == Some(SIGN_IN_LABEL) {
+        layout.error = Some(format!(
+            "label: {SIGN_IN_LABEL:?} is the board's own; choose another"
+        ));
+        return show(&state, signed, layout, None).await;
+    }
+    let expires_at = match form.fields.text("expires_in") {
+        None => None,
+        Some(text) => match parse_positive_duration(text, "expires_in") {
+            Ok(d) => Some(state.store.clock().now().saturating_add(d)),
+            Err(e) => {
+                layout.error = Some(e.to_string());
+                return show(&state, signed, layout, None).await;
+            }
+        },
+    };
+    match issue_api_token(&*state.store, &signed.human.id, label, expires_at).await {
+        Ok((token, _)) => {
+            layout.notice = Some("token created: copy it now, it is not shown again".into());
+            show(&state, signed, layout, Some(token)).await
+        }
+        Err(e) => {
+            layout.error = Some(refusal(e));
+            show(&state, signed, layout, None).await
+        }
+    }
+}
+
+pub(crate) async fn revoke(
+    State(state): State<BoardState>,
+    Path(id): Path<String>,
+    form: CsrfForm,
+) -> Result<Response, BoardError> {
+    let outcome = state
+        .store
+        .revoke_api_token(&form.signed.human.id, &id)
+        .await
+        .map(|t| format!("token {} revoked", t.prefix))
+        .map_err(refusal);
+    if id == form.signed.token.id && outcome.is_ok() {
+        // This session's own token: signed out everywhere it was used.
+        return Ok(axum::response::IntoResponse::into_response(
+            axum::response::Redirect::to("/board/sign-in"),
+        ));
+    }
+    Ok(back("/board/tokens", outcome))
+}

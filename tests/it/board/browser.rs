@@ -1,0 +1,245 @@
+//! The board in a real browser: Debian's Chromium driven by
+//! `playwright-core` (`tests/board-browser/board.mjs`; no browser download)
+//! against the real binary. Skipped when `/usr/bin/chromium` is missing,
+//! unless `SWITCHBOARD_REQUIRE_BROWSER` is set (as `.ci/run` does).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use reqwest::Method;
+use serde_json::json;
+
+use crate::support::api::{Body, HIGH_RATES, Server, claim_next, make_human, open_store, vend};
+
+const CHROMIUM: &str = "/usr/bin/chromium";
+/// The whole browser scenario; it takes about 20 s on a quiet machine.
+const SCENARIO_TIMEOUT: Duration = Duration::from_secs(180);
+
+fn script_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/board-browser")
+}
+
+/// Where the screenshots go (test artifacts, never committed).
+fn screenshots_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("target/board-screenshots")
+}
+
+/// Whether the browser tests can run; panics when they must and cannot.
+fn browser_ready() -> bool {
+    let required = std::env::var_os("SWITCHBOARD_REQUIRE_BROWSER").is_some();
+    if !Path::new(CHROMIUM).exists() {
+        assert!(
+            !required,
+            "SWITCHBOARD_REQUIRE_BROWSER is set but {CHROMIUM} is missing (apt-get install chromium)"
+        );
+        eprintln!("SKIPPED (browser): {CHROMIUM} is missing; apt-get install chromium");
+        return false;
+    }
+    static READY: OnceLock<Result<(), String>> = OnceLock::new();
+    let ready = READY.get_or_init(|| {
+        if script_dir()
+            .join("node_modules/playwright-core/package.json")
+            .exists()
+        {
+            return Ok(());
+        }
+        let out = Command::new("npm")
+            .args(["ci", "--no-audit", "--no-fund", "--prefix"])
+            .arg(script_dir())
+            .output()
+            .map_err(|e| format!("cannot run npm: {e}"))?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(format!(
+                "npm ci --prefix tests/board-browser failed:\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            ))
+        }
+    });
+    if let Err(e) = ready {
+        panic!("{e}");
+    }
+    true
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_board_works_in_chromium() {
+    if !browser_ready() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &HIGH_RATES);
+    let admin = server.first_token.clone();
+    let alpha = vend(&server, &admin, json!({ "agent": "alpha" })).await;
+    let todo = server
+        .expect(
+            201,
+            Method::POST,
+            &format!("/api/v1/endpoints/{}/todos", alpha.slug),
+            &admin,
+            Body::Json(json!({
+                "title": "Review <b>the</b> deploy",
+                "payload": { "diff": "<script>alert(1)</script>", "lines": 42 },
+            })),
+        )
+        .await["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let bob = make_human(&server, "bob");
+    fleet(&server, &admin, &alpha.id).await;
+
+    let mut child = Command::new("node")
+        .arg(script_dir().join("board.mjs"))
+        .env("BOARD_URL", format!("http://{}", server.addr))
+        .env("TOKEN_A", &admin)
+        .env("TOKEN_B", &bob.token)
+        .env("SLUG_A", &alpha.slug)
+        .env("TODO_A", &todo)
+        .env("CREDENTIAL_A", &alpha.credential)
+        .env("SHOTS", screenshots_dir())
+        .env("CHROMIUM", CHROMIUM)
+        .env("BULK", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run node");
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > SCENARIO_TIMEOUT {
+            let _ = child.kill();
+            panic!("the browser scenario took longer than {SCENARIO_TIMEOUT:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(status.success(), "board.mjs failed:\n{stdout}\n{stderr}");
+    let summary: serde_json::Value =
+        serde_json::from_str(stdout.lines().last().unwrap_or("")).expect("a JSON summary");
+    assert_eq!(summary["ok"], true);
+    let checks: Vec<&str> = summary["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap())
+        .collect();
+    for expected in [
+        "sign-in",
+        "pages",
+        "shift-preview",
+        "presence-toggle",
+        "live-todo",
+        "bulk-cancel",
+        "csrf",
+        "keyboard",
+        "no-javascript",
+        "isolation",
+        "revoked-elsewhere",
+        "sign-out",
+    ] {
+        assert!(
+            checks.contains(&expected),
+            "{expected} did not run: {checks:?}"
+        );
+    }
+
+    // What the browser did, seen through the API: its sign-out revoked the
+    // board's token, and the presence toggle left the endpoint in.
+    let tokens = server
+        .expect(200, Method::GET, "/api/v1/tokens", &admin, Body::None)
+        .await;
+    let board_tokens: Vec<_> = tokens["tokens"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["label"] == "board sign-in")
+        .collect();
+    assert!(!board_tokens.is_empty());
+    assert!(
+        board_tokens.iter().all(|t| t["revoked_at"].is_string()),
+        "{board_tokens:?}"
+    );
+    for shot in [
+        "overview", "endpoint", "todos", "todo", "agents", "tokens", "vend",
+    ] {
+        for scheme in ["light", "dark"] {
+            let file = screenshots_dir().join(format!("{shot}-{scheme}.png"));
+            assert!(file.exists(), "{file:?}");
+        }
+    }
+}
+
+/// A few more endpoints, so that the overview shows the conditions an
+/// operator meets (and its screenshot, `docs/img/board-overview.png`, does):
+/// alpha seen (idle), `builder` working on a claim, `nightly` off under an
+/// override, `scout` never seen (unknown), `reviewer` silent for hours (stale).
+async fn fleet(server: &Server, admin: &str, alpha_id: &str) {
+    use switchboard::store::prelude::*;
+    let builder = vend(server, admin, json!({ "agent": "builder", "kind": "task" })).await;
+    let nightly = vend(
+        server,
+        admin,
+        json!({ "agent": "nightly", "kind": "heartbeat" }),
+    )
+    .await;
+    vend(server, admin, json!({ "agent": "scout" })).await;
+    let reviewer = vend(
+        server,
+        admin,
+        json!({ "agent": "reviewer", "kind": "heartbeat" }),
+    )
+    .await;
+    for title in ["Bump the lockfile", "Triage flaky test"] {
+        server
+            .expect(
+                201,
+                Method::POST,
+                &format!("/api/v1/endpoints/{}/todos", builder.slug),
+                admin,
+                Body::Json(json!({ "title": title })),
+            )
+            .await;
+    }
+    claim_next(&server.database, &builder.id, false).await;
+    server
+        .expect(
+            200,
+            Method::PUT,
+            &format!("/api/v1/endpoints/{}/presence", nightly.slug),
+            admin,
+            Body::Json(json!({ "presence": "out" })),
+        )
+        .await;
+    server
+        .expect(
+            200,
+            Method::PUT,
+            &format!("/api/v1/endpoints/{}/shift", nightly.slug),
+            admin,
+            Body::Json(json!({ "shift": "TZ=Europe/Berlin Mon-Sun 22:00-06:00" })),
+        )
+        .await;
+    let store = open_store(&server.database).await;
+    let now = store.clock().now();
+    for id in [alpha_id, builder.id.as_str(), nightly.id.as_str()] {
+        store
+            .stamp_endpoint_seen(id, now, Some(now.add_secs(-2)))
+            .await
+            .unwrap();
+    }
+    // Not heard from for three hours: stale.
+    let long_ago = now.add_secs(-3 * 3600);
+    store
+        .stamp_endpoint_seen(&reviewer.id, long_ago, Some(long_ago))
+        .await
+        .unwrap();
+    store.close().await;
+}

@@ -1,0 +1,193 @@
+//! The board (`/`, `/board/…`) end to end: HTTP-level checks of sign-in,
+//! the session cookie, CSRF, tenant isolation, escaping and the live
+//! stream (`http.rs`), and the whole board in Debian's Chromium
+//! (`browser.rs`).
+
+mod browser;
+mod cluster;
+mod http;
+
+use std::time::{Duration, Instant};
+
+use reqwest::header::{COOKIE, LOCATION, SET_COOKIE};
+
+/// A browser-like client of the board: no redirects followed, one cookie.
+pub struct Board {
+    pub base: String,
+    http: reqwest::Client,
+    pub cookie: Option<String>,
+}
+
+pub struct Page {
+    pub status: u16,
+    pub location: Option<String>,
+    pub set_cookie: Option<String>,
+    pub csp: Option<String>,
+    pub cache_control: Option<String>,
+    pub body: String,
+}
+
+impl Board {
+    pub fn new(addr: &str) -> Board {
+        Board {
+            base: format!("http://{addr}"),
+            http: reqwest::Client::builder()
+                .no_proxy()
+                .redirect(reqwest::redirect::Policy::none())
+                .timeout(std::time::Duration::from_secs(30))
+                .build()
+                .unwrap(),
+            cookie: None,
+        }
+    }
+
+    fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+        let req = self.http.request(method, format!("{}{path}", self.base));
+        match &self.cookie {
+            Some(c) => req.header(COOKIE, format!("sb_board={c}")),
+            None => req,
+        }
+    }
+
+    async fn page(resp: reqwest::Response) -> Page {
+        let header = |name| {
+            resp.headers()
+                .get(name)
+                .and_then(|v: &reqwest::header::HeaderValue| v.to_str().ok())
+                .map(str::to_owned)
+        };
+        let (status, location, set_cookie) =
+            (resp.status().as_u16(), header(LOCATION), header(SET_COOKIE));
+        let csp = header(reqwest::header::CONTENT_SECURITY_POLICY);
+        let cache_control = header(reqwest::header::CACHE_CONTROL);
+        Page {
+            status,
+            location,
+            set_cookie,
+            csp,
+            cache_control,
+            body: resp.text().await.unwrap(),
+        }
+    }
+
+    pub async fn get(&self, path: &str) -> Page {
+        Self::page(
+            self.request(reqwest::Method::GET, path)
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await
+    }
+
+    pub async fn post(&self, path: &str, fields: &[(&str, &str)]) -> Page {
+        let body = serde_urlencoded::to_string(fields).unwrap();
+        let resp = self
+            .request(reqwest::Method::POST, path)
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        Self::page(resp).await
+    }
+
+    /// Signs in with `token`; keeps the session cookie.
+    pub async fn sign_in(&mut self, token: &str) -> Page {
+        let page = self.post("/board/sign-in", &[("token", token)]).await;
+        assert_eq!(page.status, 303, "sign-in: {}", page.body);
+        let set = page.set_cookie.clone().expect("a session cookie");
+        let value = set
+            .strip_prefix("sb_board=")
+            .and_then(|rest| rest.split(';').next())
+            .expect("sb_board=…")
+            .to_owned();
+        self.cookie = Some(value);
+        page
+    }
+
+    /// The CSRF token of the signed-in pages' forms.
+    pub async fn csrf(&self) -> String {
+        let page = self.get("/board/tokens").await;
+        assert_eq!(page.status, 200);
+        csrf_of(&page.body)
+    }
+}
+
+pub fn csrf_of(html: &str) -> String {
+    let marker = r#"name="csrf" value=""#;
+    let start = html.find(marker).expect("a CSRF field") + marker.len();
+    html[start..start + 64].to_owned()
+}
+
+/// An SSE response read event by event: (event name, data).
+pub struct Events {
+    response: reqwest::Response,
+    buffered: String,
+}
+
+impl Events {
+    pub async fn next(&mut self, within: Duration) -> Option<(String, String)> {
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some(end) = self.buffered.find("\n\n") {
+                let block: String = self.buffered.drain(..end + 2).collect();
+                let field = |name: &str| {
+                    block
+                        .lines()
+                        .find_map(|l| l.strip_prefix(name))
+                        .map(|v| v.trim().to_owned())
+                };
+                match (field("event:"), field("data:")) {
+                    (Some(event), data) => return Some((event, data.unwrap_or_default())),
+                    _ => continue, // a keep-alive comment
+                }
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            match tokio::time::timeout(left, self.response.chunk()).await {
+                Ok(Ok(Some(chunk))) => self.buffered.push_str(&String::from_utf8_lossy(&chunk)),
+                _ => return None,
+            }
+        }
+    }
+
+    /// Waits for a `changed` event whose data names `data`, skipping others.
+    pub async fn expect_changed(&mut self, data: &str, within: Duration) {
+        let deadline = Instant::now() + within;
+        while let Some((event, got)) = self
+            .next(deadline.saturating_duration_since(Instant::now()))
+            .await
+        {
+            if event == "changed" && got.split(' ').any(|kind| kind == data) {
+                return;
+            }
+        }
+        panic!("no `changed: {data}` within {within:?}");
+    }
+}
+
+pub async fn open_events(board: &Board) -> Events {
+    let resp = reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .unwrap()
+        .get(format!("{}/board/events", board.base))
+        .header(
+            "cookie",
+            format!("sb_board={}", board.cookie.as_deref().unwrap()),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    assert!(
+        resp.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/event-stream")
+    );
+    Events {
+        response: resp,
+        buffered: String::new(),
+    }
+}
