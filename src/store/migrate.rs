@@ -44,6 +44,17 @@ pub static SQLITE_MIGRATIONS: &[Migration] = &[
         name: "server_name",
         sql: include_str!("migrations/sqlite/0005_server_name.sql"),
     },
+    // Placeholder for ops' migration 6 (see the file); replaced at merge.
+    Migration {
+        version: 6,
+        name: "reserved_for_ops",
+        sql: include_str!("migrations/sqlite/0006_reserved_for_ops.sql"),
+    },
+    Migration {
+        version: 7,
+        name: "queue_hot_path",
+        sql: include_str!("migrations/sqlite/0007_queue_hot_path.sql"),
+    },
 ];
 
 pub static POSTGRES_MIGRATIONS: &[Migration] = &[
@@ -71,6 +82,17 @@ pub static POSTGRES_MIGRATIONS: &[Migration] = &[
         version: 5,
         name: "server_name",
         sql: include_str!("migrations/postgres/0005_server_name.sql"),
+    },
+    // Placeholder for ops' migration 6 (see the file); replaced at merge.
+    Migration {
+        version: 6,
+        name: "reserved_for_ops",
+        sql: include_str!("migrations/postgres/0006_reserved_for_ops.sql"),
+    },
+    Migration {
+        version: 7,
+        name: "queue_hot_path",
+        sql: include_str!("migrations/postgres/0007_queue_hot_path.sql"),
     },
 ];
 
