@@ -19,12 +19,14 @@ mod tokens;
 mod webhooks;
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use sqlx::any::{AnyPoolOptions, install_default_drivers};
 use sqlx::{Any, AnyPool, Transaction};
 
+use super::auth_cache::AuthCache;
 use super::dialect::Dialect;
 use super::error::WithContext;
 use super::migrate;
@@ -166,6 +168,8 @@ pub struct SqlStore {
     /// Plain reads. On PostgreSQL the same pool as `writer`.
     reader: AnyPool,
     clock: SharedClock,
+    /// Credential → endpoint, for the MCP surface's per-request lookup.
+    auth_cache: Arc<AuthCache>,
 }
 
 impl SqlStore {
@@ -200,6 +204,7 @@ impl SqlStore {
                     writer: pool.clone(),
                     reader: pool,
                     clock,
+                    auth_cache: Arc::default(),
                 })
             }
         }
@@ -246,6 +251,7 @@ impl SqlStore {
             writer,
             reader,
             clock,
+            auth_cache: Arc::default(),
         })
     }
 
@@ -282,6 +288,12 @@ impl SqlStore {
         self.clock.now()
     }
 
+    /// An endpoint's (or its agent's) row changed through this store: no
+    /// cached credential may be served as it was.
+    fn endpoints_changed(&self) {
+        self.auth_cache.invalidate();
+    }
+
     async fn begin(&self) -> StoreResult<Transaction<'static, Any>> {
         Ok(self.writer.begin_with(self.dialect.begin_write()).await?)
     }
@@ -304,6 +316,10 @@ impl StoreBase for SqlStore {
             Some(found) => Err(StoreError::SchemaMismatch { found, expected }),
             None => Err(StoreError::SchemaMismatch { found: 0, expected }),
         }
+    }
+
+    fn forget_credentials(&self) {
+        self.auth_cache.invalidate();
     }
 }
 
