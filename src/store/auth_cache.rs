@@ -82,3 +82,74 @@ impl AuthCache {
             .clear();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::presence::Presence;
+    use crate::domain::registry::{AgentKind, EndpointState};
+
+    fn endpoint(expires_at: Option<i64>) -> Endpoint {
+        Endpoint {
+            id: "ep_1".into(),
+            agent_id: "ag_1".into(),
+            human_id: "hu_1".into(),
+            slug: "worker-1".into(),
+            credential_prefix: "sbk_12345678".into(),
+            scope_queues: vec!["inbox".into()],
+            scope_verbs: vec![],
+            state: EndpointState::Active,
+            created_at: Timestamp::from_millis(0),
+            revoked_at: None,
+            expires_at: expires_at.map(Timestamp::from_millis),
+            last_seen_at: None,
+            last_contact_at: None,
+            default_lease_ttl_seconds: None,
+            last_note: None,
+            last_note_at: None,
+            shift: None,
+            presence_override: None,
+            override_until: None,
+            override_set_at: None,
+            override_by: None,
+            presence_seen: Presence::In,
+            presence_changed_at: None,
+            presence_changed_by: None,
+            server_name_set: None,
+            agent_name: "worker".into(),
+            agent_kind: AgentKind::Task,
+            agent_expected_interval_seconds: None,
+        }
+    }
+
+    const NOW: Timestamp = Timestamp::from_millis(1_000);
+
+    #[test]
+    fn a_fresh_entry_is_served_and_an_invalidation_drops_it() {
+        let cache = AuthCache::default();
+        assert!(cache.get("h", NOW).is_none());
+        cache.put("h", endpoint(None), cache.generation());
+        assert_eq!(cache.get("h", NOW).map(|e| e.id), Some("ep_1".into()));
+        cache.invalidate();
+        assert!(cache.get("h", NOW).is_none());
+    }
+
+    #[test]
+    fn a_load_that_raced_a_write_is_never_served() {
+        let cache = AuthCache::default();
+        // The lookup read the generation, then a write invalidated, then
+        // the (possibly stale) row was put: it must not be served.
+        let generation = cache.generation();
+        cache.invalidate();
+        cache.put("h", endpoint(None), generation);
+        assert!(cache.get("h", NOW).is_none());
+    }
+
+    #[test]
+    fn an_expired_endpoint_is_not_served_from_the_cache() {
+        let cache = AuthCache::default();
+        cache.put("h", endpoint(Some(1_500)), cache.generation());
+        assert!(cache.get("h", NOW).is_some());
+        assert!(cache.get("h", Timestamp::from_millis(1_500)).is_none());
+    }
+}
