@@ -12,6 +12,15 @@
 //!   `SqlitePool` (`BEGIN IMMEDIATE`).
 //! - `floor (bare UPDATEs)`, PostgreSQL only: just the claim and complete
 //!   UPDATEs, autocommit, no attempt history.
+//! - `true floor`, PostgreSQL only (`B1_PATHS` key `true`): the same queue
+//!   semantics with nothing extra, on its own minimal table
+//!   `floor_todos (id, endpoint_id, queue, state, created_at, owner,
+//!   lease_expires_at, attempts, completed_at)` with the one best index
+//!   `(endpoint_id, queue, created_at, id) WHERE state = 'pending'`; claim =
+//!   `UPDATE … WHERE id = (SELECT … FOR UPDATE SKIP LOCKED LIMIT 1)
+//!   RETURNING`, complete = one guarded `UPDATE`, autocommit, from the same
+//!   sqlx client as the store, one dedicated connection per task. This is
+//!   the floor the 80 % target is judged against.
 //!
 //! The SQL text below mirrors `src/store/sql/todos.rs` (`claim_target`,
 //! pending path with no queue named; `complete`; `close_open_attempt`);
@@ -21,10 +30,16 @@
 //! (default 3), `B1_CONCURRENCY` (default `1,4,16`), `B1_PG_PRELOAD` and
 //! `B1_SQLITE_PRELOAD` (pending todos loaded before every run, default
 //! 200 000 and 400 000), `B1_BACKENDS` (default `sqlite,postgres`),
-//! `B1_PATHS` (default `store,same,bare`; the diagnostic paths `pooled` and
+//! `B1_PATHS` (default `true,store`, interleaved per repeat; also `same`, `bare`; the diagnostic paths `pooled` and
 //! `pooled-noping` drive the same SQL through a `PgPool` acquired per
 //! transaction, with and without sqlx's ping on acquire; `cte` does the
 //! store's work, attempt history included, as one statement per call),
+//! `B1_ANALYZE=1` (analysis run, needs `pg_stat_statements` preloaded, which
+//! `BENCH_PG_STAT_STATEMENTS=1 scripts/bench` does: per PostgreSQL run,
+//! the top statements by total time with calls and rows, statements and
+//! commits per loop, `pg_stat_user_tables` for the queue tables, and
+//! `EXPLAIN (ANALYZE, BUFFERS)` of the path's claim before and after the
+//! run; written to `B1_ANALYSIS` if set, else stderr),
 //! `B1_VACUUM_EVERY=SECONDS` (diagnostic: `VACUUM todos` that often during
 //! PostgreSQL runs, standing in for autovacuum), `B1_EXPLAIN=1`
 //! (print EXPLAIN ANALYZE of the claim statement after each PostgreSQL store
@@ -130,6 +145,32 @@ const CLOSE_ATTEMPT: &str = "UPDATE todo_attempts SET ended_at = $1, outcome = $
        summary = $4, summary_truncated = $5 \
      WHERE todo_id = $6 AND ended_at IS NULL";
 
+/// The true floor's table: the columns a claim and a complete need, nothing
+/// else, and the one index the claim needs.
+const TRUE_FLOOR_SCHEMA: &str = "CREATE TABLE floor_todos (\
+       id TEXT PRIMARY KEY, endpoint_id TEXT NOT NULL, queue TEXT NOT NULL, \
+       state TEXT NOT NULL, created_at BIGINT NOT NULL, owner TEXT, \
+       lease_expires_at BIGINT, attempts INT NOT NULL DEFAULT 0, completed_at BIGINT); \
+     CREATE INDEX floor_todos_pending ON floor_todos (endpoint_id, queue, created_at, id) \
+       WHERE state = 'pending';";
+
+/// `$1` owner, `$2` lease expiry, `$3` endpoint, `$4` queue.
+const TRUE_FLOOR_CLAIM: &str = "UPDATE floor_todos SET state = 'claimed', owner = $1, \
+       lease_expires_at = $2, attempts = attempts + 1 \
+     WHERE id = (SELECT id FROM floor_todos \
+       WHERE endpoint_id = $3 AND queue = $4 AND state = 'pending' \
+       ORDER BY created_at, id LIMIT 1 FOR UPDATE SKIP LOCKED) \
+     RETURNING id";
+
+/// `$1` now, `$2` id, `$3` owner.
+const TRUE_FLOOR_COMPLETE: &str = "UPDATE floor_todos SET state = 'done', completed_at = $1, \
+       lease_expires_at = NULL WHERE id = $2 AND state = 'claimed' AND owner = $3";
+
+/// `$1` endpoint, `$2` base time, `$3` count (ids and order as `PG_PRELOAD`).
+const TRUE_FLOOR_PRELOAD: &str = "INSERT INTO floor_todos (id, endpoint_id, queue, state, created_at) \
+     SELECT 'td_' || lpad(to_hex(i), 32, '0'), $1, 'inbox', 'pending', $2 + i \
+     FROM generate_series(1::bigint, $3::bigint) AS s(i)";
+
 /// Pending todos, oldest first by `(created_at, id)`; ids shaped like the
 /// store's (`td_` + 32 hex digits). `$1` endpoint, `$2` base time, `$3` count.
 const PG_PRELOAD: &str = "INSERT INTO todos (id, endpoint_id, queue, title, state, max_attempts, \
@@ -157,6 +198,8 @@ struct Config {
     paths: Vec<Path>,
     pg_admin_url: Option<(String, &'static str)>,
     explain: bool,
+    analyze: bool,
+    analysis: Option<String>,
     vacuum_every: Option<Duration>,
     results: Option<String>,
 }
@@ -201,7 +244,7 @@ impl Config {
             "B1_CONCURRENCY: each level must be 1..=64"
         );
         let paths = std::env::var("B1_PATHS")
-            .unwrap_or_else(|_| "store,same,bare".into())
+            .unwrap_or_else(|_| "true,store".into())
             .split(',')
             .map(|name| {
                 let name = name.trim();
@@ -226,6 +269,8 @@ impl Config {
             paths,
             pg_admin_url: pg_url.filter(|_| backends.iter().any(|b| b == "postgres")),
             explain: std::env::var("B1_EXPLAIN").is_ok_and(|v| v == "1"),
+            analyze: std::env::var("B1_ANALYZE").is_ok_and(|v| v == "1"),
+            analysis: std::env::var("B1_ANALYSIS").ok().filter(|v| !v.is_empty()),
             vacuum_every: match env_num("B1_VACUUM_EVERY", 0.0_f64)? {
                 s if s > 0.0 => Some(Duration::from_secs_f64(s)),
                 _ => None,
@@ -351,6 +396,8 @@ impl Backend {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 enum Path {
+    /// The minimal table and statements (see the header).
+    TrueFloor,
     Store,
     FloorSame,
     FloorBare,
@@ -364,7 +411,8 @@ enum Path {
 }
 
 impl Path {
-    const ALL: [Path; 6] = [
+    const ALL: [Path; 7] = [
+        Self::TrueFloor,
         Self::Store,
         Self::FloorSame,
         Self::FloorBare,
@@ -375,6 +423,7 @@ impl Path {
 
     fn name(self) -> &'static str {
         match self {
+            Self::TrueFloor => "true floor (minimal table, best index)",
             Self::Store => "store (SqlStore)",
             Self::FloorSame => "floor: same SQL",
             Self::FloorBare => "floor: bare UPDATEs",
@@ -387,6 +436,7 @@ impl Path {
     /// The name `B1_PATHS` uses.
     fn key(self) -> &'static str {
         match self {
+            Self::TrueFloor => "true",
             Self::Store => "store",
             Self::FloorSame => "same",
             Self::FloorBare => "bare",
@@ -715,6 +765,40 @@ async fn pg_bare_worker(mut conn: PoolConnection<Postgres>, ctx: Ctx) -> Result<
     Ok(loops)
 }
 
+/// The true floor: the minimal claim and complete, autocommit, one dedicated
+/// connection per task.
+async fn pg_true_floor_worker(mut conn: PoolConnection<Postgres>, ctx: Ctx) -> Result<u64> {
+    let conn: &mut PgConnection = &mut conn;
+    let mut loops = 0;
+    while ctx.go_on() {
+        let Some(row) = sqlx::query(TRUE_FLOOR_CLAIM)
+            .bind(&ctx.owner)
+            .bind(now_ms() + LEASE_MS)
+            .bind(&ctx.endpoint_id)
+            .bind("inbox")
+            .fetch_optional(&mut *conn)
+            .await?
+        else {
+            ctx.dry.store(true, Ordering::Relaxed);
+            break;
+        };
+        let id: String = row.try_get(0)?;
+        let done = sqlx::query(TRUE_FLOOR_COMPLETE)
+            .bind(now_ms())
+            .bind(&id)
+            .bind(&ctx.owner)
+            .execute(&mut *conn)
+            .await?;
+        ensure!(
+            done.rows_affected() == 1,
+            "true floor: complete of {id} matched nothing"
+        );
+        loops += 1;
+        ctx.tick();
+    }
+    Ok(loops)
+}
+
 /// The store's SQLite statements on one shared connection, `BEGIN IMMEDIATE`.
 async fn sqlite_same_worker(pool: SqlitePool, ctx: Ctx) -> Result<u64> {
     let mut loops = 0;
@@ -811,8 +895,65 @@ async fn count(pool: &AnyPool, sql: &'static str) -> Result<i64> {
         .try_get::<i64, _>(0)?)
 }
 
+/// The true floor's check: no todo claimed twice, none lost.
+async fn check_true_floor(pool: &AnyPool, preload: i64, loops: u64) -> Result<()> {
+    let done = count(
+        pool,
+        "SELECT COUNT(*) FROM floor_todos WHERE state = 'done'",
+    )
+    .await?;
+    let pending = count(
+        pool,
+        "SELECT COUNT(*) FROM floor_todos WHERE state = 'pending'",
+    )
+    .await?;
+    let other = count(
+        pool,
+        "SELECT COUNT(*) FROM floor_todos WHERE state NOT IN ('done', 'pending')",
+    )
+    .await?;
+    let twice = count(
+        pool,
+        "SELECT COUNT(*) FROM floor_todos WHERE state = 'done' AND attempts <> 1",
+    )
+    .await?;
+    let touched_pending = count(
+        pool,
+        "SELECT COUNT(*) FROM floor_todos WHERE state = 'pending' AND attempts <> 0",
+    )
+    .await?;
+    let mut problems = Vec::new();
+    if done != loops as i64 {
+        problems.push(format!(
+            "{done} rows are done but the workers completed {loops}"
+        ));
+    }
+    if done + pending != preload || other != 0 {
+        problems.push(format!(
+            "lost rows: {done} done + {pending} pending + {other} other != {preload} preloaded"
+        ));
+    }
+    if twice != 0 {
+        problems.push(format!("{twice} done rows were claimed more than once"));
+    }
+    if touched_pending != 0 {
+        problems.push(format!("{touched_pending} pending rows show a claim"));
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        bail!(
+            "true floor correctness check failed: {}",
+            problems.join("; ")
+        )
+    }
+}
+
 /// No todo claimed twice, none lost, and the history the path writes.
 async fn check(pool: &AnyPool, path: Path, preload: i64, loops: u64) -> Result<()> {
+    if path == Path::TrueFloor {
+        return check_true_floor(pool, preload, loops).await;
+    }
     let done = count(pool, "SELECT COUNT(*) FROM todos WHERE state = 'done'").await?;
     let pending = count(pool, "SELECT COUNT(*) FROM todos WHERE state = 'pending'").await?;
     let other = count(
@@ -1043,6 +1184,9 @@ impl Pg {
         )
         .await?;
         store.migrate(None).await?;
+        sqlx::raw_sql(TRUE_FLOOR_SCHEMA)
+            .execute(store.pool())
+            .await?;
         let reg = register(&store).await?;
         let floor = PgPoolOptions::new()
             .max_connections(max_conc as u32 + 1)
@@ -1090,7 +1234,22 @@ impl Pg {
     }
 
     /// Same starting state for every run: truncate, reload, vacuum, checkpoint.
-    async fn reset(&self, preload: i64) -> Result<()> {
+    async fn reset(&self, path: Path, preload: i64) -> Result<()> {
+        if path == Path::TrueFloor {
+            sqlx::raw_sql("TRUNCATE floor_todos")
+                .execute(&self.admin)
+                .await?;
+            sqlx::query(TRUE_FLOOR_PRELOAD)
+                .bind(&self.reg.caller.endpoint_id)
+                .bind(now_ms() - preload - 1000)
+                .bind(preload)
+                .execute(&self.admin)
+                .await?;
+            for sql in ["VACUUM ANALYZE floor_todos", "CHECKPOINT"] {
+                sqlx::raw_sql(sql).execute(&self.admin).await?;
+            }
+            return Ok(());
+        }
         sqlx::raw_sql("TRUNCATE todo_attempts, todos")
             .execute(&self.admin)
             .await?;
@@ -1101,30 +1260,44 @@ impl Pg {
             .execute(&self.admin)
             .await?;
         // One statement each: VACUUM refuses to run in a multi-statement batch.
-        for sql in [
-            "VACUUM ANALYZE todos",
-            "VACUUM ANALYZE todo_attempts",
-            "CHECKPOINT",
-        ] {
+        // The emptied attempt table is NOT vacuumed: a vacuum of an empty
+        // table records it as empty (reltuples = 0), and the first plans
+        // cached on the pooled connections then seq-scan it for the rest of
+        // the run — a state production never has (a fresh table is never
+        // vacuumed while empty; autovacuum analyses it once it has rows).
+        for sql in ["VACUUM ANALYZE todos", "CHECKPOINT"] {
             sqlx::raw_sql(sql).execute(&self.admin).await?;
         }
         Ok(())
     }
 
-    async fn explain_claim(&self) -> Result<String> {
+    /// EXPLAIN (ANALYZE, BUFFERS) of the path's claim, rolled back.
+    async fn explain_claim(&self, path: Path) -> Result<String> {
         let mut conn = self.admin.acquire().await?;
         let mut tx = conn.begin().await?;
         let now = now_ms();
-        let rows = sqlx::query(AssertSqlSafe(format!(
-            "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) {PG_CLAIM}"
-        )))
-        .bind(now)
-        .bind(self.reg.caller.owner())
-        .bind(now + LEASE_MS)
-        .bind(None::<String>)
-        .bind(&self.reg.caller.endpoint_id)
-        .fetch_all(&mut *tx)
-        .await?;
+        let rows = if path == Path::TrueFloor {
+            sqlx::query(AssertSqlSafe(format!(
+                "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) {TRUE_FLOOR_CLAIM}"
+            )))
+            .bind(self.reg.caller.owner())
+            .bind(now + LEASE_MS)
+            .bind(&self.reg.caller.endpoint_id)
+            .bind("inbox")
+            .fetch_all(&mut *tx)
+            .await?
+        } else {
+            sqlx::query(AssertSqlSafe(format!(
+                "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) {PG_CLAIM}"
+            )))
+            .bind(now)
+            .bind(self.reg.caller.owner())
+            .bind(now + LEASE_MS)
+            .bind(None::<String>)
+            .bind(&self.reg.caller.endpoint_id)
+            .fetch_all(&mut *tx)
+            .await?
+        };
         tx.rollback().await?;
         let mut out = String::new();
         for r in rows {
@@ -1135,7 +1308,11 @@ impl Pg {
     }
 
     async fn run(&self, cfg: &Config, path: Path, conc: usize, tck: f64) -> Result<RunResult> {
-        self.reset(cfg.pg_preload).await?;
+        self.reset(path, cfg.pg_preload).await?;
+        let explain_before = match cfg.analyze {
+            true => Some(self.analysis_start(path).await?),
+            false => None,
+        };
         let dry = Arc::new(AtomicBool::new(false));
         let limit = Duration::from_secs(cfg.seconds + 120);
         let mut set = tokio::task::JoinSet::new();
@@ -1191,7 +1368,7 @@ impl Pg {
                 }
                 (start, join_workers(set, limit).await?)
             }
-            Path::FloorSame | Path::FloorBare | Path::FloorCte => {
+            Path::TrueFloor | Path::FloorSame | Path::FloorBare | Path::FloorCte => {
                 let mut conns = Vec::new();
                 for _ in 0..conc {
                     conns.push(self.floor.acquire().await?);
@@ -1202,6 +1379,7 @@ impl Pg {
                     match path {
                         Path::FloorSame => set.spawn(pg_same_worker(conn, ctx.clone())),
                         Path::FloorCte => set.spawn(pg_cte_worker(conn, ctx.clone())),
+                        Path::TrueFloor => set.spawn(pg_true_floor_worker(conn, ctx.clone())),
                         _ => set.spawn(pg_bare_worker(conn, ctx.clone())),
                     };
                 }
@@ -1223,14 +1401,138 @@ impl Pg {
             cfg.pg_preload
         );
         check(&self.any, path, cfg.pg_preload, loops).await?;
+        if let Some(before) = explain_before {
+            self.analysis_end(cfg, path, conc, loops, &before).await?;
+        }
         if cfg.explain && path == Path::Store {
             eprintln!(
                 "EXPLAIN of the claim after {} loops (c={conc}):\n{}",
                 loops,
-                self.explain_claim().await?
+                self.explain_claim(path).await?
             );
         }
         Ok(result)
+    }
+
+    /// Analysis run: resets the statement and table counters, returns the
+    /// claim's plan before the run.
+    async fn analysis_start(&self, path: Path) -> Result<String> {
+        let explain = self.explain_claim(path).await?;
+        sqlx::raw_sql(
+            "CREATE EXTENSION IF NOT EXISTS pg_stat_statements; \
+             SELECT pg_stat_statements_reset(); SELECT pg_stat_reset();",
+        )
+        .execute(&self.admin)
+        .await
+        .context("B1_ANALYZE needs pg_stat_statements preloaded (BENCH_PG_STAT_STATEMENTS=1)")?;
+        Ok(explain)
+    }
+
+    /// Analysis run: where the server's time went, as Markdown.
+    async fn analysis_end(
+        &self,
+        cfg: &Config,
+        path: Path,
+        conc: usize,
+        loops: u64,
+        explain_before: &str,
+    ) -> Result<()> {
+        // Backends flush their statistics at most once a second.
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let per = |v: f64| v / loops.max(1) as f64;
+        let mut md = String::new();
+        let _ = writeln!(md, "\n#### {} c={conc}: {loops} loops\n", path.name());
+        let stmts = sqlx::query(
+            "SELECT calls, total_exec_time, mean_exec_time, rows, \
+               shared_blks_hit + shared_blks_read AS blks, \
+               left(regexp_replace(query, '\\s+', ' ', 'g'), 120) AS q \
+             FROM pg_stat_statements \
+             WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) \
+             ORDER BY total_exec_time DESC LIMIT 10",
+        )
+        .fetch_all(&self.admin)
+        .await?;
+        let (all_calls,): (i64,) = sqlx::query_as(
+            "SELECT COALESCE(SUM(calls), 0)::bigint FROM pg_stat_statements \
+             WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())",
+        )
+        .fetch_one(&self.admin)
+        .await?;
+        let (commits, rollbacks): (i64, i64) = sqlx::query_as(
+            "SELECT xact_commit, xact_rollback FROM pg_stat_database \
+             WHERE datname = current_database()",
+        )
+        .fetch_one(&self.admin)
+        .await?;
+        let _ = writeln!(
+            md,
+            "statements per loop: {:.2} (all calls {all_calls}); commits per loop: {:.2}; \
+             rollbacks: {rollbacks}\n",
+            per(all_calls as f64),
+            per(commits as f64)
+        );
+        md.push_str(
+            "| calls | total ms | mean ms | rows | buffers/call | statement |\n\
+             |---:|---:|---:|---:|---:|---|\n",
+        );
+        for r in &stmts {
+            let calls: i64 = r.try_get("calls")?;
+            let _ = writeln!(
+                md,
+                "| {calls} | {:.0} | {:.3} | {} | {:.1} | `{}` |",
+                r.try_get::<f64, _>("total_exec_time")?,
+                r.try_get::<f64, _>("mean_exec_time")?,
+                r.try_get::<i64, _>("rows")?,
+                r.try_get::<i64, _>("blks")? as f64 / calls.max(1) as f64,
+                r.try_get::<String, _>("q")?.replace('|', "\\|")
+            );
+        }
+        let tables = sqlx::query(
+            "SELECT relname::text AS t, n_tup_ins, n_tup_upd, n_tup_hot_upd, n_dead_tup, \
+               seq_scan, COALESCE(idx_scan, 0) AS idx_scan, autovacuum_count, autoanalyze_count \
+             FROM pg_stat_user_tables WHERE relname IN ('todos', 'todo_attempts', 'floor_todos') \
+             ORDER BY relname",
+        )
+        .fetch_all(&self.admin)
+        .await?;
+        md.push_str(
+            "\n| table | n_tup_ins | n_tup_upd | n_tup_hot_upd | n_dead_tup (end) | seq_scan \
+             | idx_scan | autovacuums | autoanalyzes |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        );
+        for r in &tables {
+            let _ = writeln!(
+                md,
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                r.try_get::<String, _>("t")?,
+                r.try_get::<i64, _>("n_tup_ins")?,
+                r.try_get::<i64, _>("n_tup_upd")?,
+                r.try_get::<i64, _>("n_tup_hot_upd")?,
+                r.try_get::<i64, _>("n_dead_tup")?,
+                r.try_get::<i64, _>("seq_scan")?,
+                r.try_get::<i64, _>("idx_scan")?,
+                r.try_get::<i64, _>("autovacuum_count")?,
+                r.try_get::<i64, _>("autoanalyze_count")?,
+            );
+        }
+        let after = self.explain_claim(path).await?;
+        let _ = writeln!(
+            md,
+            "\nEXPLAIN (ANALYZE, BUFFERS) of the claim before the run:\n\n```\n{}```\n\n\
+             after the run:\n\n```\n{}```",
+            explain_before, after
+        );
+        match &cfg.analysis {
+            Some(file) => {
+                use std::io::Write as _;
+                let mut f = std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(file)?;
+                f.write_all(md.as_bytes())?;
+            }
+            None => eprintln!("{md}"),
+        }
+        Ok(())
     }
 
     async fn settings(&self) -> Result<String> {
@@ -1365,17 +1667,26 @@ fn report(cfg: &Config, results: &HashMap<Key, Vec<RunResult>>, header: &str) ->
     let mut all_pass = true;
     for &conc in &cfg.concurrency {
         let store = rate_median(results, (Backend::Postgres, conc, Path::Store));
-        let floor = rate_median(results, (Backend::Postgres, conc, Path::FloorSame));
+        let floor = rate_median(results, (Backend::Postgres, conc, Path::TrueFloor));
         if let (Some(s), Some(f)) = (store, floor) {
             let ratio = s / f;
             let pass = ratio >= 0.8;
             all_pass &= pass;
             let _ = writeln!(
                 md,
-                "| PostgreSQL store ≥ 80 % of the raw SQL floor (same statements) | {conc} | \
+                "| PostgreSQL store ≥ 80 % of the true floor (minimal table, best index) | {conc} | \
                  {s:.0} | {f:.0} | {:.0} % | ≥ 80 % | {} |",
                 ratio * 100.0,
                 if pass { "PASS" } else { "FAIL" }
+            );
+        }
+        let same = rate_median(results, (Backend::Postgres, conc, Path::FloorSame));
+        if let (Some(s), Some(f)) = (store, same) {
+            let _ = writeln!(
+                md,
+                "| (for information) PostgreSQL store vs the store's own SQL replayed | {conc} | \
+                 {s:.0} | {f:.0} | {:.0} % | — | — |",
+                s / f * 100.0
             );
         }
         let bare = rate_median(results, (Backend::Postgres, conc, Path::FloorBare));
@@ -1391,7 +1702,7 @@ fn report(cfg: &Config, results: &HashMap<Key, Vec<RunResult>>, header: &str) ->
     for &conc in &cfg.concurrency {
         let store = rate_median(results, (Backend::Sqlite, conc, Path::Store));
         if let Some(s) = store {
-            let pass = s >= 2000.0;
+            let pass = s >= 10_000.0;
             all_pass &= pass;
             let floor = rate_median(results, (Backend::Sqlite, conc, Path::FloorSame));
             let (f, ratio) = match floor {
@@ -1400,8 +1711,8 @@ fn report(cfg: &Config, results: &HashMap<Key, Vec<RunResult>>, header: &str) ->
             };
             let _ = writeln!(
                 md,
-                "| SQLite store ≥ 2 000 loops/s | {conc} | {s:.0} | {f} | {ratio} | \
-                 ≥ 2 000 loops/s | {} |",
+                "| SQLite store ≥ 10 000 loops/s | {conc} | {s:.0} | {f} | {ratio} | \
+                 ≥ 10 000 loops/s | {} |",
                 if pass { "PASS" } else { "FAIL" }
             );
         }

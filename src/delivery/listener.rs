@@ -43,6 +43,8 @@ pub async fn run(
                 heard_until = delivery.store().clock().now();
             }
             BusEvent::Gap => {
+                // A lost message may have been a revocation.
+                delivery.store().forget_credentials();
                 let now = delivery.store().clock().now();
                 catch_up(&delivery, heard_until).await;
                 heard_until = now;
@@ -55,6 +57,9 @@ pub async fn run(
 pub async fn apply(delivery: &Delivery, message: Message) {
     match message {
         Message::EndpointRevoked { endpoint_id } => {
+            // Before anything else: no request may authenticate with a
+            // cached credential of the revoked endpoint from now on.
+            delivery.store().forget_credentials();
             let closed = delivery.sessions().close_endpoint(&endpoint_id);
             if closed > 0 {
                 tracing::info!(endpoint = %endpoint_id, closed, "sessions closed: endpoint revoked elsewhere");

@@ -236,6 +236,7 @@ impl Delivery {
     /// now (their streams close), and the others are told. Returns how many
     /// sessions were closed here.
     pub fn endpoint_revoked(&self, endpoint_id: &str) -> usize {
+        self.store.forget_credentials();
         self.bus.publish(Message::EndpointRevoked {
             endpoint_id: endpoint_id.to_owned(),
         });

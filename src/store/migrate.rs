@@ -49,6 +49,11 @@ pub static SQLITE_MIGRATIONS: &[Migration] = &[
         name: "cancelled",
         sql: include_str!("migrations/sqlite/0006_cancelled.sql"),
     },
+    Migration {
+        version: 7,
+        name: "queue_hot_path",
+        sql: include_str!("migrations/sqlite/0007_queue_hot_path.sql"),
+    },
 ];
 
 pub static POSTGRES_MIGRATIONS: &[Migration] = &[
@@ -81,6 +86,11 @@ pub static POSTGRES_MIGRATIONS: &[Migration] = &[
         version: 6,
         name: "cancelled",
         sql: include_str!("migrations/postgres/0006_cancelled.sql"),
+    },
+    Migration {
+        version: 7,
+        name: "queue_hot_path",
+        sql: include_str!("migrations/postgres/0007_queue_hot_path.sql"),
     },
 ];
 

@@ -14,6 +14,7 @@
 //! todos. Background sweeps are named `unscoped_*` so that a reader can tell
 //! at the call site that no tenant boundary applies.
 
+pub mod auth_cache;
 pub mod circuit;
 pub mod dialect;
 pub mod error;
@@ -42,6 +43,9 @@ pub trait StoreBase: Send + Sync + 'static {
     fn clock(&self) -> &SharedClock;
     /// Ok when the database answers and its schema is the one this binary expects.
     async fn readiness(&self) -> StoreResult<()>;
+    /// Drops every cached credential → endpoint mapping: another instance
+    /// announced a revocation, or the bus lost messages (see `auth_cache`).
+    fn forget_credentials(&self) {}
 }
 
 /// Todos as their agent (through a [`Caller`]) and their human act on and read them.

@@ -263,6 +263,48 @@ async fn revoking_through_one_instance_ends_the_streams_on_every_instance() {
     c.finish().await;
 }
 
+/// B caches the credential (`store::auth_cache`, 2 s): a revoke on A must
+/// still refuse it on B at once — through the bus message, long before the
+/// cache entry's age bound would.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_credential_cached_on_one_instance_is_refused_there_at_once_after_a_revoke_elsewhere() {
+    let Some(c) = cluster("cluster_revoke_cached", 2).await else {
+        return;
+    };
+    let (slug, token) = c.vend(0, "cached").await;
+    let on_b = c.mcp(1, &slug, &token);
+    // Authenticated on B right before the revoke: its cache entry is fresh.
+    for id in 1..=3 {
+        assert_eq!(on_b.post(None, &initialize_body(id)).await.status, 200);
+    }
+    let revoked_at = Instant::now();
+    c.api(
+        0,
+        reqwest::Method::POST,
+        &format!("/endpoints/{slug}/revoke"),
+        None,
+    )
+    .await;
+    let refused_after = loop {
+        let answer = on_b.post(None, &initialize_body(9)).await;
+        if answer.status == 401 {
+            break revoked_at.elapsed();
+        }
+        assert_eq!(answer.status, 200, "before the refusal B still serves it");
+        assert!(
+            revoked_at.elapsed() < Duration::from_secs(5),
+            "B never refused the revoked credential"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    assert!(
+        refused_after < Duration::from_millis(1000),
+        "B refused the revoked credential only after {refused_after:?}: the bus message did not \
+         empty its credential cache (the 2 s age bound did)"
+    );
+    c.finish().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_return_claimed_anywhere_digests_once_on_each_hosting_instance() {
     let Some(c) = cluster("cluster_digest", 3).await else {

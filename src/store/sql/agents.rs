@@ -125,6 +125,7 @@ impl AgentStore for SqlStore {
         .bind(name)
         .fetch_optional(self.writer()?)
         .await?;
+        self.endpoints_changed();
         row.as_ref()
             .map(rows::agent)
             .unwrap_or(Err(StoreError::NotFound))

@@ -6,7 +6,7 @@ use super::{SqlStore, paging};
 use crate::domain::scope::normalize_scope;
 use crate::domain::{Invalid, Timestamp, lease};
 use crate::mint::new_id;
-use crate::store::dialect::placeholders;
+use crate::store::dialect::{Dialect, placeholders};
 use crate::store::error::is_unique_violation;
 use crate::store::model::*;
 use crate::store::prelude::*;
@@ -153,6 +153,7 @@ impl EndpointStore for SqlStore {
         let dead_lettered =
             Self::dead_letter_live_todos(&mut tx, endpoint_id, now, RevokeReason::Revoked).await?;
         tx.commit().await?;
+        self.endpoints_changed();
         Ok(Revoked {
             endpoint_id: endpoint_id.to_owned(),
             revoked_at: now,
@@ -289,6 +290,7 @@ impl EndpointStore for SqlStore {
         .bind(endpoint_id)
         .execute(self.writer()?)
         .await?;
+        self.endpoints_changed();
         let endpoint = self.unscoped_get_endpoint(endpoint_id).await?;
         if updated.rows_affected() == 0 {
             return Err(StoreError::EndpointRevoked);
@@ -376,6 +378,17 @@ impl EndpointStore for SqlStore {
     }
 
     async fn authenticate_endpoint(&self, credential_hash: &str) -> StoreResult<Option<Endpoint>> {
+        let now = self.now();
+        // PostgreSQL only: there a lookup is a network round trip and every
+        // change reaches this instance through the store or the bus. An
+        // SQLite lookup is in process, and local tools may write the file
+        // directly, behind the server's back.
+        let cached = self.dialect == Dialect::Postgres;
+        if cached && let Some(endpoint) = self.auth_cache.get(credential_hash, now) {
+            return Ok(Some(endpoint));
+        }
+        // Read before the lookup: a write racing it leaves the entry stale.
+        let generation = self.auth_cache.generation();
         let row = sqlx::query(concat!(
             "SELECT ",
             endpoint_columns!(),
@@ -383,10 +396,15 @@ impl EndpointStore for SqlStore {
               AND (e.expires_at IS NULL OR e.expires_at > $2)"
         ))
         .bind(credential_hash)
-        .bind(self.now().as_millis())
+        .bind(now.as_millis())
         .fetch_optional(self.reader()?)
         .await?;
-        row.as_ref().map(rows::endpoint).transpose()
+        let endpoint = row.as_ref().map(rows::endpoint).transpose()?;
+        if cached && let Some(endpoint) = &endpoint {
+            self.auth_cache
+                .put(credential_hash, endpoint.clone(), generation);
+        }
+        Ok(endpoint)
     }
 
     async fn stamp_endpoint_seen(

@@ -26,6 +26,7 @@ use async_trait::async_trait;
 use sqlx::any::{AnyPoolOptions, install_default_drivers};
 use sqlx::{Any, AnyPool, Transaction};
 
+use super::auth_cache::AuthCache;
 use super::circuit::Circuit;
 use super::dialect::Dialect;
 use super::error::WithContext;
@@ -173,6 +174,8 @@ pub struct SqlStore {
     circuit: Option<Arc<Circuit>>,
     /// What the circuit's probe connects to, and how long it waits.
     probe_target: Option<(String, Duration)>,
+    /// Credential → endpoint, for the MCP surface's per-request lookup.
+    auth_cache: Arc<AuthCache>,
 }
 
 impl SqlStore {
@@ -209,6 +212,7 @@ impl SqlStore {
                     clock,
                     circuit: Some(Circuit::new()),
                     probe_target: Some((url.clone(), options.acquire_timeout)),
+                    auth_cache: Arc::default(),
                 })
             }
         }
@@ -257,6 +261,7 @@ impl SqlStore {
             clock,
             circuit: None,
             probe_target: None,
+            auth_cache: Arc::default(),
         })
     }
 
@@ -328,6 +333,12 @@ impl SqlStore {
         self.clock.now()
     }
 
+    /// An endpoint's (or its agent's) row changed through this store: no
+    /// cached credential may be served as it was.
+    fn endpoints_changed(&self) {
+        self.auth_cache.invalidate();
+    }
+
     async fn begin(&self) -> StoreResult<Transaction<'static, Any>> {
         Ok(self
             .writer()?
@@ -353,6 +364,10 @@ impl StoreBase for SqlStore {
             Some(found) => Err(StoreError::SchemaMismatch { found, expected }),
             None => Err(StoreError::SchemaMismatch { found: 0, expected }),
         }
+    }
+
+    fn forget_credentials(&self) {
+        self.auth_cache.invalidate();
     }
 }
 

@@ -30,6 +30,7 @@ impl PresenceStore for SqlStore {
         .bind(endpoint_id)
         .execute(self.writer()?)
         .await?;
+        self.endpoints_changed();
         if updated.rows_affected() == 0 {
             self.unscoped_get_endpoint(endpoint_id).await?;
             return Err(StoreError::EndpointRevoked);
@@ -52,6 +53,7 @@ impl PresenceStore for SqlStore {
         .bind(only_if_set_at.map(Timestamp::as_millis))
         .execute(self.writer()?)
         .await?;
+        self.endpoints_changed();
         Ok(cleared.rows_affected() > 0)
     }
 
@@ -96,6 +98,7 @@ impl PresenceStore for SqlStore {
             .execute(&mut *tx)
             .await?;
         tx.commit().await?;
+        self.endpoints_changed();
         self.unscoped_get_endpoint(endpoint_id).await
     }
 
@@ -115,6 +118,9 @@ impl PresenceStore for SqlStore {
         .bind(endpoint_id)
         .fetch_optional(self.writer()?)
         .await?;
+        if claimed.is_some() {
+            self.endpoints_changed();
+        }
         Ok(claimed.is_some())
     }
 

@@ -185,6 +185,7 @@ impl SweepStore for SqlStore {
                 Self::dead_letter_live_todos(&mut tx, &endpoint_id, now, RevokeReason::Expired)
                     .await?;
             tx.commit().await?;
+            self.endpoints_changed();
             expired.push(Revoked {
                 endpoint_id,
                 revoked_at: now,

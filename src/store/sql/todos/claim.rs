@@ -1,5 +1,6 @@
 //! Claims: by id, or the oldest claimable todo (a takeover included).
 
+use super::fast::ClaimBinds;
 use super::*;
 
 pub(super) enum ClaimTarget<'a> {
@@ -27,6 +28,27 @@ impl SqlStore {
         let now = self.now();
         let expires = now.add_secs(lease_secs);
         let owner = caller.owner();
+
+        if let (ClaimTarget::Oldest(queue), Dialect::Postgres) = (&target, self.dialect) {
+            let binds = ClaimBinds {
+                now,
+                owner: &owner,
+                expires,
+                token_hash: token_hash.as_deref(),
+                claimant: claimant.as_deref(),
+            };
+            if let Some((todo, prior_attempts)) =
+                self.claim_pending_at_once(caller, *queue, &binds).await?
+            {
+                return Ok(Some(Claimed {
+                    attempt_seq: todo.attempts_total,
+                    todo,
+                    prior_attempts,
+                    lease_token,
+                }));
+            }
+            // Nothing pending: the transaction below tries a takeover.
+        }
 
         let mut tx = self.begin().await?;
         let bind_claim = |sql: String| {

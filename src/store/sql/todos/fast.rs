@@ -1,0 +1,151 @@
+//! The two hot transitions as ONE statement each on PostgreSQL (issue 14):
+//! the pending path of `claim_next` (the claim and its attempt record) and
+//! `complete` (the guarded update and closing the attempt), as
+//! data-modifying CTEs in autocommit. Same guards, same rows written as the
+//! transaction paths, but one round trip and one commit instead of
+//! BEGIN, two statements, COMMIT (measured in `bench/RESULTS.md`).
+//!
+//! SQLite has no data-modifying CTEs and no round trips to save (it runs in
+//! process), so it keeps the transaction paths. Whatever these statements
+//! cannot decide alone (nothing pending: a takeover; nothing matched: why)
+//! falls back to the transaction path, which re-checks under its own guards.
+
+use super::*;
+
+/// The claim's bound values, computed once by `claim_target`.
+pub(super) struct ClaimBinds<'a> {
+    pub now: Timestamp,
+    pub owner: &'a str,
+    pub expires: Timestamp,
+    pub token_hash: Option<&'a str>,
+    pub claimant: Option<&'a str>,
+}
+
+impl SqlStore {
+    /// Claims the oldest pending todo of `queues` (`None` = the caller's
+    /// whole scope) and opens its attempt in one statement. `None` when
+    /// nothing is pending (the caller then tries a takeover).
+    pub(super) async fn claim_pending_at_once(
+        &self,
+        caller: &Caller,
+        queue: Option<&str>,
+        binds: &ClaimBinds<'_>,
+    ) -> StoreResult<Option<(Todo, Vec<Attempt>)>> {
+        // Todos exist only in scope queues, so the whole scope needs no
+        // queue filter (and uses the endpoint's pending index).
+        let (queue_filter, claimant_param) = match queue {
+            Some(_) => (" AND queue = $6", 7),
+            None => ("", 6),
+        };
+        let sql = format!(
+            concat!(
+                "WITH c AS (UPDATE todos SET {set} WHERE id = (SELECT id FROM todos ",
+                "WHERE endpoint_id = $5 AND state = 'pending'{filter} ",
+                "ORDER BY created_at, id LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING ",
+                todo_columns!(),
+                "), a AS (INSERT INTO todo_attempts (todo_id, seq, attempt, claimant, claimed_at) ",
+                "SELECT id, attempts_total, attempt, ${claimant}, $1 FROM c) SELECT ",
+                todo_columns!(),
+                " FROM c"
+            ),
+            set = CLAIM_SET,
+            filter = queue_filter,
+            claimant = claimant_param,
+        );
+        let mut q = sqlx::query(AssertSqlSafe(sql))
+            .bind(binds.now.as_millis())
+            .bind(binds.owner.to_owned())
+            .bind(binds.expires.as_millis())
+            .bind(binds.token_hash.map(str::to_owned))
+            .bind(caller.endpoint_id.clone());
+        if let Some(queue) = queue {
+            q = q.bind(queue.to_owned());
+        }
+        let Some(row) = q
+            .bind(binds.claimant.map(str::to_owned))
+            .fetch_optional(self.writer()?)
+            .await?
+        else {
+            return Ok(None);
+        };
+        let todo = rows::todo(&row)?;
+        // A todo back in the queue after earlier attempts shows the claimant
+        // its recent history. Closed attempts do not change under a claim,
+        // so reading them after the commit sees what the transaction would.
+        let prior = if todo.attempts_total > 1 {
+            let rows = sqlx::query(concat!(
+                "SELECT ",
+                attempt_columns!(),
+                " FROM todo_attempts WHERE todo_id = $1 AND ended_at IS NOT NULL \
+                 ORDER BY seq DESC LIMIT $2"
+            ))
+            .bind(&todo.id)
+            .bind(rules::PRIOR_ATTEMPTS_ON_CLAIM)
+            .fetch_all(self.writer()?)
+            .await?;
+            rows.iter()
+                .map(rows::attempt)
+                .collect::<StoreResult<Vec<_>>>()?
+        } else {
+            Vec::new()
+        };
+        Ok(Some((todo, prior)))
+    }
+
+    /// `complete` in one statement: the holder's guarded update and closing
+    /// its open attempt. `None` when the guard matched nothing (the caller
+    /// then asks why, in a transaction).
+    pub(super) async fn complete_at_once(
+        &self,
+        caller: &Caller,
+        id: &str,
+        result: Option<String>,
+        lease_token_hash: Option<String>,
+        summary: Option<(String, bool)>,
+        now: Timestamp,
+    ) -> StoreResult<Option<Todo>> {
+        let (summary, truncated) = match summary {
+            Some((text, cut)) => (Some(text), cut),
+            None => (None, false),
+        };
+        let sql = format!(
+            concat!(
+                "WITH d AS (UPDATE todos SET state = 'done', result = $1, completed_at = $2, ",
+                "updated_at = $2, lease_expires_at = NULL, lease_token_hash = NULL ",
+                "WHERE {guard} RETURNING ",
+                todo_columns!(),
+                "), a AS (UPDATE todo_attempts SET ended_at = $2, outcome = $7, ",
+                "disposition = $8, summary = $9, summary_truncated = $10 ",
+                "WHERE todo_id = (SELECT id FROM d) AND ended_at IS NULL) SELECT ",
+                todo_columns!(),
+                " FROM d"
+            ),
+            guard = holder_guard(3),
+        );
+        let row = sqlx::query(AssertSqlSafe(sql))
+            .bind(result)
+            .bind(now.as_millis())
+            .bind(id)
+            .bind(&caller.endpoint_id)
+            .bind(caller.owner())
+            .bind(lease_token_hash)
+            .bind(Outcome::Completed.as_str())
+            .bind(Disposition::Done.as_str())
+            .bind(summary)
+            .bind(i64::from(truncated))
+            .fetch_optional(self.writer()?)
+            .await?;
+        let Some(row) = row else {
+            return Ok(None);
+        };
+        let mut todo = rows::todo(&row)?;
+        if todo.attempts_total - todo.attempts_pruned > rules::KEPT_ATTEMPTS {
+            // Rare (a todo retried more than KEPT_ATTEMPTS times): prune in
+            // its own transaction, as the transaction path would have.
+            let mut tx = self.begin().await?;
+            todo.attempts_pruned += Self::prune_attempts(&mut tx, &todo).await?;
+            tx.commit().await?;
+        }
+        Ok(Some(todo))
+    }
+}
