@@ -68,7 +68,7 @@ pub(super) async fn post_message(
     let answer = match method {
         "ping" => jsonrpc::success(&id, json!({})),
         "tools/list" => jsonrpc::success(&id, tools::list(&endpoint)),
-        "tools/call" => call_tool(&state, &endpoint, &id, message.params).await,
+        "tools/call" => call_tool(&state, &endpoint, &id, message.params).await?,
         _ => jsonrpc::error(Some(&id), jsonrpc::METHOD_NOT_FOUND, "method not found"),
     };
     Ok(rpc_response(StatusCode::OK, answer))
@@ -142,10 +142,14 @@ async fn call_tool(
     endpoint: &Endpoint,
     id: &Value,
     params: Option<Value>,
-) -> Value {
+) -> Result<Value, McpRejection> {
     let params = params.unwrap_or(Value::Null);
     let Some(name) = params.get("name").and_then(Value::as_str) else {
-        return jsonrpc::error(Some(id), jsonrpc::INVALID_PARAMS, "params.name is required");
+        return Ok(jsonrpc::error(
+            Some(id),
+            jsonrpc::INVALID_PARAMS,
+            "params.name is required",
+        ));
     };
     let arguments = params.get("arguments").cloned();
     let mut effects = tools::SideEffects::default();
@@ -169,9 +173,12 @@ async fn call_tool(
                     let _ = session.try_send(note.clone());
                 }
             }
-            jsonrpc::success(id, result)
+            Ok(jsonrpc::success(id, result))
         }
-        Err(message) => jsonrpc::error(Some(id), jsonrpc::INVALID_PARAMS, &message),
+        Err(tools::CallFailure::Protocol(message)) => {
+            Ok(jsonrpc::error(Some(id), jsonrpc::INVALID_PARAMS, &message))
+        }
+        Err(tools::CallFailure::Unavailable) => Err(McpRejection::Unavailable),
     }
 }
 

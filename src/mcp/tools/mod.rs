@@ -18,11 +18,34 @@ use crate::domain::todo::validate_queue_name;
 use crate::store::{Caller, Endpoint, Finish, HeartbeatOptions, ReleaseOptions, StoreError};
 pub use tool::{ParseError, Tool, ToolName};
 
-/// A tool-level failure: returned as a result with `isError: true`.
+/// A tool-level failure: returned as a result with `isError: true`, unless
+/// it is an outage (see [`CallFailure::Unavailable`]).
 #[derive(Debug, Clone)]
 pub struct ToolError {
     pub code: &'static str,
     pub message: String,
+    /// The database could not be reached: the call is answered like any
+    /// request during an outage (HTTP 503), not as the tool's own failure.
+    outage: bool,
+}
+
+/// Why a tool call has no result at all.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CallFailure {
+    /// A protocol error (an unknown tool): a JSON-RPC error.
+    Protocol(String),
+    /// The database is unreachable: the same 503 an outage gives any
+    /// request, so the client retries rather than reading it as an answer.
+    Unavailable,
+}
+
+impl std::fmt::Display for CallFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Protocol(message) => f.write_str(message),
+            Self::Unavailable => f.write_str("the database is unavailable"),
+        }
+    }
 }
 
 impl ToolError {
@@ -30,6 +53,7 @@ impl ToolError {
         Self {
             code: "invalid_argument",
             message: format!("{argument}: {message}"),
+            outage: false,
         }
     }
 
@@ -37,6 +61,7 @@ impl ToolError {
         Self {
             code: "forbidden",
             message: message.into(),
+            outage: false,
         }
     }
 
@@ -44,6 +69,7 @@ impl ToolError {
         Self {
             code: "internal",
             message: "internal error".into(),
+            outage: false,
         }
     }
 
@@ -67,31 +93,45 @@ impl From<StoreError> for ToolError {
             StoreError::NotFound => Self {
                 code: "not_found",
                 message: "no such todo in this endpoint".into(),
+                outage: false,
             },
             StoreError::EndpointRevoked => Self {
                 code: "conflict",
                 message: "the endpoint is revoked".into(),
+                outage: false,
             },
             StoreError::Taken(taken) => Self {
                 code: "conflict",
                 message: taken.to_string(),
+                outage: false,
             },
             StoreError::Conflict(message) => Self {
                 code: "conflict",
                 message,
+                outage: false,
             },
             err @ StoreError::SchemaMismatch { .. } => {
                 tracing::error!(error = %err, "tool call failed");
                 Self {
                     code: "internal",
                     message: "internal error".into(),
+                    outage: false,
                 }
             }
-            StoreError::Unavailable(detail) | StoreError::Internal(detail) => {
+            StoreError::Unavailable(detail) => {
+                tracing::warn!(error = %detail, "tool call found the database unavailable");
+                Self {
+                    code: "unavailable",
+                    message: "the database is unavailable; try again".into(),
+                    outage: true,
+                }
+            }
+            StoreError::Internal(detail) => {
                 tracing::error!(error = %detail, "tool call failed");
                 Self {
                     code: "internal",
                     message: "internal error".into(),
+                    outage: false,
                 }
             }
         }
@@ -285,8 +325,8 @@ pub struct SideEffects {
     pub tools_changed: bool,
 }
 
-/// Runs tool `name`. `Err` is a protocol error (unknown tool); a tool's own
-/// failure is an `Ok` result with `isError: true`.
+/// Runs tool `name`. `Err` is a protocol error (unknown tool) or an outage;
+/// a tool's own failure is an `Ok` result with `isError: true`.
 ///
 /// The name is checked first, then the scope (a tool outside it is refused
 /// whatever its arguments), then the arguments.
@@ -296,7 +336,7 @@ pub async fn call(
     name: &str,
     arguments: Option<Value>,
     effects: &mut SideEffects,
-) -> Result<Value, String> {
+) -> Result<Value, CallFailure> {
     call_with(
         delivery,
         endpoint,
@@ -316,9 +356,9 @@ pub async fn call_with(
     arguments: Option<Value>,
     effects: &mut SideEffects,
     limits: ToolLimits,
-) -> Result<Value, String> {
+) -> Result<Value, CallFailure> {
     let Some(name) = ToolName::parse(name) else {
-        return Err(format!("unknown tool {name:?}"));
+        return Err(CallFailure::Protocol(format!("unknown tool {name:?}")));
     };
     if !name.visible_to(endpoint) {
         return Ok(
@@ -332,6 +372,7 @@ pub async fn call_with(
     Ok(match outcome {
         Ok(value) if matches!(name, ToolName::Claim | ToolName::ClaimNext) => ok_claim(value),
         Ok(value) => ok(value),
+        Err(err) if err.outage => return Err(CallFailure::Unavailable),
         Err(err) => err.into_result(),
     })
 }
