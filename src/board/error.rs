@@ -22,6 +22,8 @@ pub(crate) enum BoardError {
     BadRequest(String),
     /// The thing is not in a state that allows this.
     Conflict(String),
+    /// Too many form posts: the human's write budget is spent for this long.
+    RateLimited(std::time::Duration),
     /// The database is unreachable, or something broke (details logged).
     Unavailable,
     Internal,
@@ -75,6 +77,19 @@ impl IntoResponse for BoardError {
             ),
             Self::BadRequest(m) => (StatusCode::BAD_REQUEST, "Bad request", m),
             Self::Conflict(m) => (StatusCode::CONFLICT, "Conflict", m),
+            Self::RateLimited(wait) => {
+                let seconds = wait.as_secs_f64().ceil().max(1.0) as u64;
+                let mut response = render(&ErrorPage {
+                    status: 429,
+                    title: "Too many requests",
+                    message: format!("Too many changes at once; try again in {seconds} s."),
+                });
+                *response.status_mut() = StatusCode::TOO_MANY_REQUESTS;
+                if let Ok(value) = axum::http::HeaderValue::from_str(&seconds.to_string()) {
+                    response.headers_mut().insert("retry-after", value);
+                }
+                return response;
+            }
             Self::Unavailable => (
                 StatusCode::SERVICE_UNAVAILABLE,
                 "Unavailable",

@@ -73,6 +73,11 @@ impl FromRequest<BoardState> for CsrfForm {
                 "csrf: this form has no valid CSRF token; reload the page and try again".into(),
             ));
         }
+        // Checked after the CSRF token, so that a forged post spends
+        // nothing of the human's budget.
+        if let Err(wait) = state.board.writes.check(&signed.human.id) {
+            return Err(BoardError::RateLimited(wait));
+        }
         Ok(Self { signed, fields })
     }
 }

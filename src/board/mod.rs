@@ -27,6 +27,7 @@ use axum::routing::{get, post};
 use tokio::sync::watch;
 
 use crate::delivery::Delivery;
+use crate::http::ratelimit::{Rate, RateLimiter};
 use crate::store::Store;
 
 /// What the board needs besides the store and the event path.
@@ -44,16 +45,20 @@ pub struct BoardContext {
     pub tick_every: Duration,
     /// Turns true when the server shuts down: live streams end.
     pub shutdown: watch::Receiver<bool>,
+    /// Form posts per human: the same budget as the API's writes, since a
+    /// form post is one (`--api-write-rate`).
+    pub writes: RateLimiter,
 }
 
 impl BoardContext {
-    pub fn new(public_url: String, shutdown: watch::Receiver<bool>) -> Self {
+    pub fn new(public_url: String, shutdown: watch::Receiver<bool>, writes: Rate) -> Self {
         Self {
             public_url: public_url.trim_end_matches('/').to_owned(),
             session_lifetime: Duration::from_secs(12 * 3600),
             poll_every: Duration::from_secs(2),
             tick_every: Duration::from_secs(15),
             shutdown,
+            writes: RateLimiter::new(writes),
         }
     }
 

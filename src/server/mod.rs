@@ -273,7 +273,11 @@ pub async fn serve_on(
     let board = BoardState {
         store: store.clone(),
         delivery: delivery.clone(),
-        board: Arc::new(BoardContext::new(public_url.clone(), board_stopped)),
+        board: Arc::new(BoardContext::new(
+            public_url.clone(),
+            board_stopped,
+            config.api_rates.write,
+        )),
     };
     let app = router(Surfaces {
         health: HealthState {

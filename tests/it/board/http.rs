@@ -952,3 +952,62 @@ async fn webhooks_are_made_rotated_and_deleted_with_their_url_shown_once() {
         .await;
     assert!(!pre_text(&signed.body, "webhook-secret").is_empty());
 }
+
+/// Form posts spend the human's write budget (`--api-write-rate`): past it,
+/// 429 with `Retry-After`, and a refused post writes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn form_posts_past_the_write_rate_are_refused_and_write_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::in_process(
+        dir.path(),
+        &["--api-read-rate", "1000", "--api-write-rate", "0.5"],
+    );
+    let admin = server.first_token.clone();
+    let mut board = Board::new(&server.addr);
+    board.sign_in(&admin).await;
+    let csrf = board.csrf().await;
+
+    let mut accepted = Vec::new();
+    let mut refused = 0;
+    for n in 0..12 {
+        let name = format!("agent-{n}");
+        let page = board
+            .post("/board/agents", &[("csrf", &csrf), ("name", &name)])
+            .await;
+        match page.status {
+            303 => accepted.push(name),
+            429 => {
+                refused += 1;
+                let wait: u64 = page
+                    .retry_after
+                    .as_deref()
+                    .and_then(|v| v.parse().ok())
+                    .expect("a 429 says when to retry");
+                assert!((1..=2).contains(&wait), "Retry-After {wait}");
+                assert!(page.body.contains("Too many"), "{}", page.body);
+            }
+            other => panic!("{name}: {other} {}", page.body),
+        }
+    }
+    // Burst 2 (4 x 0.5/s): the rest of the dozen within a second or two is refused.
+    assert!(
+        refused >= 8,
+        "{refused} refused, {} accepted",
+        accepted.len()
+    );
+    let listed = server
+        .expect(200, Method::GET, "/api/v1/agents", &admin, Body::None)
+        .await;
+    let names: Vec<&str> = listed["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|a| a["name"].as_str())
+        .filter(|n| n.starts_with("agent-"))
+        .collect();
+    let mut expected: Vec<&str> = accepted.iter().map(String::as_str).collect();
+    let mut names = names;
+    names.sort_unstable();
+    expected.sort_unstable();
+    assert_eq!(names, expected, "exactly the accepted posts were written");
+}

@@ -24,6 +24,7 @@ pub struct Page {
     pub set_cookie: Option<String>,
     pub csp: Option<String>,
     pub cache_control: Option<String>,
+    pub retry_after: Option<String>,
     pub body: String,
 }
 
@@ -60,12 +61,14 @@ impl Board {
             (resp.status().as_u16(), header(LOCATION), header(SET_COOKIE));
         let csp = header(reqwest::header::CONTENT_SECURITY_POLICY);
         let cache_control = header(reqwest::header::CACHE_CONTROL);
+        let retry_after = header(reqwest::header::RETRY_AFTER);
         Page {
             status,
             location,
             set_cookie,
             csp,
             cache_control,
+            retry_after,
             body: resp.text().await.unwrap(),
         }
     }
