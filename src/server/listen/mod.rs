@@ -9,9 +9,10 @@
 //!   closed, kept alive with nothing in flight (`idle_timeout`) or with a
 //!   request whose client stopped reading (`stalled`; a stream writes
 //!   keep-alive comments, so an open stream is never stalled);
-//! - a **connection cap**: at the cap the next connection waits in the
-//!   listen backlog, and one idle kept-alive connection is closed to make
-//!   room for it (`docs/decisions.md`, "Connection cap").
+//! - a **connection cap**: at the cap the connection that arrives waits
+//!   unanswered (later ones in the listen backlog), and one idle kept-alive
+//!   connection — one that has answered a request — is closed to make room
+//!   for it (`docs/decisions.md`, "Connection cap").
 //!
 //! One watchdog per connection enforces the header and idle timeouts from
 //! what the connection's I/O and requests record in its [`Activity`]; hyper's
@@ -147,11 +148,28 @@ pub async fn accept_until(
     tracing::debug!(max_connections = max, "accepting connections");
     loop {
         while connections.try_join_next().is_some() {}
+        // Accept first, then take a slot: at the cap only a client that has
+        // actually arrived makes an idle connection close for it (the
+        // accepted socket is one descriptor over the cap, inside the
+        // reserve kept below the open-file limit).
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    // EMFILE and the like: wait a little instead of spinning.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = &mut shutdown => break,
+        };
         let permit = match slots.clone().try_acquire_owned() {
             Ok(permit) => permit,
             Err(_) => {
-                // At the cap: wait in the backlog, and ask one idle
-                // connection to make room.
+                // At the cap: this client waits (unanswered, as in the
+                // backlog), and one idle kept-alive connection is asked to
+                // make room for it.
                 shared.stats.waited_at_cap.inc();
                 shared.evictions_wanted.fetch_add(1, Ordering::SeqCst);
                 shared.pressure.send_modify(|n| *n += 1);
@@ -165,18 +183,6 @@ pub async fn accept_until(
                     Err(_) => break,
                 }
             }
-        };
-        let (stream, peer) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(accepted) => accepted,
-                Err(e) => {
-                    // EMFILE and the like: wait a little instead of spinning.
-                    tracing::warn!(error = %e, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-            _ = &mut shutdown => break,
         };
         let _ = stream.set_nodelay(true);
         connections.spawn(serve_connection(

@@ -26,6 +26,9 @@ pub(super) struct Activity {
     /// When the first byte of a request head arrived with nothing in flight
     /// (ms + 1; 0 while no head is being read).
     head_started: AtomicU64,
+    /// Requests answered in full: a connection that has answered none is
+    /// not "kept alive" yet, and is never the one closed to make room.
+    served: AtomicU64,
     /// Wakes the watchdog when any of the above changes its deadline.
     changed: Notify,
 }
@@ -38,6 +41,7 @@ impl Activity {
             in_flight: AtomicUsize::new(0),
             last_io: AtomicU64::new(now),
             head_started: AtomicU64::new(0),
+            served: AtomicU64::new(0),
             changed: Notify::new(),
         }
     }
@@ -66,6 +70,7 @@ impl Activity {
     }
 
     pub(super) fn end_request(&self) {
+        self.served.fetch_add(1, Ordering::SeqCst);
         self.in_flight.fetch_sub(1, Ordering::SeqCst);
         self.last_io.store(self.shared.now_ms(), Ordering::Relaxed);
         self.changed.notify_one();
@@ -73,6 +78,14 @@ impl Activity {
 
     fn is_idle(&self) -> bool {
         self.in_flight.load(Ordering::SeqCst) == 0 && self.head_started.load(Ordering::SeqCst) == 0
+    }
+
+    /// Idle between requests after answering at least one: the kind of
+    /// connection closed to make room at the cap. A connection accepted a
+    /// moment ago is idle too until its first bytes arrive, and closing it
+    /// would refuse the very client the room is made for.
+    fn is_evictable(&self) -> bool {
+        self.is_idle() && self.served.load(Ordering::SeqCst) > 0
     }
 
     pub(super) fn reading_head(&self) -> bool {
@@ -120,7 +133,7 @@ pub(super) async fn watchdog(activity: &Activity, stopping: bool) -> Option<Clos
                     // The server is gone; the connection task ends with it.
                     std::future::pending::<()>().await;
                 }
-                if activity.is_idle() && shared.take_eviction() {
+                if activity.is_evictable() && shared.take_eviction() {
                     return Some(CloseReason::EvictedAtCap);
                 }
             }
