@@ -8,19 +8,15 @@
 //! instance, and no session table is needed. The token the human typed is
 //! never stored in the browser.
 
-use axum::extract::{FromRequestParts, State};
+use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
-use axum::response::{IntoResponse, Redirect, Response};
+use axum::http::{HeaderMap, HeaderValue, header};
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
 use super::BoardState;
 use super::error::BoardError;
-use super::form::{CsrfForm, read_fields};
-use super::view::render;
 use crate::domain::ids::sha256_hex;
-use crate::store::issue_api_token;
 use crate::store::{ApiToken, Human};
 
 /// The cookie holding the board's own API token.
@@ -87,7 +83,7 @@ pub(crate) fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> 
         .filter(|v| !v.is_empty())
 }
 
-fn set_cookie(state: &BoardState, value: &str, max_age_secs: u64) -> HeaderValue {
+pub(crate) fn set_cookie(state: &BoardState, value: &str, max_age_secs: u64) -> HeaderValue {
     let secure = if state.board.secure_cookies() {
         "; Secure"
     } else {
@@ -97,79 +93,6 @@ fn set_cookie(state: &BoardState, value: &str, max_age_secs: u64) -> HeaderValue
         "{COOKIE}={value}; HttpOnly; SameSite=Strict; Path=/; Max-Age={max_age_secs}{secure}"
     ))
     .expect("a token is a valid header value")
-}
-
-#[derive(askama::Template)]
-#[template(path = "board/sign_in.html")]
-struct SignInPage {
-    error: Option<String>,
-}
-
-pub(crate) async fn sign_in_page() -> Response {
-    render(&SignInPage { error: None })
-}
-
-/// Checks the typed `sbh_` token and, when it is live, signs in with a new
-/// token of the same human. A wrong token is 401 with the same message
-/// whatever was wrong, and writes nothing.
-pub(crate) async fn sign_in(State(state): State<BoardState>, body: axum::body::Bytes) -> Response {
-    let refused = |message: &str| {
-        let mut response = render(&SignInPage {
-            error: Some(message.to_owned()),
-        });
-        *response.status_mut() = StatusCode::UNAUTHORIZED;
-        response
-    };
-    let fields = match read_fields(&body) {
-        Ok(fields) => fields,
-        Err(e) => return e.into_response(),
-    };
-    let typed = fields.get("token").map(str::trim).unwrap_or("");
-    if typed.is_empty() {
-        return refused("token: paste an API token (it starts with sbh_)");
-    }
-    if !typed.starts_with("sbh_") {
-        return refused("token: that is not a live API token (it starts with sbh_)");
-    }
-    let human = match state.store.authenticate_api_token(&sha256_hex(typed)).await {
-        Ok(Some((human, _))) => human,
-        Ok(None) => return refused("token: that is not a live API token (it starts with sbh_)"),
-        Err(e) => return BoardError::from(e).into_response(),
-    };
-    let lifetime = state.board.session_lifetime;
-    let expires = state.store.clock().now().saturating_add(lifetime);
-    let (secret, _) = match issue_api_token(
-        &*state.store,
-        &human.id,
-        Some(SIGN_IN_LABEL.to_owned()),
-        Some(expires),
-    )
-    .await
-    {
-        Ok(issued) => issued,
-        Err(e) => return BoardError::from(e).into_response(),
-    };
-    tracing::info!(human = %human.name, "board sign-in");
-    let mut response = Redirect::to("/").into_response();
-    response.headers_mut().insert(
-        header::SET_COOKIE,
-        set_cookie(&state, &secret, lifetime.as_secs()),
-    );
-    response
-}
-
-/// Revokes the board's token of this session and clears the cookie.
-pub(crate) async fn sign_out(State(state): State<BoardState>, form: CsrfForm) -> Response {
-    // Already revoked elsewhere is fine: the cookie is cleared either way.
-    let _ = state
-        .store
-        .revoke_api_token(&form.signed.human.id, &form.signed.token.id)
-        .await;
-    let mut response = Redirect::to("/board/sign-in").into_response();
-    response
-        .headers_mut()
-        .insert(header::SET_COOKIE, set_cookie(&state, "", 0));
-    response
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 
-use super::view::render;
+use super::render::render;
 use crate::store::StoreError;
 
 #[derive(Debug)]

@@ -17,6 +17,7 @@ mod error;
 mod form;
 mod live;
 mod pages;
+mod render;
 mod view;
 
 use std::sync::Arc;
@@ -92,9 +93,9 @@ pub fn router(state: BoardState) -> Router {
         .route("/board/static/{file}", get(assets::serve))
         .route(
             "/board/sign-in",
-            get(auth::sign_in_page).post(auth::sign_in),
+            get(pages::sign_in::sign_in_page).post(pages::sign_in::sign_in),
         )
-        .route("/board/sign-out", post(auth::sign_out))
+        .route("/board/sign-out", post(pages::sign_in::sign_out))
         .route("/board/events", get(live::events))
         .route("/board/endpoints/{slug}", get(endpoint::page))
         .route(

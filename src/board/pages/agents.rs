@@ -5,7 +5,7 @@ use askama::Template;
 use axum::extract::{Path, Query, State};
 use axum::response::Response;
 
-use super::endpoint::refusal;
+use super::refusal;
 use crate::board::BoardState;
 use crate::board::auth::Signed;
 use crate::board::error::BoardError;

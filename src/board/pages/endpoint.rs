@@ -6,6 +6,7 @@ use askama::Template;
 use axum::extract::{Path, Query, State};
 use axum::response::Response;
 
+use super::refusal;
 use super::todos::{TodoRow, rows};
 use crate::board::BoardState;
 use crate::board::auth::Signed;
@@ -20,7 +21,7 @@ use crate::domain::ids::sha256_hex;
 use crate::domain::presence::Presence;
 use crate::domain::shift::Shift;
 use crate::mint::{new_signing_secret, new_webhook_url_token};
-use crate::store::{Endpoint, PageRequest, StoreError, TodoFilter};
+use crate::store::{Endpoint, PageRequest, TodoFilter};
 
 /// The choices of the until picker: how long an override lasts.
 pub(crate) const UNTIL_CHOICES: &[(&str, &str)] = &[
@@ -392,20 +393,6 @@ pub(crate) async fn delete(
     match state.store.delete_endpoint(human, &endpoint.id).await {
         Ok(()) => Ok(back("/", Ok(format!("endpoint {} deleted", endpoint.slug)))),
         Err(e) => Ok(back(&path_of(&endpoint.slug), Err(refusal(e)))),
-    }
-}
-
-/// A refused write as the message shown on the page.
-pub(crate) fn refusal(e: StoreError) -> String {
-    match e {
-        StoreError::InvalidArgument(invalid) => invalid.to_string(),
-        StoreError::EndpointRevoked => "the endpoint is revoked".to_owned(),
-        StoreError::Conflict(why) => why,
-        StoreError::NotFound => "not found".to_owned(),
-        other => {
-            tracing::warn!(error = %other, "board: a write failed");
-            "the write failed; try again".to_owned()
-        }
     }
 }
 
