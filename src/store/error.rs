@@ -75,6 +75,21 @@ impl From<sqlx::Error> for StoreError {
     }
 }
 
+/// SQLite's writer thread (`sql::sqlite_lane`): a database still locked
+/// after the busy timeout, or a file that cannot be opened, is worth
+/// retrying; anything else is internal.
+impl From<rusqlite::Error> for StoreError {
+    fn from(err: rusqlite::Error) -> Self {
+        use rusqlite::ErrorCode::{CannotOpen, DatabaseBusy, DatabaseLocked};
+        match err.sqlite_error_code() {
+            Some(DatabaseBusy | DatabaseLocked | CannotOpen) => {
+                StoreError::Unavailable(Box::new(err))
+            }
+            _ => StoreError::Internal(Box::new(err)),
+        }
+    }
+}
+
 impl From<Taken> for StoreError {
     fn from(taken: Taken) -> Self {
         StoreError::Taken(taken)

@@ -52,43 +52,81 @@ macro_rules! endpoint_columns {
 }
 pub(crate) use endpoint_columns;
 
+/// A row whose columns can be read by name: sqlx's [`AnyRow`], or a
+/// `rusqlite` row on SQLite's writer thread (`sql::sqlite_lane`). The
+/// decoders below are written once against it.
+pub(super) trait Columns {
+    fn text(&self, col: &str) -> Result<String, StoreError>;
+    fn opt_text(&self, col: &str) -> Result<Option<String>, StoreError>;
+    fn int(&self, col: &str) -> Result<i64, StoreError>;
+    fn opt_int(&self, col: &str) -> Result<Option<i64>, StoreError>;
+}
+
+impl Columns for AnyRow {
+    fn text(&self, col: &str) -> Result<String, StoreError> {
+        Ok(self.try_get(col)?)
+    }
+    fn opt_text(&self, col: &str) -> Result<Option<String>, StoreError> {
+        Ok(self.try_get(col)?)
+    }
+    fn int(&self, col: &str) -> Result<i64, StoreError> {
+        Ok(self.try_get(col)?)
+    }
+    fn opt_int(&self, col: &str) -> Result<Option<i64>, StoreError> {
+        Ok(self.try_get(col)?)
+    }
+}
+
+impl Columns for rusqlite::Row<'_> {
+    fn text(&self, col: &str) -> Result<String, StoreError> {
+        Ok(self.get(col)?)
+    }
+    fn opt_text(&self, col: &str) -> Result<Option<String>, StoreError> {
+        Ok(self.get(col)?)
+    }
+    fn int(&self, col: &str) -> Result<i64, StoreError> {
+        Ok(self.get(col)?)
+    }
+    fn opt_int(&self, col: &str) -> Result<Option<i64>, StoreError> {
+        Ok(self.get(col)?)
+    }
+}
+
 fn corrupt(what: &str, value: &str) -> StoreError {
     StoreError::internal(format!("unexpected {what} {value:?} in the database"))
 }
 
 /// A text column that must hold one of a closed set of spellings.
 fn required<T>(
-    row: &AnyRow,
+    row: &impl Columns,
     col: &str,
     parse: impl Fn(&str) -> Option<T>,
 ) -> Result<T, StoreError> {
-    let text: String = row.try_get(col)?;
+    let text = row.text(col)?;
     parse(&text).ok_or_else(|| corrupt(col, &text))
 }
 
 /// As [`required`], for a nullable column.
 fn parsed<T>(
-    row: &AnyRow,
+    row: &impl Columns,
     col: &str,
     parse: impl Fn(&str) -> Option<T>,
 ) -> Result<Option<T>, StoreError> {
-    let text: Option<String> = row.try_get(col)?;
+    let text = row.opt_text(col)?;
     text.map(|t| parse(&t).ok_or_else(|| corrupt(col, &t)))
         .transpose()
 }
 
-fn ts(row: &AnyRow, col: &str) -> Result<Timestamp, StoreError> {
-    Ok(Timestamp::from_millis(row.try_get::<i64, _>(col)?))
+fn ts(row: &impl Columns, col: &str) -> Result<Timestamp, StoreError> {
+    Ok(Timestamp::from_millis(row.int(col)?))
 }
 
-fn opt_ts(row: &AnyRow, col: &str) -> Result<Option<Timestamp>, StoreError> {
-    Ok(row
-        .try_get::<Option<i64>, _>(col)?
-        .map(Timestamp::from_millis))
+fn opt_ts(row: &impl Columns, col: &str) -> Result<Option<Timestamp>, StoreError> {
+    Ok(row.opt_int(col)?.map(Timestamp::from_millis))
 }
 
-fn opt_json(row: &AnyRow, col: &str) -> Result<Option<serde_json::Value>, StoreError> {
-    match row.try_get::<Option<String>, _>(col)? {
+fn opt_json(row: &impl Columns, col: &str) -> Result<Option<serde_json::Value>, StoreError> {
+    match row.opt_text(col)? {
         None => Ok(None),
         Some(text) => serde_json::from_str(&text)
             .map(Some)
@@ -96,83 +134,81 @@ fn opt_json(row: &AnyRow, col: &str) -> Result<Option<serde_json::Value>, StoreE
     }
 }
 
-pub(super) fn todo(row: &AnyRow) -> Result<Todo, StoreError> {
-    let state_text: String = row.try_get("state")?;
+pub(super) fn todo(row: &impl Columns) -> Result<Todo, StoreError> {
+    let state_text = row.text("state")?;
     let state =
         TodoState::parse_field(&state_text, "state").map_err(|_| corrupt("state", &state_text))?;
     let next_retry_at = opt_ts(row, "next_retry_at")?;
     Ok(Todo {
-        id: row.try_get("id")?,
-        endpoint_id: row.try_get("endpoint_id")?,
-        queue: row.try_get("queue")?,
-        title: row.try_get("title")?,
-        kind: row.try_get("kind")?,
-        source: row.try_get("source")?,
+        id: row.text("id")?,
+        endpoint_id: row.text("endpoint_id")?,
+        queue: row.text("queue")?,
+        title: row.text("title")?,
+        kind: row.opt_text("kind")?,
+        source: row.opt_text("source")?,
         payload: opt_json(row, "payload")?,
-        idempotency_key: row.try_get("idempotency_key")?,
-        event_id: row.try_get("event_id")?,
+        idempotency_key: row.opt_text("idempotency_key")?,
+        event_id: row.opt_text("event_id")?,
         dead_letter: state == TodoState::Failed && next_retry_at.is_none(),
         state,
-        owner: row.try_get("owner")?,
+        owner: row.opt_text("owner")?,
         lease_expires_at: opt_ts(row, "lease_expires_at")?,
-        fenced: row
-            .try_get::<Option<String>, _>("lease_token_hash")?
-            .is_some(),
-        attempt: row.try_get("attempt")?,
-        max_attempts: row.try_get("max_attempts")?,
-        attempts_total: row.try_get("attempts_total")?,
-        attempts_pruned: row.try_get("attempts_pruned")?,
+        fenced: row.opt_text("lease_token_hash")?.is_some(),
+        attempt: row.int("attempt")?,
+        max_attempts: row.int("max_attempts")?,
+        attempts_total: row.int("attempts_total")?,
+        attempts_pruned: row.int("attempts_pruned")?,
         next_retry_at,
         result: opt_json(row, "result")?,
-        last_note: row.try_get("last_note")?,
-        ring_attempts: row.try_get("ring_attempts")?,
+        last_note: row.opt_text("last_note")?,
+        ring_attempts: row.int("ring_attempts")?,
         last_ringed_at: opt_ts(row, "last_ringed_at")?,
         created_at: ts(row, "created_at")?,
         updated_at: ts(row, "updated_at")?,
         claimed_at: opt_ts(row, "claimed_at")?,
         completed_at: opt_ts(row, "completed_at")?,
-        cancelled_by: row.try_get("cancelled_by")?,
+        cancelled_by: row.opt_text("cancelled_by")?,
     })
 }
 
-pub(super) fn attempt(row: &AnyRow) -> Result<Attempt, StoreError> {
-    let outcome = match row.try_get::<Option<String>, _>("outcome")? {
+pub(super) fn attempt(row: &impl Columns) -> Result<Attempt, StoreError> {
+    let outcome = match row.opt_text("outcome")? {
         None => None,
         Some(s) => Some(Outcome::parse(&s).ok_or_else(|| corrupt("outcome", &s))?),
     };
-    let disposition = match row.try_get::<Option<String>, _>("disposition")? {
+    let disposition = match row.opt_text("disposition")? {
         None => None,
         Some(s) => Some(Disposition::parse(&s).ok_or_else(|| corrupt("disposition", &s))?),
     };
     Ok(Attempt {
-        seq: row.try_get("seq")?,
-        attempt: row.try_get("attempt")?,
-        claimant: row.try_get("claimant")?,
+        seq: row.int("seq")?,
+        attempt: row.int("attempt")?,
+        claimant: row.opt_text("claimant")?,
         claimed_at: ts(row, "claimed_at")?,
         last_heartbeat_at: opt_ts(row, "last_heartbeat_at")?,
-        note: row.try_get("note")?,
+        note: row.opt_text("note")?,
         ended_at: opt_ts(row, "ended_at")?,
         died: outcome.is_some_and(Outcome::died),
         outcome,
         disposition,
-        summary: row.try_get("summary")?,
-        summary_truncated: row.try_get::<i64, _>("summary_truncated")? != 0,
+        summary: row.opt_text("summary")?,
+        summary_truncated: row.int("summary_truncated")? != 0,
     })
 }
 
-fn string_list(row: &AnyRow, col: &str) -> Result<Vec<String>, StoreError> {
-    let text: String = row.try_get(col)?;
+fn string_list(row: &impl Columns, col: &str) -> Result<Vec<String>, StoreError> {
+    let text = row.text(col)?;
     serde_json::from_str(&text)
         .map_err(|e| StoreError::internal(format!("column {col} holds invalid JSON: {e}")))
 }
 
-pub(super) fn endpoint(row: &AnyRow) -> Result<Endpoint, StoreError> {
+pub(super) fn endpoint(row: &impl Columns) -> Result<Endpoint, StoreError> {
     Ok(Endpoint {
-        id: row.try_get("id")?,
-        agent_id: row.try_get("agent_id")?,
-        human_id: row.try_get("human_id")?,
-        slug: row.try_get("slug")?,
-        credential_prefix: row.try_get("credential_prefix")?,
+        id: row.text("id")?,
+        agent_id: row.text("agent_id")?,
+        human_id: row.text("human_id")?,
+        slug: row.text("slug")?,
+        credential_prefix: row.text("credential_prefix")?,
         scope_queues: string_list(row, "scope_queues")?,
         scope_verbs: string_list(row, "scope_verbs")?,
         state: required(row, "state", EndpointState::parse)?,
@@ -181,24 +217,24 @@ pub(super) fn endpoint(row: &AnyRow) -> Result<Endpoint, StoreError> {
         expires_at: opt_ts(row, "expires_at")?,
         last_seen_at: opt_ts(row, "last_seen_at")?,
         last_contact_at: opt_ts(row, "last_contact_at")?,
-        default_lease_ttl_seconds: row.try_get("default_lease_ttl_seconds")?,
-        server_name_set: row.try_get("server_name")?,
-        last_note: row.try_get("last_note")?,
+        default_lease_ttl_seconds: row.opt_int("default_lease_ttl_seconds")?,
+        server_name_set: row.opt_text("server_name")?,
+        last_note: row.opt_text("last_note")?,
         last_note_at: opt_ts(row, "last_note_at")?,
-        shift: row.try_get("shift")?,
+        shift: row.opt_text("shift")?,
         presence_override: parsed(row, "presence_override", Presence::parse)?,
         override_until: opt_ts(row, "override_until")?,
         override_set_at: opt_ts(row, "override_set_at")?,
         override_by: parsed(row, "override_by", OverrideBy::parse)?,
         presence_seen: required(row, "presence_seen", Presence::parse)?,
         presence_changed_at: opt_ts(row, "presence_changed_at")?,
-        presence_changed_by: row.try_get("presence_changed_by")?,
-        agent_name: row.try_get("agent_name")?,
+        presence_changed_by: row.opt_text("presence_changed_by")?,
+        agent_name: row.text("agent_name")?,
         agent_kind: {
-            let kind: String = row.try_get("agent_kind")?;
+            let kind = row.text("agent_kind")?;
             AgentKind::parse(&kind).ok_or_else(|| corrupt("agent kind", &kind))?
         },
-        agent_expected_interval_seconds: row.try_get("agent_expected_interval_seconds")?,
+        agent_expected_interval_seconds: row.opt_int("agent_expected_interval_seconds")?,
     })
 }
 

@@ -2,6 +2,7 @@
 //! theirs, and the revoke cascade.
 
 use super::paging::Cursor;
+use super::sqlite_lane::numbered;
 use super::{SqlStore, paging};
 use crate::domain::scope::normalize_scope;
 use crate::domain::{Invalid, Timestamp, lease};
@@ -72,6 +73,24 @@ impl SqlStore {
         Ok(done.rows_affected())
     }
 }
+
+/// The credential lookup, as SQLite's writer thread runs it (`?n` placeholders).
+const AUTHENTICATE_ON_LANE: &str = concat!(
+    "SELECT ",
+    endpoint_columns!(),
+    " WHERE e.credential_hash = ?1 AND e.state = 'active' \
+      AND (e.expires_at IS NULL OR e.expires_at > ?2)"
+);
+
+/// `last_seen_at` only moves forward; `last_contact_at` when the client reports one.
+const STAMP_SEEN: &str = "UPDATE endpoints SET \
+       last_seen_at = CASE WHEN last_seen_at IS NULL OR last_seen_at < $1 \
+                      THEN $1 ELSE last_seen_at END, \
+       last_contact_at = COALESCE($2, last_contact_at) \
+     WHERE id = $3";
+
+static STAMP_SEEN_ON_LANE: std::sync::LazyLock<String> =
+    std::sync::LazyLock::new(|| numbered(STAMP_SEEN));
 
 #[async_trait]
 impl EndpointStore for SqlStore {
@@ -387,6 +406,20 @@ impl EndpointStore for SqlStore {
         if cached && let Some(endpoint) = self.auth_cache.get(credential_hash, now) {
             return Ok(Some(endpoint));
         }
+        if let Some(writer) = &self.lane {
+            // In process, on the writer thread: no hand-off to sqlx's worker.
+            let hash = credential_hash.to_owned();
+            return writer
+                .run(move |conn| {
+                    let mut stmt = conn.prepare_cached(AUTHENTICATE_ON_LANE)?;
+                    let mut found = stmt.query(rusqlite::params![hash, now.as_millis()])?;
+                    match found.next()? {
+                        Some(row) => Ok(Some(rows::endpoint(row)?)),
+                        None => Ok(None),
+                    }
+                })
+                .await;
+        }
         // Read before the lookup: a write racing it leaves the entry stale.
         let generation = self.auth_cache.generation();
         let row = sqlx::query(concat!(
@@ -413,18 +446,23 @@ impl EndpointStore for SqlStore {
         seen_at: crate::domain::Timestamp,
         last_contact: Option<crate::domain::Timestamp>,
     ) -> StoreResult<()> {
-        sqlx::query(
-            "UPDATE endpoints SET \
-               last_seen_at = CASE WHEN last_seen_at IS NULL OR last_seen_at < $1 \
-                              THEN $1 ELSE last_seen_at END, \
-               last_contact_at = COALESCE($2, last_contact_at) \
-             WHERE id = $3",
-        )
-        .bind(seen_at.as_millis())
-        .bind(last_contact.map(|t| t.as_millis()))
-        .bind(endpoint_id)
-        .execute(self.writer()?)
-        .await?;
+        if let Some(writer) = &self.lane {
+            let id = endpoint_id.to_owned();
+            let contact = last_contact.map(|t| t.as_millis());
+            return writer
+                .run(move |conn| {
+                    conn.prepare_cached(&STAMP_SEEN_ON_LANE)?
+                        .execute(rusqlite::params![seen_at.as_millis(), contact, id])?;
+                    Ok(())
+                })
+                .await;
+        }
+        sqlx::query(STAMP_SEEN)
+            .bind(seen_at.as_millis())
+            .bind(last_contact.map(|t| t.as_millis()))
+            .bind(endpoint_id)
+            .execute(self.writer()?)
+            .await?;
         Ok(())
     }
 

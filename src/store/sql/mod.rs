@@ -4,7 +4,9 @@
 //! statements are the same text (`$n` placeholders work on both), and the few
 //! that differ come from [`Dialect`]. SQLite gets one writer connection and a
 //! small reader pool (WAL, busy timeout, `BEGIN IMMEDIATE`), so clients never
-//! see "database is locked"; PostgreSQL gets one pool and row locks.
+//! see "database is locked", plus the agent loop's calls on a `rusqlite`
+//! writer thread ([`sqlite_lane`]); PostgreSQL gets one pool and row locks,
+//! and the loop's transitions as one statement each (`todos/fast.rs`).
 
 mod agents;
 mod endpoints;
@@ -12,6 +14,7 @@ mod humans;
 mod paging;
 mod presence;
 mod rings;
+mod sqlite_lane;
 mod stats;
 mod sweeps;
 mod todos;
@@ -176,6 +179,8 @@ pub struct SqlStore {
     probe_target: Option<(String, Duration)>,
     /// Credential → endpoint, for the MCP surface's per-request lookup.
     auth_cache: Arc<AuthCache>,
+    /// SQLite only: the agent loop's calls on a writer thread of their own.
+    lane: Option<Arc<sqlite_lane::Lane>>,
 }
 
 impl SqlStore {
@@ -213,6 +218,7 @@ impl SqlStore {
                     circuit: Some(Circuit::new()),
                     probe_target: Some((url.clone(), options.acquire_timeout)),
                     auth_cache: Arc::default(),
+                    lane: None,
                 })
             }
         }
@@ -254,6 +260,7 @@ impl SqlStore {
         };
         let writer = pool(1).connect(&url).await.map_err(open_err)?;
         let reader = pool(4).connect(&url).await.map_err(open_err)?;
+        let lane = sqlite_lane::Lane::open(&absolute)?;
         Ok(Self {
             dialect: Dialect::Sqlite,
             writer,
@@ -262,6 +269,7 @@ impl SqlStore {
             circuit: None,
             probe_target: None,
             auth_cache: Arc::default(),
+            lane: Some(Arc::new(lane)),
         })
     }
 
@@ -325,6 +333,9 @@ impl SqlStore {
     }
 
     pub async fn close(&self) {
+        if let Some(lane) = &self.lane {
+            lane.close().await;
+        }
         self.writer.close().await;
         self.reader.close().await;
     }

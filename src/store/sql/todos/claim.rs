@@ -1,6 +1,7 @@
 //! Claims: by id, or the oldest claimable todo (a takeover included).
 
 use super::fast::ClaimBinds;
+use super::lane::{self, LaneClaim};
 use super::*;
 
 pub(super) enum ClaimTarget<'a> {
@@ -39,6 +40,29 @@ impl SqlStore {
             };
             if let Some((todo, prior_attempts)) =
                 self.claim_pending_at_once(caller, *queue, &binds).await?
+            {
+                return Ok(Some(Claimed {
+                    attempt_seq: todo.attempts_total,
+                    todo,
+                    prior_attempts,
+                    lease_token,
+                }));
+            }
+            // Nothing pending: the transaction below tries a takeover.
+        }
+        if let (ClaimTarget::Oldest(queue), Some(writer)) = (&target, &self.lane) {
+            let claim = LaneClaim {
+                endpoint_id: caller.endpoint_id.clone(),
+                queue: queue.map(str::to_owned),
+                now,
+                owner: owner.clone(),
+                expires,
+                token_hash: token_hash.clone(),
+                claimant: claimant.clone(),
+            };
+            if let Some((todo, prior_attempts)) = writer
+                .run(move |conn| lane::claim_pending(conn, claim))
+                .await?
             {
                 return Ok(Some(Claimed {
                     attempt_seq: todo.attempts_total,

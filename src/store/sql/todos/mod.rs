@@ -15,6 +15,7 @@ mod claim;
 mod create;
 mod fast;
 mod filter;
+mod lane;
 mod operator;
 mod refusal;
 
@@ -198,6 +199,21 @@ impl TodoStore for SqlStore {
             resolve_lease_seconds(opts.lease_ttl_seconds, caller.default_lease_ttl_seconds)?;
         let note = opts.note.as_deref().map(rules::clean_note);
         let now = self.now();
+        if let Some(writer) = &self.lane {
+            let beat = lane::LaneHeartbeat {
+                id: id.to_owned(),
+                endpoint_id: caller.endpoint_id.clone(),
+                owner: caller.owner(),
+                lease_token_hash: opts.lease_token.as_deref().map(sha256_hex),
+                note: note.clone(),
+                now,
+                expires: now.add_secs(lease_secs),
+            };
+            if let Some(todo) = writer.run(move |conn| lane::heartbeat(conn, beat)).await? {
+                return Ok(todo);
+            }
+            // Nothing matched: the transaction below re-checks and says why.
+        }
         let mut tx = self.begin().await?;
         let row = sqlx::query(AssertSqlSafe(format!(
             concat!(
@@ -253,6 +269,21 @@ impl TodoStore for SqlStore {
                 .complete_at_once(caller, id, result.clone(), hash, summary.clone(), now)
                 .await?
             {
+                return Ok(todo);
+            }
+            // Nothing matched: the transaction below re-checks and says why.
+        }
+        if let Some(writer) = &self.lane {
+            let finish = lane::LaneFinish {
+                id: id.to_owned(),
+                endpoint_id: caller.endpoint_id.clone(),
+                owner: caller.owner(),
+                lease_token_hash: finish.lease_token.as_deref().map(sha256_hex),
+                result: result.clone(),
+                summary: summary.clone(),
+                now,
+            };
+            if let Some(todo) = writer.run(move |conn| lane::complete(conn, finish)).await? {
                 return Ok(todo);
             }
             // Nothing matched: the transaction below re-checks and says why.
