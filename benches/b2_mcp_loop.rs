@@ -553,7 +553,10 @@ async fn preload(backend: Backend, database: &str, endpoint_id: &str, n: i64) ->
                 .bind(n)
                 .execute(&mut conn)
                 .await?;
-            sqlx::raw_sql("ANALYZE").execute(&mut conn).await?;
+            // No ANALYZE: the server never runs it, and with the bundled
+            // SQLite's STAT4 statistics every statement whose plan could
+            // depend on a bound value is prepared again on every call
+            // (the server clears them at start; docs/decisions.md).
             conn.close().await?;
         }
         Backend::Postgres => {

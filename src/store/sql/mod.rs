@@ -258,9 +258,9 @@ impl SqlStore {
                 source: Box::new(e),
             }))
         };
+        let lane = sqlite_lane::Lane::open(&absolute)?;
         let writer = pool(1).connect(&url).await.map_err(open_err)?;
         let reader = pool(4).connect(&url).await.map_err(open_err)?;
-        let lane = sqlite_lane::Lane::open(&absolute)?;
         Ok(Self {
             dialect: Dialect::Sqlite,
             writer,
@@ -325,6 +325,12 @@ impl SqlStore {
 
     pub fn dialect(&self) -> Dialect {
         self.dialect
+    }
+
+    /// SQLite only: how many transactions the writer thread has run (each
+    /// commits every call queued behind the previous one), for benchmarks.
+    pub fn sqlite_writer_transactions(&self) -> Option<u64> {
+        self.lane.as_ref().map(|lane| lane.batches())
     }
 
     /// The write pool, for tests and benchmarks that inspect the database directly.
