@@ -8,6 +8,7 @@
 
 mod agents;
 mod endpoints;
+mod hot;
 mod humans;
 mod paging;
 mod presence;
@@ -176,6 +177,8 @@ pub struct SqlStore {
     probe_target: Option<(String, Duration)>,
     /// Credential → endpoint, for the MCP surface's per-request lookup.
     auth_cache: Arc<AuthCache>,
+    /// PostgreSQL: connections parked for the queue's hot path (`hot.rs`).
+    hot: Arc<hot::HotConnections>,
 }
 
 impl SqlStore {
@@ -213,6 +216,7 @@ impl SqlStore {
                     circuit: Some(Circuit::new()),
                     probe_target: Some((url.clone(), options.acquire_timeout)),
                     auth_cache: Arc::default(),
+                    hot: Arc::default(),
                 })
             }
         }
@@ -262,6 +266,7 @@ impl SqlStore {
             circuit: None,
             probe_target: None,
             auth_cache: Arc::default(),
+            hot: Arc::default(),
         })
     }
 
@@ -325,6 +330,7 @@ impl SqlStore {
     }
 
     pub async fn close(&self) {
+        self.hot.drain();
         self.writer.close().await;
         self.reader.close().await;
     }
