@@ -51,11 +51,16 @@ impl HotConnections {
         if pool.is_closed() || !pool_has_room {
             return; // dropped: the pool's release path takes it
         }
-        let mut parked = self.lock();
-        if parked.len() < MAX_PARKED {
-            parked.push(conn);
-        }
-        drop(parked);
+        let overflow = {
+            let mut parked = self.lock();
+            if parked.len() < MAX_PARKED {
+                parked.push(conn);
+                None
+            } else {
+                Some(conn)
+            }
+        };
+        drop(overflow); // outside the lock: the pool's release spawns its ping
         // A close that raced with the push must not wait for it forever.
         if pool.is_closed() {
             self.drain();
