@@ -14,7 +14,7 @@
 //! SQLite has no circuit: its database is a local file.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use sqlx::{AnyConnection, AnyPool, Connection};
@@ -32,6 +32,9 @@ pub const DOWN_PERIOD: Duration = Duration::from_millis(250);
 #[derive(Debug, Default)]
 pub struct Circuit {
     open: AtomicBool,
+    /// Counts the circuit's changes: a connection kept aside from the pool
+    /// (`sql::hot`) before the latest one may be dead and is not reused.
+    changes: AtomicU64,
 }
 
 impl Circuit {
@@ -53,6 +56,11 @@ impl Circuit {
         self.open.load(Ordering::Acquire)
     }
 
+    /// How many times the circuit has opened or closed.
+    pub fn changes(&self) -> u64 {
+        self.changes.load(Ordering::Acquire)
+    }
+
     /// Opens or closes the circuit. On either change the pool's idle
     /// connections are closed: after an outage they are dead (each would
     /// fail one request), and whatever was returned while the circuit opened
@@ -64,6 +72,7 @@ impl Circuit {
         let closed = close_idle_connections(pool);
         let was = self.open.swap(open, Ordering::AcqRel);
         if was != open {
+            self.changes.fetch_add(1, Ordering::AcqRel);
             tracing::debug!(closed, "idle database connections closed");
             if open {
                 tracing::warn!(

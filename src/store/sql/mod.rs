@@ -10,6 +10,7 @@
 
 mod agents;
 mod endpoints;
+mod hot;
 mod humans;
 mod paging;
 mod presence;
@@ -181,6 +182,8 @@ pub struct SqlStore {
     auth_cache: Arc<AuthCache>,
     /// SQLite only: the agent loop's calls on a writer thread of their own.
     lane: Option<Arc<sqlite_lane::Lane>>,
+    /// PostgreSQL: connections parked for the queue's hot path (`hot.rs`).
+    hot: Arc<hot::HotConnections>,
 }
 
 impl SqlStore {
@@ -219,6 +222,7 @@ impl SqlStore {
                     probe_target: Some((url.clone(), options.acquire_timeout)),
                     auth_cache: Arc::default(),
                     lane: None,
+                    hot: Arc::default(),
                 })
             }
         }
@@ -270,6 +274,7 @@ impl SqlStore {
             probe_target: None,
             auth_cache: Arc::default(),
             lane: Some(Arc::new(lane)),
+            hot: Arc::default(),
         })
     }
 
@@ -316,6 +321,11 @@ impl SqlStore {
         Ok(&self.writer)
     }
 
+    /// How many times the circuit has changed (0 without one).
+    fn circuit_changes(&self) -> u64 {
+        self.circuit.as_ref().map_or(0, |c| c.changes())
+    }
+
     fn check_circuit(&self) -> StoreResult<()> {
         match &self.circuit {
             Some(circuit) => circuit.check(),
@@ -342,6 +352,7 @@ impl SqlStore {
         if let Some(lane) = &self.lane {
             lane.close().await;
         }
+        self.hot.drain();
         self.writer.close().await;
         self.reader.close().await;
     }

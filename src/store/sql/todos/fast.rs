@@ -10,7 +10,58 @@
 //! cannot decide alone (nothing pending: a takeover; nothing matched: why)
 //! falls back to the transaction path, which re-checks under its own guards.
 
+use std::sync::LazyLock;
+
+use sqlx::pool::PoolConnection;
+
 use super::*;
+
+/// The claim of the oldest pending todo with its attempt record; `$1` now,
+/// `$2` owner, `$3` lease expiry, `$4` fence hash, `$5` endpoint, then the
+/// queue (when named) and the claimant. Built once: the statement cache is
+/// keyed by the text, and rebuilding it per call is wasted work.
+fn claim_sql(queue_filter: &str, claimant_param: usize) -> String {
+    format!(
+        concat!(
+            "WITH c AS (UPDATE todos SET {set} WHERE id = (SELECT id FROM todos ",
+            "WHERE endpoint_id = $5 AND state = 'pending'{filter} ",
+            "ORDER BY created_at, id LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING ",
+            todo_columns!(),
+            "), a AS (INSERT INTO todo_attempts (todo_id, seq, attempt, claimant, claimed_at) ",
+            "SELECT id, attempts_total, attempt, ${claimant}, $1 FROM c) SELECT ",
+            todo_columns!(),
+            " FROM c"
+        ),
+        set = CLAIM_SET,
+        filter = queue_filter,
+        claimant = claimant_param,
+    )
+}
+
+// Leaked once each, so every call passes the text without copying it.
+static CLAIM_IN_SCOPE: LazyLock<&'static str> = LazyLock::new(|| claim_sql("", 6).leak());
+static CLAIM_IN_QUEUE: LazyLock<&'static str> =
+    LazyLock::new(|| claim_sql(" AND queue = $6", 7).leak());
+
+/// `complete` with closing its attempt: `$1` result, `$2` now, `$3`–`$6` the
+/// holder's guard, `$7`–`$10` the attempt's outcome, disposition and summary.
+static COMPLETE: LazyLock<&'static str> = LazyLock::new(|| {
+    format!(
+        concat!(
+            "WITH d AS (UPDATE todos SET state = 'done', result = $1, completed_at = $2, ",
+            "updated_at = $2, lease_expires_at = NULL, lease_token_hash = NULL ",
+            "WHERE {guard} RETURNING ",
+            todo_columns!(),
+            "), a AS (UPDATE todo_attempts SET ended_at = $2, outcome = $7, ",
+            "disposition = $8, summary = $9, summary_truncated = $10 ",
+            "WHERE todo_id = (SELECT id FROM d) AND ended_at IS NULL) SELECT ",
+            todo_columns!(),
+            " FROM d"
+        ),
+        guard = holder_guard(3),
+    )
+    .leak()
+});
 
 /// The claim's bound values, computed once by `claim_target`.
 pub(super) struct ClaimBinds<'a> {
@@ -22,6 +73,13 @@ pub(super) struct ClaimBinds<'a> {
 }
 
 impl SqlStore {
+    /// A connection for one hot-path statement (`super::super::hot`): give
+    /// it back with `self.hot.put` once the statement completed normally.
+    async fn hot_connection(&self) -> StoreResult<PoolConnection<Any>> {
+        let pool = self.writer()?;
+        Ok(self.hot.take(pool, self.circuit_changes()).await?)
+    }
+
     /// Claims the oldest pending todo of `queues` (`None` = the caller's
     /// whole scope) and opens its attempt in one statement. `None` when
     /// nothing is pending (the caller then tries a takeover).
@@ -33,26 +91,12 @@ impl SqlStore {
     ) -> StoreResult<Option<(Todo, Vec<Attempt>)>> {
         // Todos exist only in scope queues, so the whole scope needs no
         // queue filter (and uses the endpoint's pending index).
-        let (queue_filter, claimant_param) = match queue {
-            Some(_) => (" AND queue = $6", 7),
-            None => ("", 6),
+        let sql: &'static str = match queue {
+            Some(_) => *CLAIM_IN_QUEUE,
+            None => *CLAIM_IN_SCOPE,
         };
-        let sql = format!(
-            concat!(
-                "WITH c AS (UPDATE todos SET {set} WHERE id = (SELECT id FROM todos ",
-                "WHERE endpoint_id = $5 AND state = 'pending'{filter} ",
-                "ORDER BY created_at, id LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING ",
-                todo_columns!(),
-                "), a AS (INSERT INTO todo_attempts (todo_id, seq, attempt, claimant, claimed_at) ",
-                "SELECT id, attempts_total, attempt, ${claimant}, $1 FROM c) SELECT ",
-                todo_columns!(),
-                " FROM c"
-            ),
-            set = CLAIM_SET,
-            filter = queue_filter,
-            claimant = claimant_param,
-        );
-        let mut q = sqlx::query(AssertSqlSafe(sql))
+        let mut conn = self.hot_connection().await?;
+        let mut q = sqlx::query(sql)
             .bind(binds.now.as_millis())
             .bind(binds.owner.to_owned())
             .bind(binds.expires.as_millis())
@@ -61,11 +105,12 @@ impl SqlStore {
         if let Some(queue) = queue {
             q = q.bind(queue.to_owned());
         }
-        let Some(row) = q
+        let row = q
             .bind(binds.claimant.map(str::to_owned))
-            .fetch_optional(self.writer()?)
-            .await?
-        else {
+            .fetch_optional(&mut *conn)
+            .await?;
+        let Some(row) = row else {
+            self.hot.put(&self.writer, conn, self.circuit_changes());
             return Ok(None);
         };
         let todo = rows::todo(&row)?;
@@ -81,7 +126,7 @@ impl SqlStore {
             ))
             .bind(&todo.id)
             .bind(rules::PRIOR_ATTEMPTS_ON_CLAIM)
-            .fetch_all(self.writer()?)
+            .fetch_all(&mut *conn)
             .await?;
             rows.iter()
                 .map(rows::attempt)
@@ -89,6 +134,7 @@ impl SqlStore {
         } else {
             Vec::new()
         };
+        self.hot.put(&self.writer, conn, self.circuit_changes());
         Ok(Some((todo, prior)))
     }
 
@@ -108,21 +154,8 @@ impl SqlStore {
             Some((text, cut)) => (Some(text), cut),
             None => (None, false),
         };
-        let sql = format!(
-            concat!(
-                "WITH d AS (UPDATE todos SET state = 'done', result = $1, completed_at = $2, ",
-                "updated_at = $2, lease_expires_at = NULL, lease_token_hash = NULL ",
-                "WHERE {guard} RETURNING ",
-                todo_columns!(),
-                "), a AS (UPDATE todo_attempts SET ended_at = $2, outcome = $7, ",
-                "disposition = $8, summary = $9, summary_truncated = $10 ",
-                "WHERE todo_id = (SELECT id FROM d) AND ended_at IS NULL) SELECT ",
-                todo_columns!(),
-                " FROM d"
-            ),
-            guard = holder_guard(3),
-        );
-        let row = sqlx::query(AssertSqlSafe(sql))
+        let mut conn = self.hot_connection().await?;
+        let row = sqlx::query(*COMPLETE)
             .bind(result)
             .bind(now.as_millis())
             .bind(id)
@@ -133,8 +166,9 @@ impl SqlStore {
             .bind(Disposition::Done.as_str())
             .bind(summary)
             .bind(i64::from(truncated))
-            .fetch_optional(self.writer()?)
+            .fetch_optional(&mut *conn)
             .await?;
+        self.hot.put(&self.writer, conn, self.circuit_changes());
         let Some(row) = row else {
             return Ok(None);
         };

@@ -1,0 +1,110 @@
+//! Connections kept checked out for the queue's hot path (PostgreSQL;
+//! issue 14, c = 1).
+//!
+//! sqlx's pool pings every connection it is given back (a Sync/ReadyForQuery
+//! round trip in a spawned task) and hands idle connections out first in,
+//! first out. A store call that runs one statement on the pool therefore
+//! costs the server a second wake-up, and a single caller's consecutive
+//! calls land on a different backend process each time (the one it just
+//! used is still answering the ping), cycling through every idle connection
+//! with cold caches. The hot path takes its connection from this small
+//! stack instead and puts it back on success: no ping, and the most recently
+//! used backend first (measured in `/work/notes/pg-c1.md`).
+//!
+//! Safety of the shortcut: a connection goes back on the stack only after
+//! its statement completed normally. A statement that failed, or a call
+//! that was cancelled mid-statement (the future dropped), drops the
+//! connection the ordinary way, so the pool's release test flushes or closes
+//! it exactly as before. A parked connection counts as in use for the pool;
+//! the stack is small, and a connection is parked only while the pool still
+//! has an idle connection or room to open one, so other callers never wait
+//! for one that sits here.
+
+use std::sync::Mutex;
+
+use sqlx::pool::PoolConnection;
+use sqlx::{Any, AnyPool};
+
+/// At most this many connections are parked (the rest go back to the
+/// pool), and never more than a third of the pool: the other callers
+/// (sweeps, the API, the board) keep the rest.
+const MAX_PARKED: usize = 16;
+
+/// A parked connection and the circuit's change count when it was parked.
+type Parked = (PoolConnection<Any>, u64);
+
+#[derive(Debug, Default)]
+pub(super) struct HotConnections {
+    parked: Mutex<Vec<Parked>>,
+}
+
+impl HotConnections {
+    /// The most recently parked connection, else one from the pool. One
+    /// parked before the circuit last changed (`circuit_changes`) may have
+    /// died in the outage: it is closed, not reused.
+    pub(super) async fn take(
+        &self,
+        pool: &AnyPool,
+        circuit_changes: u64,
+    ) -> Result<PoolConnection<Any>, sqlx::Error> {
+        loop {
+            let parked = self.lock().pop();
+            match parked {
+                Some((conn, parked_at)) if parked_at == circuit_changes && !pool.is_closed() => {
+                    return Ok(conn);
+                }
+                Some((conn, _)) => drop(conn.detach()),
+                None => return pool.acquire().await,
+            }
+        }
+    }
+
+    /// Parks a connection whose statement completed normally, or gives it
+    /// back to the pool when parking could make another caller wait.
+    pub(super) fn put(&self, pool: &AnyPool, conn: PoolConnection<Any>, circuit_changes: u64) {
+        let pool_has_room =
+            pool.num_idle() > 0 || pool.size() < pool.options().get_max_connections();
+        if pool.is_closed() || !pool_has_room {
+            return; // dropped: the pool's release path takes it
+        }
+        let most = MAX_PARKED.min(pool.options().get_max_connections() as usize / 3);
+        let overflow = {
+            let mut parked = self.lock();
+            if parked.len() < most {
+                parked.push((conn, circuit_changes));
+                None
+            } else {
+                Some(conn)
+            }
+        };
+        drop(overflow); // outside the lock: the pool's release spawns its ping
+        // A close that raced with the push must not wait for it forever.
+        if pool.is_closed() {
+            self.drain();
+        }
+    }
+
+    /// Gives every parked connection back (the pool's `close` waits for them).
+    pub(super) fn drain(&self) {
+        let parked = std::mem::take(&mut *self.lock());
+        drop(parked);
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Parked>> {
+        // A panic while holding the lock left a valid Vec behind.
+        self.parked.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Drop for HotConnections {
+    fn drop(&mut self) {
+        // Giving a connection back to the pool spawns a task, which panics
+        // outside a runtime (a store dropped after its runtime ended): then
+        // just close the sockets.
+        if tokio::runtime::Handle::try_current().is_err() {
+            for (conn, _) in std::mem::take(&mut *self.lock()) {
+                drop(conn.detach());
+            }
+        }
+    }
+}
