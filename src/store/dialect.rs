@@ -43,6 +43,26 @@ impl Dialect {
         }
     }
 
+    /// What goes before and after `UPDATE <table> SET …` (before `WHERE`)
+    /// so that the statement's commit does not wait for its WAL flush: for
+    /// writes that are hints, never the ledger (a ring claim), where losing
+    /// the last few hundred milliseconds of them in a database crash costs a
+    /// doorbell rung again, never work. Visibility and row locks are those
+    /// of any commit, so a guarded statement decides across instances as
+    /// before. PostgreSQL: `synchronous_commit = off` for this transaction
+    /// only (`set_config(…, true)`, read when the statement's implicit
+    /// transaction commits). SQLite (WAL, `synchronous=NORMAL`) never syncs
+    /// at a commit anyway.
+    pub fn unflushed_update(self) -> (&'static str, &'static str) {
+        match self {
+            Self::Sqlite => ("", ""),
+            Self::Postgres => (
+                "WITH unflushed AS (SELECT set_config('synchronous_commit', 'off', true)) ",
+                " FROM unflushed",
+            ),
+        }
+    }
+
     /// The `FROM` item of a read of pending todos by endpoint (the re-ring
     /// sweep, digests, the bus catch-up). SQLite has no statistics (the
     /// product never runs ANALYZE), so the partial pending index and the
