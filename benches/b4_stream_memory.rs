@@ -117,7 +117,14 @@ async fn run() -> Result<()> {
 
     let dir = tempfile::Builder::new().prefix("sb-b4-").tempdir()?;
     let db = dir.path().join("b4.db");
-    let server = ServerProcess::start(&db.display().to_string(), dir.path())?;
+    // Every stream is a connection: the server's default cap (4 096) would
+    // make the later streams wait for, and close, earlier ones.
+    let cap = (sessions + 1024).to_string();
+    let server = ServerProcess::start_with(
+        &db.display().to_string(),
+        dir.path(),
+        &["--max-connections", &cap],
+    )?;
     let pid = server.pid();
     let addr = server.addr.clone();
     let admin = server.admin_token.clone();
