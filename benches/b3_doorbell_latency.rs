@@ -73,16 +73,17 @@
 mod pg_cluster;
 #[path = "common/server.rs"]
 mod server;
+#[path = "common/streams.rs"]
+mod streams;
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::process::Command;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail, ensure};
-use serde_json::{Value, json};
+use serde_json::Value;
 use sqlx::{AssertSqlSafe, Connection, Row};
 use tokio::sync::mpsc;
 
@@ -262,101 +263,25 @@ async fn sample(server_pids: &[u32], pg: Option<&PgRun>) -> Result<Sample> {
     })
 }
 
-/// The soft limit on open files of this process, from /proc/self/limits.
-fn open_files_limit() -> Option<u64> {
-    let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
-    let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
-    line.split_whitespace().nth(3)?.parse().ok()
-}
-
 use server::ServerProcess;
-
-fn http_client() -> Result<reqwest::Client> {
-    Ok(reqwest::Client::builder()
-        .no_proxy()
-        .tcp_nodelay(true)
-        .pool_max_idle_per_host(SETUP_CONCURRENCY)
-        .timeout(Duration::from_secs(30))
-        .build()?)
-}
-
-/// Streams: no overall timeout (a stream lives for the whole run), one
-/// connection each.
-fn stream_client() -> Result<reqwest::Client> {
-    Ok(reqwest::Client::builder()
-        .no_proxy()
-        .tcp_nodelay(true)
-        .pool_max_idle_per_host(0)
-        .connect_timeout(Duration::from_secs(10))
-        .build()?)
-}
-
-#[derive(Debug, Clone)]
-struct Endpoint {
-    slug: String,
-    mcp_url: String,
-    authorization: String,
-}
-
-async fn vend(
-    http: &reqwest::Client,
-    addr: &str,
-    admin_token: &str,
-    agent: &str,
-) -> Result<Endpoint> {
-    let resp = http
-        .post(format!("http://{addr}/api/v1/endpoints"))
-        .bearer_auth(admin_token)
-        .json(&json!({"agent": agent}))
-        .send()
-        .await?;
-    let status = resp.status().as_u16();
-    let v: Value = resp.json().await?;
-    ensure!(status == 201, "vend: HTTP {status}: {v}");
-    let token = v["token"].as_str().context("token")?;
-    Ok(Endpoint {
-        slug: v["endpoint"]["slug"]
-            .as_str()
-            .or_else(|| v["slug"].as_str())
-            .context("slug")?
-            .to_owned(),
-        mcp_url: v["mcp_url"]
-            .as_str()
-            .or_else(|| v["endpoint"]["mcp_url"].as_str())
-            .context("mcp_url")?
-            .to_owned(),
-        authorization: format!("Bearer {token}"),
-    })
-}
+use streams::{
+    Endpoint, for_all, http_client, open_files_limit, open_session, open_stream, stream_client,
+    vend,
+};
 
 /// `n` endpoints vended on the server at `addr`, `SETUP_CONCURRENCY` vends
 /// at a time; index order kept.
 async fn vend_all(addr: &str, admin_token: &str, n: usize) -> Result<Vec<Endpoint>> {
-    let http = http_client()?;
-    let next = Arc::new(AtomicUsize::new(0));
-    let mut set = tokio::task::JoinSet::new();
-    for _ in 0..SETUP_CONCURRENCY.min(n) {
-        let (http, next) = (http.clone(), next.clone());
-        let (addr, token) = (addr.to_owned(), admin_token.to_owned());
-        set.spawn(async move {
-            let mut out = Vec::new();
-            loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                if i >= n {
-                    break;
-                }
-                let agent = format!("b3-agent-{}", i / PER_AGENT);
-                out.push((i, vend(&http, &addr, &token, &agent).await?));
-            }
-            Ok::<_, anyhow::Error>(out)
-        });
-    }
-    let mut all: Vec<(usize, Endpoint)> = Vec::with_capacity(n);
-    while let Some(joined) = set.join_next().await {
-        all.extend(joined??);
-    }
-    all.sort_by_key(|(i, _)| *i);
-    Ok(all.into_iter().map(|(_, e)| e).collect())
+    let http = http_client(SETUP_CONCURRENCY)?;
+    let (addr, token) = (addr.to_owned(), admin_token.to_owned());
+    for_all(n, SETUP_CONCURRENCY, move |i| {
+        let (http, addr, token) = (http.clone(), addr.clone(), token.clone());
+        async move {
+            let agent = format!("b3-agent-{}", i / PER_AGENT);
+            vend(&http, &addr, &token, &agent).await
+        }
+    })
+    .await
 }
 
 // ---------------------------------------------------------------------------
@@ -375,63 +300,6 @@ enum Received {
     Other { session: usize, what: String },
     /// The stream ended (or failed).
     Closed { session: usize, why: String },
-}
-
-/// `initialize` + `notifications/initialized`; the session id.
-async fn open_session(http: &reqwest::Client, ep: &Endpoint) -> Result<String> {
-    let resp = http
-        .post(&ep.mcp_url)
-        .header("Authorization", &ep.authorization)
-        .header("Content-Type", "application/json")
-        .header("Accept", "application/json, text/event-stream")
-        .body(
-            r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"b3","version":"1"}}}"#,
-        )
-        .send()
-        .await?;
-    ensure!(resp.status().is_success(), "initialize: {}", resp.status());
-    let session = resp
-        .headers()
-        .get("mcp-session-id")
-        .and_then(|v| v.to_str().ok())
-        .context("Mcp-Session-Id")?
-        .to_owned();
-    let _ = resp.bytes().await?;
-    let resp = http
-        .post(&ep.mcp_url)
-        .header("Authorization", &ep.authorization)
-        .header("Content-Type", "application/json")
-        .header("Accept", "application/json, text/event-stream")
-        .header("Mcp-Session-Id", &session)
-        .body(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
-        .send()
-        .await?;
-    let status = resp.status().as_u16();
-    let _ = resp.bytes().await?;
-    ensure!(status == 202, "notifications/initialized: {status}");
-    Ok(session)
-}
-
-/// Opens the session's GET stream; returns once the server answered 200
-/// (the stream is registered before the answer is sent).
-async fn open_stream(
-    streams: &reqwest::Client,
-    ep: &Endpoint,
-    session: &str,
-) -> Result<reqwest::Response> {
-    let resp = streams
-        .get(&ep.mcp_url)
-        .header("Authorization", &ep.authorization)
-        .header("Accept", "text/event-stream")
-        .header("Mcp-Session-Id", session)
-        .send()
-        .await?;
-    ensure!(
-        resp.status().as_u16() == 200,
-        "GET stream: {}",
-        resp.status()
-    );
-    Ok(resp)
 }
 
 /// Reads one stream until it ends: SSE by hand (`data:` lines joined, a
@@ -498,42 +366,25 @@ fn classify(session: usize, data: &str, at: Instant) -> Received {
 }
 
 /// One session and one open stream per endpoint, `SETUP_CONCURRENCY` at a
-/// time; each stream read by its own task.
+/// time; then each stream read by its own task.
 async fn open_all(
     endpoints: &[Endpoint],
     tx: &mpsc::UnboundedSender<Received>,
     readers: &mut tokio::task::JoinSet<()>,
 ) -> Result<()> {
-    let http = http_client()?;
+    let http = http_client(SETUP_CONCURRENCY)?;
     let streams = stream_client()?;
-    let next = Arc::new(AtomicUsize::new(0));
     let endpoints = Arc::new(endpoints.to_vec());
-    let mut set = tokio::task::JoinSet::new();
-    for _ in 0..SETUP_CONCURRENCY.min(endpoints.len()) {
-        let (http, streams, next, endpoints) = (
-            http.clone(),
-            streams.clone(),
-            next.clone(),
-            endpoints.clone(),
-        );
-        set.spawn(async move {
-            let mut opened = Vec::new();
-            loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                if i >= endpoints.len() {
-                    break;
-                }
-                let session = open_session(&http, &endpoints[i]).await?;
-                let resp = open_stream(&streams, &endpoints[i], &session).await?;
-                opened.push((i, resp));
-            }
-            Ok::<_, anyhow::Error>(opened)
-        });
-    }
-    while let Some(joined) = set.join_next().await {
-        for (i, resp) in joined?? {
-            readers.spawn(read_stream(i, resp, tx.clone()));
+    let opened = for_all(endpoints.len(), SETUP_CONCURRENCY, move |i| {
+        let (http, streams, endpoints) = (http.clone(), streams.clone(), endpoints.clone());
+        async move {
+            let session = open_session(&http, &endpoints[i], "b3").await?;
+            open_stream(&streams, &endpoints[i], &session).await
         }
+    })
+    .await?;
+    for (i, resp) in opened.into_iter().enumerate() {
+        readers.spawn(read_stream(i, resp, tx.clone()));
     }
     Ok(())
 }
@@ -787,7 +638,7 @@ async fn drive(
         early.push(r);
     }
 
-    let http = http_client()?;
+    let http = http_client(SETUP_CONCURRENCY)?;
     let mut results = vec![WayResult::default(); ways.len()];
     // todo id → (expected session); and everything read, by todo id.
     let mut pushed: HashMap<String, usize> = HashMap::with_capacity(cfg.pushes);

@@ -23,16 +23,19 @@
 
 #[path = "common/server.rs"]
 mod server;
+#[path = "common/streams.rs"]
+mod streams;
 
 use std::fmt::Write as _;
 use std::process::Command;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail, ensure};
-use serde_json::{Value, json};
 use server::ServerProcess;
+use streams::{
+    end_session, for_all, open_files_limit, open_session, open_stream, stream_client, vend,
+};
 
 const SETUP_CONCURRENCY: usize = 16;
 
@@ -60,13 +63,6 @@ fn status_of(pid: u32) -> Result<(u64, u64, u64)> {
     Ok((field("VmRSS:")?, field("VmHWM:")?, field("Threads:")?))
 }
 
-/// The soft limit on open files of this process, from /proc/self/limits.
-fn open_files_limit() -> Option<u64> {
-    let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
-    let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
-    line.split_whitespace().nth(3)?.parse().ok()
-}
-
 /// Raises this process's open-files limit (children inherit it) when it is
 /// below `limit`; each side of a stream (this process, the server) holds one
 /// descriptor per stream.
@@ -84,153 +80,6 @@ fn raise_nofile(limit: u64) -> Result<()> {
         "prlimit --nofile={limit} failed (root needed)"
     );
     Ok(())
-}
-
-#[derive(Debug, Clone)]
-struct Endpoint {
-    mcp_url: String,
-    authorization: String,
-}
-
-fn http_client() -> Result<reqwest::Client> {
-    Ok(reqwest::Client::builder()
-        .no_proxy()
-        .tcp_nodelay(true)
-        .pool_max_idle_per_host(SETUP_CONCURRENCY)
-        .timeout(Duration::from_secs(30))
-        .build()?)
-}
-
-/// Streams: no overall timeout, and never pooled (one connection each).
-fn stream_client() -> Result<reqwest::Client> {
-    Ok(reqwest::Client::builder()
-        .no_proxy()
-        .tcp_nodelay(true)
-        .pool_max_idle_per_host(0)
-        .connect_timeout(Duration::from_secs(10))
-        .build()?)
-}
-
-async fn vend(http: &reqwest::Client, addr: &str, admin: &str, agent: &str) -> Result<Endpoint> {
-    let resp = http
-        .post(format!("http://{addr}/api/v1/endpoints"))
-        .bearer_auth(admin)
-        .json(&json!({"agent": agent}))
-        .send()
-        .await?;
-    let status = resp.status().as_u16();
-    let v: Value = resp.json().await?;
-    ensure!(status == 201, "vend: HTTP {status}: {v}");
-    Ok(Endpoint {
-        mcp_url: v["mcp_url"]
-            .as_str()
-            .or_else(|| v["endpoint"]["mcp_url"].as_str())
-            .context("mcp_url")?
-            .to_owned(),
-        authorization: format!("Bearer {}", v["token"].as_str().context("token")?),
-    })
-}
-
-/// `initialize` + `notifications/initialized`; the session id.
-async fn open_session(http: &reqwest::Client, ep: &Endpoint) -> Result<String> {
-    let resp = http
-        .post(&ep.mcp_url)
-        .header("Authorization", &ep.authorization)
-        .header("Content-Type", "application/json")
-        .header("Accept", "application/json, text/event-stream")
-        .body(
-            r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"b4","version":"1"}}}"#,
-        )
-        .send()
-        .await?;
-    ensure!(resp.status().is_success(), "initialize: {}", resp.status());
-    let session = resp
-        .headers()
-        .get("mcp-session-id")
-        .and_then(|v| v.to_str().ok())
-        .context("Mcp-Session-Id")?
-        .to_owned();
-    let _ = resp.bytes().await?;
-    let resp = http
-        .post(&ep.mcp_url)
-        .header("Authorization", &ep.authorization)
-        .header("Content-Type", "application/json")
-        .header("Accept", "application/json, text/event-stream")
-        .header("Mcp-Session-Id", &session)
-        .body(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
-        .send()
-        .await?;
-    let status = resp.status().as_u16();
-    let _ = resp.bytes().await?;
-    ensure!(status == 202, "notifications/initialized: {status}");
-    Ok(session)
-}
-
-async fn end_session(http: &reqwest::Client, ep: &Endpoint, session: &str) -> Result<()> {
-    let resp = http
-        .delete(&ep.mcp_url)
-        .header("Authorization", &ep.authorization)
-        .header("Mcp-Session-Id", session)
-        .send()
-        .await?;
-    ensure!(
-        resp.status().is_success(),
-        "DELETE session: {}",
-        resp.status()
-    );
-    Ok(())
-}
-
-async fn open_stream(
-    streams: &reqwest::Client,
-    ep: &Endpoint,
-    session: &str,
-) -> Result<reqwest::Response> {
-    let resp = streams
-        .get(&ep.mcp_url)
-        .header("Authorization", &ep.authorization)
-        .header("Accept", "text/event-stream")
-        .header("Mcp-Session-Id", session)
-        .send()
-        .await?;
-    ensure!(
-        resp.status().as_u16() == 200,
-        "GET stream: {}",
-        resp.status()
-    );
-    Ok(resp)
-}
-
-/// Runs `job(i)` for i in 0..n, `SETUP_CONCURRENCY` at a time; results in order.
-async fn for_all<T, F, Fut>(n: usize, job: F) -> Result<Vec<T>>
-where
-    T: Send + 'static,
-    F: Fn(usize) -> Fut + Send + Sync + 'static,
-    Fut: std::future::Future<Output = Result<T>> + Send,
-{
-    let next = Arc::new(AtomicUsize::new(0));
-    let job = Arc::new(job);
-    let mut set = tokio::task::JoinSet::new();
-    for _ in 0..SETUP_CONCURRENCY.min(n) {
-        let (next, job) = (next.clone(), job.clone());
-        set.spawn(async move {
-            let mut out = Vec::new();
-            loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                if i >= n {
-                    break;
-                }
-                out.push((i, job(i).await?));
-            }
-            Ok::<_, anyhow::Error>(out)
-        });
-    }
-    let mut all = Vec::with_capacity(n);
-    while let Some(joined) = set.join_next().await {
-        all.extend(joined??);
-    }
-    all.sort_by_key(|(i, _)| *i);
-    Ok(all.into_iter().map(|(_, t)| t).collect())
 }
 
 /// Waits until the server's RSS stops moving (two reads 1 s apart within
@@ -268,16 +117,23 @@ async fn run() -> Result<()> {
 
     let dir = tempfile::Builder::new().prefix("sb-b4-").tempdir()?;
     let db = dir.path().join("b4.db");
-    let server = ServerProcess::start(&db.display().to_string(), dir.path())?;
+    // Every stream is a connection: the server's default cap (4 096) would
+    // make the later streams wait for, and close, earlier ones.
+    let cap = (sessions + 1024).to_string();
+    let server = ServerProcess::start_with(
+        &db.display().to_string(),
+        dir.path(),
+        &["--max-connections", &cap],
+    )?;
     let pid = server.pid();
     let addr = server.addr.clone();
     let admin = server.admin_token.clone();
     let started = Instant::now();
 
-    let http = http_client()?;
+    let http = streams::http_client(SETUP_CONCURRENCY)?;
     let endpoints = {
         let (http, addr, admin) = (http.clone(), addr.clone(), admin.clone());
-        for_all(endpoints_n, move |i| {
+        for_all(endpoints_n, SETUP_CONCURRENCY, move |i| {
             let (http, addr, admin) = (http.clone(), addr.clone(), admin.clone());
             async move { vend(&http, &addr, &admin, &format!("b4-agent-{}", i / 100)).await }
         })
@@ -288,10 +144,10 @@ async fn run() -> Result<()> {
     // pools the first session of an endpoint fills count as "before".
     {
         let (http, endpoints) = (http.clone(), endpoints.clone());
-        for_all(endpoints_n, move |i| {
+        for_all(endpoints_n, SETUP_CONCURRENCY, move |i| {
             let (http, endpoints) = (http.clone(), endpoints.clone());
             async move {
-                let session = open_session(&http, &endpoints[i]).await?;
+                let session = open_session(&http, &endpoints[i], "b4").await?;
                 end_session(&http, &endpoints[i], &session).await
             }
         })
@@ -303,11 +159,11 @@ async fn run() -> Result<()> {
     let open_started = Instant::now();
     let responses = {
         let (http, streams, endpoints) = (http.clone(), streams.clone(), endpoints.clone());
-        for_all(sessions, move |i| {
+        for_all(sessions, SETUP_CONCURRENCY, move |i| {
             let (http, streams, endpoints) = (http.clone(), streams.clone(), endpoints.clone());
             async move {
                 let ep = &endpoints[i % endpoints_n];
-                let session = open_session(&http, ep).await?;
+                let session = open_session(&http, ep, "b4").await?;
                 open_stream(&streams, ep, &session).await
             }
         })

@@ -44,10 +44,13 @@
 //! 5. B6: `B6_CLAIMS` × `claim_next` on endpoint 0 (each followed by an
 //!    untimed `complete`).
 //!
-//! Breakdowns (nothing due): the sweep's two statements alone
-//! (`unscoped_endpoints_by_ids` over the hosted list, then
-//! `unscoped_claim_due_rings`), 100 × `Doorbells::ring` alone (the in-memory
-//! part of a due tick), the evaluator's candidate read alone, and on
+//! Breakdowns (nothing due): the sweep's statements alone (the due-endpoints
+//! read over the hosted list, then what a due tick adds: presence of the
+//! first 100 endpoints with `unscoped_endpoints_by_ids` and
+//! `unscoped_claim_due_rings` over them; and, as a probe, presence of every
+//! hosted endpoint, which the sweep read before), 100 × `Doorbells::ring`
+//! alone (the in-memory part of a due tick), the evaluator's candidate read
+//! alone, and on
 //! SQLite a probe: one `IN` list of 10 000 ids with `$n` placeholders (as the
 //! store writes them) and with anonymous `?`. At the end, the plans of those
 //! statements (EXPLAIN (ANALYZE, BUFFERS) on PostgreSQL, EXPLAIN QUERY PLAN
@@ -647,7 +650,7 @@ async fn scenarios(cfg: &Config, backend: Backend, sides: &mut [Side; 2]) -> Res
     }
     eprintln!("B5 {name}: sweep, 100 due: {}", medians(&series));
     let work = format!("{} due → {} rung", sweep.per_tick, sweep.per_tick);
-    put(sides, 1, "sweep", &work, series);
+    put(sides, 10, "sweep", &work, series);
 
     // 2. Sweep, nothing due (every pending todo was just rung).
     let mut series: [Series; 2] = Default::default();
@@ -675,45 +678,92 @@ async fn scenarios(cfg: &Config, backend: Backend, sides: &mut [Side; 2]) -> Res
         );
     }
     eprintln!("B5 {name}: sweep, nothing due: {}", medians(&series));
-    put(sides, 2, "sweep", "nothing due", series);
+    put(sides, 20, "sweep", "nothing due", series);
 
-    // The sweep's two statements alone (nothing due, so nothing changes).
+    // The sweep's statements alone (nothing due, so nothing changes): the
+    // due-endpoints read over every hosted endpoint (all a tick with nothing
+    // due runs), then what a due tick adds: presence of the first
+    // `per_tick` endpoints and the ring statement over them; and, for
+    // comparison, presence of every hosted endpoint (what the sweep read
+    // before it read presence only for the endpoints first in line).
+    let mut due_read: [Series; 2] = Default::default();
     let mut read: [Series; 2] = Default::default();
     let mut ring: [Series; 2] = Default::default();
+    let mut read_all: [Series; 2] = Default::default();
+    let first = usize::try_from(sweep.per_tick)?;
     for t in 0..cfg.ticks {
         for k in order(t) {
             let side = &sides[k];
             let ids = side.hosted.doorbells.hosted_endpoints();
             let t0 = Instant::now();
-            let endpoints = side.store.unscoped_endpoints_by_ids(&ids).await?;
+            let due = side
+                .store
+                .unscoped_endpoints_with_due_rings(&ids, &sweep.steps, sweep.per_tick)
+                .await?;
+            due_read[k].push(t0.elapsed());
+            ensure!(due.is_empty(), "{}: endpoints due when none were", side.tag);
+            let some = &ids[..first.min(ids.len())];
+            let t0 = Instant::now();
+            let endpoints = side.store.unscoped_endpoints_by_ids(some).await?;
             read[k].push(t0.elapsed());
             ensure!(
-                endpoints.len() == ids.len(),
+                endpoints.len() == some.len(),
                 "{}: endpoints_by_ids",
                 side.tag
             );
             let t0 = Instant::now();
             let due = side
                 .store
-                .unscoped_claim_due_rings(&ids, &sweep.steps, sweep.per_tick)
+                .unscoped_claim_due_rings(some, &sweep.steps, sweep.per_tick)
                 .await?;
             ring[k].push(t0.elapsed());
             ensure!(due.is_empty(), "{}: rings due when none were", side.tag);
+            let t0 = Instant::now();
+            let endpoints = side.store.unscoped_endpoints_by_ids(&ids).await?;
+            read_all[k].push(t0.elapsed());
+            ensure!(
+                endpoints.len() == ids.len(),
+                "{}: endpoints_by_ids",
+                side.tag
+            );
         }
     }
     put(
         sides,
-        3,
-        "· of which: read the hosted endpoints (presence)",
+        30,
+        &format!(
+            "· of which: which hosted endpoints have a ring due ({} hosted, the first {})",
+            cfg.endpoints, sweep.per_tick
+        ),
+        "nothing due",
+        due_read,
+    );
+    put(
+        sides,
+        31,
+        &format!("· of which: read presence of {} endpoints", sweep.per_tick),
         "nothing due",
         read,
     );
     put(
         sides,
-        4,
-        "· of which: the ring statement",
+        40,
+        &format!(
+            "· of which: the ring statement ({} endpoints)",
+            sweep.per_tick
+        ),
         "nothing due",
         ring,
+    );
+    put(
+        sides,
+        45,
+        &format!(
+            "· probe: read presence of all {} hosted endpoints (the sweep before this change)",
+            cfg.endpoints
+        ),
+        "nothing due",
+        read_all,
     );
     // The in-memory part of a due tick: 100 rings, each finding its
     // endpoint's sessions among all those registered here.
@@ -751,7 +801,7 @@ async fn scenarios(cfg: &Config, backend: Backend, sides: &mut [Side; 2]) -> Res
     }
     put(
         sides,
-        5,
+        50,
         &format!(
             "· of which: {} × `Doorbells::ring` ({} sessions registered)",
             sweep.per_tick, cfg.endpoints
@@ -775,14 +825,14 @@ async fn scenarios(cfg: &Config, backend: Backend, sides: &mut [Side; 2]) -> Res
         let n = cfg.endpoints;
         put(
             sides,
-            6,
+            60,
             &format!("· probe: `SELECT COUNT(*) FROM endpoints WHERE id IN` {n} × `$n`"),
             "—",
             dollar,
         );
         put(
             sides,
-            7,
+            70,
             &format!("· probe: the same with {n} × `?`"),
             "—",
             anonymous,
@@ -832,7 +882,7 @@ async fn scenarios(cfg: &Config, backend: Backend, sides: &mut [Side; 2]) -> Res
     }
     eprintln!("B5 {name}: evaluator, nothing due: {}", medians(&series));
     let work = format!("{candidates} shifted endpoints, nothing due");
-    put(sides, 8, "evaluator", &work, series);
+    put(sides, 80, "evaluator", &work, series);
 
     let mut read: [Series; 2] = Default::default();
     for t in 0..cfg.ticks {
@@ -849,7 +899,7 @@ async fn scenarios(cfg: &Config, backend: Backend, sides: &mut [Side; 2]) -> Res
     }
     put(
         sides,
-        9,
+        90,
         "· of which: read the candidates",
         "nothing due",
         read,
@@ -909,7 +959,7 @@ async fn scenarios(cfg: &Config, backend: Backend, sides: &mut [Side; 2]) -> Res
         "{candidates} shifted endpoints, {} out→in due (claim + digest each)",
         cfg.transitions
     );
-    put(sides, 10, "evaluator", &work, series);
+    put(sides, 100, "evaluator", &work, series);
 
     // 5. B6: claim_next on endpoint 0 (the busy one), then an untimed complete.
     let mut series: [Series; 2] = Default::default();
@@ -948,7 +998,7 @@ async fn scenarios(cfg: &Config, backend: Backend, sides: &mut [Side; 2]) -> Res
         ensure!(seen.len() == cfg.claims, "{}: claims lost", side.tag);
     }
     eprintln!("B5 {name}: B6 claim_next: {}", medians(&series));
-    put(sides, 11, "B6 claim_next", "endpoint 0", series);
+    put(sides, 110, "B6 claim_next", "endpoint 0", series);
 
     for side in sides.iter_mut() {
         side.plans = explain(backend, side.store.pool(), cfg).await?;
@@ -978,7 +1028,15 @@ async fn probe_in_list(pool: &AnyPool, n: i64, dollar: bool) -> Result<Duration>
 // Plans: the statements the ticks and claim_next run, with literal values
 // (copies of the text in src/store/sql/rings.rs, presence.rs and todos.rs).
 
-fn ring_select(cfg: &Config) -> String {
+/// The `FROM` item of the store's pending-todo reads (`Dialect::pending_todos_by_endpoint`).
+fn pending_todos(backend: Backend) -> &'static str {
+    match backend {
+        Backend::Sqlite => "todos INDEXED BY todos_pending_by_endpoint",
+        Backend::Postgres => "todos",
+    }
+}
+
+fn ring_select(cfg: &Config, backend: Backend) -> String {
     let steps = SweepConfig::default().steps;
     let arms: String = steps
         .iter()
@@ -992,10 +1050,11 @@ fn ring_select(cfg: &Config) -> String {
     format!(
         "SELECT id FROM ( \
            SELECT id, ROW_NUMBER() OVER (PARTITION BY endpoint_id ORDER BY created_at, id) AS turn \
-           FROM todos WHERE endpoint_id IN ({ids}) AND state = 'pending' AND event_id IS NOT NULL \
+           FROM {} WHERE endpoint_id IN ({ids}) AND state = 'pending' AND event_id IS NOT NULL \
              AND ring_attempts < {} AND COALESCE(last_ringed_at, created_at) + \
              CASE ring_attempts{arms} END <= {NOW_MS} \
          ) ranked ORDER BY turn, id LIMIT 100",
+        pending_todos(backend),
         steps.len()
     )
 }
@@ -1007,7 +1066,7 @@ async fn explain(backend: Backend, pool: &AnyPool, cfg: &Config) -> Result<Vec<S
         .collect::<Vec<_>>()
         .join(",");
     let statements = [
-        ("sweep: the ring selection", ring_select(cfg)),
+        ("sweep: the ring selection", ring_select(cfg, backend)),
         (
             "sweep: the hosted endpoints",
             format!(
@@ -1027,8 +1086,9 @@ async fn explain(backend: Backend, pool: &AnyPool, cfg: &Config) -> Result<Vec<S
         (
             "evaluator: a digest's todos",
             format!(
-                "SELECT id, queue, created_at FROM todos WHERE endpoint_id = '{ep0}' \
-                 AND state = 'pending' AND event_id IS NOT NULL ORDER BY created_at, id"
+                "SELECT id, queue, created_at FROM {} WHERE endpoint_id = '{ep0}' \
+                 AND state = 'pending' AND event_id IS NOT NULL ORDER BY created_at, id",
+                pending_todos(backend)
             ),
         ),
         (

@@ -25,17 +25,23 @@ pub struct ServerProcess {
 impl ServerProcess {
     /// The first server on an empty database, with the admin token chosen here.
     pub fn start(database: &str, dir: &Path) -> Result<Self> {
-        Self::spawn(database, dir, true)
+        Self::spawn(database, dir, true, &[])
+    }
+
+    /// [`ServerProcess::start`] with more `serve` arguments (e.g. a higher
+    /// `--max-connections` for B4's 10 000 streams).
+    pub fn start_with(database: &str, dir: &Path, args: &[&str]) -> Result<Self> {
+        Self::spawn(database, dir, true, args)
     }
 
     /// Another server on a database some server already initialised (no
     /// token is printed; `admin_token` stays empty), e.g. a second cluster
     /// instance on the same PostgreSQL database.
     pub fn start_another(database: &str, dir: &Path) -> Result<Self> {
-        Self::spawn(database, dir, false)
+        Self::spawn(database, dir, false, &[])
     }
 
-    fn spawn(database: &str, dir: &Path, first: bool) -> Result<Self> {
+    fn spawn(database: &str, dir: &Path, first: bool, args: &[&str]) -> Result<Self> {
         // stderr is a pipe, so the server would write a minted token to a
         // file; choose it instead, as an orchestrator would.
         let chosen = switchboard::mint::new_human_token();
@@ -48,6 +54,7 @@ impl ServerProcess {
             .args(["serve", "--listen", "127.0.0.1:0", "--database", database])
             .args(["--mcp-rate", "1000000", "--api-write-rate", "1000000"])
             .args(["--api-read-rate", "1000000"])
+            .args(args)
             .env_remove("SWITCHBOARD_DATABASE_URL")
             .env("SWITCHBOARD_LOG", "warn,switchboard::server=info")
             .stdin(Stdio::null())

@@ -28,7 +28,7 @@ pub use hub::{Doorbells, DropLabels, DropReason, RingLabels, RingOutcome, Trigge
 use crate::bus::{Bus, Message};
 use crate::domain::Timestamp;
 use crate::domain::doorbell::DigestReason;
-use crate::store::{RingCandidate, Store, StoreError, StoreResult, Todo, TodoRef};
+use crate::store::{Endpoint, RingCandidate, Store, StoreError, StoreResult, Todo, TodoRef};
 
 /// How long an instance whose sessions of an endpoint are all streamless
 /// waits before claiming a ring (04: a streaming session anywhere first).
@@ -102,6 +102,17 @@ impl Delivery {
     /// created a row; a dedup hit rings nothing). Held while its endpoint is
     /// out.
     pub async fn todo_created(&self, todo: &Todo) {
+        self.created(todo, None).await;
+    }
+
+    /// [`Self::todo_created`] by a caller that read the todo's endpoint for
+    /// this request (the API's push): its presence is judged on that read,
+    /// so the push reads the endpoint once, not twice.
+    pub async fn todo_created_on(&self, todo: &Todo, endpoint: &Endpoint) {
+        self.created(todo, Some(endpoint)).await;
+    }
+
+    async fn created(&self, todo: &Todo, endpoint: Option<&Endpoint>) {
         // The sender gate: only todos created by authenticated intake ring.
         if todo.event_id.is_none() || todo.state != crate::domain::todo::TodoState::Pending {
             return;
@@ -112,8 +123,15 @@ impl Delivery {
             retried: false,
         });
         let known = RingCandidate::from(todo);
-        self.ring_ready(&todo.endpoint_id, &todo.id, Some(known), Trigger::Created)
-            .await;
+        let endpoint = endpoint.filter(|e| e.id == todo.endpoint_id);
+        self.ring_ready(
+            &todo.endpoint_id,
+            &todo.id,
+            Some(known),
+            endpoint,
+            Trigger::Created,
+        )
+        .await;
     }
 
     /// A failed todo's retry window elapsed and it is pending again.
@@ -123,13 +141,14 @@ impl Delivery {
             todo_id: todo.id.clone(),
             retried: true,
         });
-        self.ring_ready(&todo.endpoint_id, &todo.id, None, Trigger::Retry)
+        self.ring_ready(&todo.endpoint_id, &todo.id, None, None, Trigger::Retry)
             .await;
     }
 
     /// A todo became ready on another instance.
     pub async fn todo_ready(&self, endpoint_id: &str, todo_id: &str, trigger: Trigger) {
-        self.ring_ready(endpoint_id, todo_id, None, trigger).await;
+        self.ring_ready(endpoint_id, todo_id, None, None, trigger)
+            .await;
     }
 
     /// Rings one session of this instance for a todo that became ready, if
@@ -138,11 +157,14 @@ impl Delivery {
     /// which an instance with a streaming session of the endpoint tries at
     /// once and one whose sessions are all streamless tries after a short
     /// grace, so that a streaming session anywhere is preferred (`04`).
+    /// `endpoint`: the endpoint as the caller read it for this event, if it
+    /// did (else it is read here).
     async fn ring_ready(
         &self,
         endpoint_id: &str,
         todo_id: &str,
         known: Option<RingCandidate>,
+        endpoint: Option<&Endpoint>,
         trigger: Trigger,
     ) {
         let (store, doorbells) = (self.store(), self.doorbells());
@@ -170,7 +192,11 @@ impl Delivery {
             }
             return;
         }
-        match store.unscoped_get_endpoint(endpoint_id).await {
+        let endpoint = match endpoint {
+            Some(endpoint) => Ok(endpoint.clone()),
+            None => store.unscoped_get_endpoint(endpoint_id).await,
+        };
+        match endpoint {
             Ok(endpoint) if endpoint.is_active() => {
                 if presence::is_out(&endpoint, store.clock().now()) {
                     doorbells.counters.count_drop(DropReason::PresenceOut);
@@ -225,7 +251,7 @@ impl Delivery {
             if let Ok(Some(todo)) =
                 retry_unavailable(|| self.store().unscoped_ringable_todo(id)).await
             {
-                self.ring_ready(&todo.endpoint_id, &todo.id, None, Trigger::Created)
+                self.ring_ready(&todo.endpoint_id, &todo.id, None, None, Trigger::Created)
                     .await;
             }
         }

@@ -1,12 +1,13 @@
 //! The re-ring sweep with delivery accounting: only endpoints hosted here
 //! (and present) are selected and counted, in one statement per tick.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use super::Delivery;
 use super::hub::Trigger;
 use super::presence::is_out;
-use crate::store::Store;
+use crate::store::{Store, StoreResult};
 
 /// The default schedule: ring k is due this long after the previous ring
 /// (or creation): 5 min, 20 min, 1 h, 6 h, 6 h — five counted rings, then silence.
@@ -42,27 +43,18 @@ pub async fn sweep_tick(delivery: &Delivery, config: &SweepConfig) -> usize {
     if hosted.is_empty() {
         return 0;
     }
-    // Work in proportion to what is due: which hosted endpoints have a ring
-    // due, then presence for only those.
-    let due = match store
-        .unscoped_endpoints_with_due_rings(&hosted, &config.steps)
-        .await
-    {
-        Ok(due) => due,
+    let present = match present_due_endpoints(store, &hosted, config).await {
+        Ok(present) => present,
         Err(e) => {
             tracing::error!(error = %e, "re-ring sweep failed");
             return 0;
         }
     };
-    if due.is_empty() {
-        return 0;
-    }
-    let hosted = present_endpoints(store, due).await;
-    if hosted.is_empty() {
+    if present.is_empty() {
         return 0;
     }
     match store
-        .unscoped_claim_due_rings(&hosted, &config.steps, config.per_tick)
+        .unscoped_claim_due_rings(&present, &config.steps, config.per_tick)
         .await
     {
         Ok(due) => {
@@ -79,19 +71,57 @@ pub async fn sweep_tick(delivery: &Delivery, config: &SweepConfig) -> usize {
     }
 }
 
-/// Endpoints that are out (or revoked) are neither selected nor counted:
-/// an agent that comes back has not spent its re-rings while away.
-async fn present_endpoints(store: &dyn Store, hosted: Vec<String>) -> Vec<String> {
-    let now = store.clock().now();
-    match store.unscoped_endpoints_by_ids(&hosted).await {
-        Ok(endpoints) => endpoints
+/// The hosted endpoints with a ring due that are present (neither out nor
+/// revoked), at most `per_tick` of them, the first in the claim's order.
+///
+/// Work in proportion to what one tick can ring, not to what is due: the
+/// claim rings each endpoint's first due todo before anyone's second, so
+/// with `per_tick` present endpoints it rings exactly their first todos,
+/// whatever other endpoints have rings due. So presence is read for the
+/// first `per_tick` due endpoints, and for more (four times as many each
+/// round, each endpoint read once) only while some of those are out and
+/// more are due. The claim itself stays the one guarded statement.
+async fn present_due_endpoints(
+    store: &dyn Store,
+    hosted: &[String],
+    config: &SweepConfig,
+) -> StoreResult<Vec<String>> {
+    let wanted = usize::try_from(config.per_tick).unwrap_or(0);
+    if wanted == 0 {
+        return Ok(Vec::new());
+    }
+    let mut limit = config.per_tick;
+    let mut verdicts: HashMap<String, bool> = HashMap::new();
+    loop {
+        let due = store
+            .unscoped_endpoints_with_due_rings(hosted, &config.steps, limit)
+            .await?;
+        let unread: Vec<String> = due
             .iter()
-            .filter(|e| e.is_active() && !is_out(e, now))
-            .map(|e| e.id.clone())
-            .collect(),
-        Err(e) => {
-            tracing::error!(error = %e, "re-ring sweep could not read presence");
-            Vec::new()
+            .filter(|id| !verdicts.contains_key(*id))
+            .cloned()
+            .collect();
+        if !unread.is_empty() {
+            let now = store.clock().now();
+            for id in &unread {
+                // Missing from the read: gone since, so not present.
+                verdicts.insert(id.clone(), false);
+            }
+            for e in store.unscoped_endpoints_by_ids(&unread).await? {
+                let present = e.is_active() && !is_out(&e, now);
+                verdicts.insert(e.id.clone(), present);
+            }
         }
+        let present: Vec<String> = due
+            .iter()
+            .filter(|id| verdicts.get(*id).copied().unwrap_or(false))
+            .take(wanted)
+            .cloned()
+            .collect();
+        let exhausted = usize::try_from(limit).map_or(true, |l| due.len() < l);
+        if present.len() >= wanted || exhausted {
+            return Ok(present);
+        }
+        limit = limit.saturating_mul(4);
     }
 }

@@ -324,11 +324,16 @@ pub trait RingStore: Send + Sync {
     /// intake (the sender gate), on an active endpoint.
     async fn unscoped_ringable_todo(&self, id: &str) -> StoreResult<Option<RingCandidate>>;
     /// Which of these endpoints have at least one ring due (a read; the
-    /// sweep then checks presence for only those).
+    /// sweep then checks presence for only those), at most `limit`, in the
+    /// order [`Self::unscoped_claim_due_rings`] takes their first rings (by
+    /// the id of each one's oldest due todo): the first `limit` of them are
+    /// the endpoints that claim would ring, so a sweep reads presence for
+    /// what it can ring this tick, not for every endpoint with a ring due.
     async fn unscoped_endpoints_with_due_rings(
         &self,
         endpoint_ids: &[String],
         steps: &[std::time::Duration],
+        limit: i64,
     ) -> StoreResult<Vec<String>>;
     /// The re-ring sweep's one statement: among the given (hosted, present)
     /// endpoints' pending push-eligible todos, those whose next ring is due

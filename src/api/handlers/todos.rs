@@ -111,7 +111,10 @@ pub(crate) async fn push(
     };
     if created.created {
         state.delivery.todo_counted(TrustMode::Operator);
-        state.delivery.todo_created(&created.todo).await;
+        state
+            .delivery
+            .todo_created_on(&created.todo, &endpoint)
+            .await;
     }
     let status = if created.created {
         StatusCode::CREATED

@@ -43,11 +43,12 @@ fn ring_candidate(row: &sqlx::any::AnyRow) -> StoreResult<RingCandidate> {
 #[async_trait]
 impl RingStore for SqlStore {
     async fn unscoped_digest_todos(&self, endpoint_id: &str) -> StoreResult<Vec<DigestTodo>> {
-        let rows = sqlx::query(
-            "SELECT id, queue, created_at FROM todos \
+        let rows = sqlx::query(AssertSqlSafe(format!(
+            "SELECT id, queue, created_at FROM {todos} \
              WHERE endpoint_id = $1 AND state = 'pending' AND event_id IS NOT NULL \
              ORDER BY created_at, id",
-        )
+            todos = self.dialect.pending_todos_by_endpoint(),
+        )))
         .bind(endpoint_id)
         .fetch_all(self.reader()?)
         .await?;
@@ -95,25 +96,35 @@ impl RingStore for SqlStore {
         row.as_ref().map(ring_candidate).transpose()
     }
 
-    /// Which of these endpoints have a ring due: one cheap read, so a sweep
-    /// with nothing due does no more.
+    /// Which of these endpoints have a ring due, in the order the claim
+    /// takes them: one read, so a sweep with nothing due does no more.
     async fn unscoped_endpoints_with_due_rings(
         &self,
         endpoint_ids: &[String],
         steps: &[Duration],
+        limit: i64,
     ) -> StoreResult<Vec<String>> {
-        if endpoint_ids.is_empty() || steps.is_empty() {
+        if endpoint_ids.is_empty() || steps.is_empty() || limit <= 0 {
             return Ok(Vec::new());
         }
-        // Params: $1 now, $2 budget, then one per step, then the ids.
+        // Each endpoint's first turn is its oldest due todo (by created_at,
+        // id), and the claim takes first turns by todo id: the same order
+        // here, so the first endpoints named are the ones it would ring.
+        // Params: $1 now, $2 budget, $3 limit, then one per step, then the ids.
         let sql = format!(
-            "SELECT DISTINCT endpoint_id FROM todos WHERE endpoint_id IN ({ids}) AND {due}",
-            ids = self.dialect.json_text_list(3 + steps.len()),
-            due = due_condition(3, steps.len()),
+            "SELECT endpoint_id FROM ( \
+               SELECT endpoint_id, id, \
+                 ROW_NUMBER() OVER (PARTITION BY endpoint_id ORDER BY created_at, id) AS turn \
+               FROM {todos} WHERE endpoint_id IN ({ids}) AND {due} \
+             ) ranked WHERE turn = 1 ORDER BY id LIMIT $3",
+            todos = self.dialect.pending_todos_by_endpoint(),
+            ids = self.dialect.json_text_list(4 + steps.len()),
+            due = due_condition(4, steps.len()),
         );
         let mut q = sqlx::query(AssertSqlSafe(sql))
             .bind(self.now().as_millis())
-            .bind(steps.len() as i64);
+            .bind(steps.len() as i64)
+            .bind(limit);
         for step in steps {
             q = q.bind(step.as_millis() as i64);
         }
@@ -143,10 +154,11 @@ impl RingStore for SqlStore {
              WHERE id IN ( \
                SELECT id FROM ( \
                  SELECT id, ROW_NUMBER() OVER (PARTITION BY endpoint_id ORDER BY created_at, id) AS turn \
-                 FROM todos WHERE endpoint_id IN ({ids}) AND {due} \
+                 FROM {todos} WHERE endpoint_id IN ({ids}) AND {due} \
                ) ranked ORDER BY turn, id LIMIT $3 \
              ) AND {due} \
              RETURNING {cols}",
+            todos = self.dialect.pending_todos_by_endpoint(),
             ids = ids_list,
             cols = todo_columns!(),
         );
@@ -182,14 +194,20 @@ impl RingStore for SqlStore {
 
     /// One guarded statement: the first caller for this readiness (the
     /// todo's current `attempt`) gets the candidate, everyone else nothing.
+    ///
+    /// The claim is a hint (it decides who rings, not what is owed), so its
+    /// commit does not wait for the WAL flush: a push on PostgreSQL waits for
+    /// one flush (the todo) instead of two. After a database crash a lost
+    /// claim rings the todo once more (the catch-up's unrung read).
     async fn unscoped_claim_ready_ring(&self, id: &str) -> StoreResult<Option<RingCandidate>> {
-        let row = sqlx::query(
-            "UPDATE todos SET ready_rung_attempt = attempt \
+        let (before, from) = self.dialect.unflushed_update();
+        let row = sqlx::query(AssertSqlSafe(format!(
+            "{before}UPDATE todos SET ready_rung_attempt = attempt{from} \
              WHERE id = $1 AND state = 'pending' AND event_id IS NOT NULL \
                AND (ready_rung_attempt IS NULL OR ready_rung_attempt <> attempt) \
                AND endpoint_id IN (SELECT id FROM endpoints WHERE state = 'active') \
-             RETURNING id, endpoint_id, queue, title, kind, source, ring_attempts, created_at",
-        )
+             RETURNING id, endpoint_id, queue, title, kind, source, ring_attempts, created_at"
+        )))
         .bind(id)
         .fetch_optional(self.writer()?)
         .await?;
@@ -206,10 +224,11 @@ impl RingStore for SqlStore {
             return Ok(Vec::new());
         }
         let sql = format!(
-            "SELECT id FROM todos WHERE endpoint_id IN ({ids}) AND state = 'pending' \
+            "SELECT id FROM {todos} WHERE endpoint_id IN ({ids}) AND state = 'pending' \
                AND event_id IS NOT NULL AND ready_rung_attempt IS NULL \
                AND ring_attempts = 0 AND last_ringed_at IS NULL AND created_at >= $1 \
              ORDER BY created_at, id LIMIT $2",
+            todos = self.dialect.pending_todos_by_endpoint(),
             ids = self.dialect.json_text_list(3),
         );
         let rows = sqlx::query(AssertSqlSafe(sql))

@@ -207,7 +207,7 @@ async fn a_cancelled_todo_is_never_claimed_or_rung(store: &dyn Store, ts: &TestS
     let endpoints = vec![f.endpoint.id.clone()];
     assert!(
         store
-            .unscoped_endpoints_with_due_rings(&endpoints, &steps)
+            .unscoped_endpoints_with_due_rings(&endpoints, &steps, 100)
             .await
             .unwrap()
             .is_empty()

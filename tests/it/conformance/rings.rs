@@ -160,7 +160,7 @@ async fn only_endpoints_with_a_due_ring_are_named(store: &dyn Store, ts: &TestSt
         let store = ts.store.clone();
         async move {
             store
-                .unscoped_endpoints_with_due_rings(&hosted, &steps())
+                .unscoped_endpoints_with_due_rings(&hosted, &steps(), 100)
                 .await
                 .unwrap()
         }
@@ -175,6 +175,56 @@ async fn only_endpoints_with_a_due_ring_are_named(store: &dyn Store, ts: &TestSt
     assert!(
         named(ts).await.is_empty(),
         "counted: the next ring is 20 min away"
+    );
+}
+
+/// The due endpoints come in the claim's order, so the first `limit` of
+/// them are exactly the endpoints a claim of `limit` rings (the sweep reads
+/// presence for those only).
+async fn due_endpoints_come_in_the_order_the_claim_rings_them(store: &dyn Store, ts: &TestStore) {
+    let a = fixture(store, "ada").await;
+    let mut endpoints = vec![a.endpoint.clone()];
+    for name in ["bee", "cee", "dee"] {
+        endpoints.push(
+            endpoint_for(store, a.human.clone(), name, &["inbox"])
+                .await
+                .endpoint,
+        );
+    }
+    // Created in reverse endpoint order, two each: each endpoint's first
+    // due todo decides its place, not the endpoint's id or its count.
+    for (i, e) in endpoints.iter().enumerate().rev() {
+        for k in 0..2 {
+            create(store, rung_todo(&e.id, &format!("{i}-{k}"))).await;
+            advance_secs(ts, 1);
+        }
+    }
+    advance_secs(ts, 301);
+    let hosted: Vec<String> = endpoints.iter().map(|e| e.id.clone()).collect();
+    let named = ts
+        .store
+        .unscoped_endpoints_with_due_rings(&hosted, &steps(), 100)
+        .await
+        .unwrap();
+    assert_eq!(named.len(), 4, "each endpoint once: {named:?}");
+    let first_two = ts
+        .store
+        .unscoped_endpoints_with_due_rings(&hosted, &steps(), 2)
+        .await
+        .unwrap();
+    assert_eq!(first_two, named[..2], "the limit keeps the order");
+    let rung = ts
+        .store
+        .unscoped_claim_due_rings(&hosted, &steps(), 2)
+        .await
+        .unwrap();
+    let mut rung_endpoints: Vec<String> = rung.iter().map(|c| c.endpoint_id.clone()).collect();
+    let mut expected = first_two.clone();
+    rung_endpoints.sort();
+    expected.sort();
+    assert_eq!(
+        rung_endpoints, expected,
+        "the claim rings the endpoints named first"
     );
 }
 
@@ -297,6 +347,7 @@ exercise_on_both_backends!(
     pull_only_claimed_and_revoked_todos_are_never_claimed_for_ringing,
     the_unrung_read_names_todos_created_since_that_nobody_rang,
     only_endpoints_with_a_due_ring_are_named,
+    due_endpoints_come_in_the_order_the_claim_rings_them,
     a_never_claimed_todo_is_rerung_on_schedule_then_never,
     an_unhosted_endpoint_keeps_its_whole_budget,
     pull_only_and_claimed_todos_never_ring,

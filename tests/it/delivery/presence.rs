@@ -297,6 +297,35 @@ async fn a_clocked_out_endpoint_holds_doorbells_but_keeps_every_pull(ts: &TestSt
     assert_eq!(presence(ts, &hub, &f.endpoint).await["presence"], "out");
 }
 
+/// The sweep reads presence for the endpoints first in line only; one that
+/// is out there must not cost an endpoint further back its ring.
+async fn an_out_endpoint_first_in_line_does_not_hold_back_the_sweep(ts: &TestStore) {
+    let f = fixture(&ts.store, "ada").await;
+    let g = endpoint_for(&ts.store, f.human.clone(), "awake", &["inbox"]).await;
+    let hub = hub();
+    let mut away = hub.stream(&f.endpoint);
+    let mut awake = hub.stream(&g.endpoint);
+    tool_ok(ts, &hub, &f.endpoint, "clock_out", json!({})).await;
+    // Older, so first in the sweep's order.
+    let held = push(ts, &hub, &f.endpoint, "inbox", "held").await;
+    ts.clock.advance(std::time::Duration::from_secs(1));
+    let due = push(ts, &hub, &g.endpoint, "inbox", "due").await;
+    awake.one("rung at creation");
+    ts.clock.advance(minutes(5));
+    let config = SweepConfig {
+        per_tick: 1,
+        ..SweepConfig::default()
+    };
+    assert_eq!(sweep_tick(&hub.on(&ts.store), &config).await, 1);
+    assert_eq!(
+        todo_id_of(&awake.one("the present endpoint's ring")),
+        due.id
+    );
+    away.assert_silent("held while out");
+    let row = todo_row(ts, &f.endpoint, &held.id).await;
+    assert_eq!((row.ring_attempts, row.last_ringed_at), (0, None));
+}
+
 async fn clocking_in_sends_one_digest_and_marks_exactly_the_counted_todos(ts: &TestStore) {
     let f = fixture(&ts.store, "ada").await;
     let hub = hub();
@@ -1087,6 +1116,7 @@ on_both_backends!(
     a_shift_boundary_ends_an_override,
     clock_in_for_nine_hours_is_refused_and_changes_nothing,
     a_clocked_out_endpoint_holds_doorbells_but_keeps_every_pull,
+    an_out_endpoint_first_in_line_does_not_hold_back_the_sweep,
     clocking_in_sends_one_digest_and_marks_exactly_the_counted_todos,
     nothing_is_sent_when_nothing_waits,
     an_operator_return_digests_with_reason_operator,
