@@ -467,11 +467,13 @@ impl EndpointStore for SqlStore {
     }
 
     async fn count_pending(&self, endpoint_id: &str) -> StoreResult<i64> {
-        let row =
-            sqlx::query("SELECT COUNT(*) FROM todos WHERE endpoint_id = $1 AND state = 'pending'")
-                .bind(endpoint_id)
-                .fetch_one(self.reader()?)
-                .await?;
+        let row = sqlx::query(AssertSqlSafe(format!(
+            "SELECT COUNT(*) FROM {} WHERE endpoint_id = $1 AND state = 'pending'",
+            self.dialect.pending_todos_by_endpoint()
+        )))
+        .bind(endpoint_id)
+        .fetch_one(self.reader()?)
+        .await?;
         Ok(row.get::<i64, _>(0))
     }
 }

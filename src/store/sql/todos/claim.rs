@@ -118,12 +118,17 @@ impl SqlStore {
                 };
                 let pending_sql = format!(
                     concat!(
-                        "UPDATE todos SET {set} WHERE id = (SELECT id FROM todos ",
+                        "UPDATE todos SET {set} WHERE id = (SELECT id FROM {from} ",
                         "WHERE endpoint_id = $5 AND state = 'pending'{filter} ",
                         "ORDER BY created_at, id LIMIT 1{skip}) RETURNING ",
                         todo_columns!()
                     ),
                     set = CLAIM_SET,
+                    from = if queue.is_none() {
+                        self.dialect.pending_todos_by_endpoint()
+                    } else {
+                        "todos"
+                    },
                     filter = queue_filter,
                     skip = self.dialect.skip_locked(),
                 );

@@ -49,12 +49,19 @@ pub(super) struct LaneHeartbeat {
 fn claim_pending_sql(one_queue: bool) -> String {
     numbered(&format!(
         concat!(
-            "UPDATE todos SET {set} WHERE id = (SELECT id FROM todos ",
+            "UPDATE todos SET {set} WHERE id = (SELECT id FROM {from} ",
             "WHERE endpoint_id = $5 AND state = 'pending'{filter} ",
             "ORDER BY created_at, id LIMIT 1) RETURNING ",
             todo_columns!()
         ),
         set = CLAIM_SET,
+        // A named queue's claim takes the per-queue pending index by itself;
+        // the whole scope's needs naming its index (`Dialect::pending_todos_by_endpoint`).
+        from = if one_queue {
+            "todos"
+        } else {
+            Dialect::Sqlite.pending_todos_by_endpoint()
+        },
         filter = if one_queue { " AND queue = $6" } else { "" },
     ))
 }
