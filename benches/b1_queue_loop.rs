@@ -1880,8 +1880,9 @@ async fn measure(cfg: &Config, pg: Option<&Pg>, tck: f64) -> Result<(String, boo
         let _ = writeln!(
             header,
             "- SQLite {sqlite_version}: a fresh temp file per run, {} pending todos preloaded; \
-             journal_mode=WAL, synchronous=NORMAL, one writer connection (the store's writer \
-             pool; the floor's own one-connection SqlitePool), BEGIN IMMEDIATE",
+             journal_mode=WAL, synchronous=NORMAL; store: its rusqlite writer thread (group \
+             commit) for the loop; true floor: one rusqlite connection behind a mutex, \
+             autocommit; same SQL: a one-connection SqlitePool, BEGIN IMMEDIATE",
             cfg.sqlite_preload
         );
     }
