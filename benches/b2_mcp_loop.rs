@@ -801,7 +801,15 @@ fn report(cfg: &Config, results: &HashMap<Key, Vec<RunResult>>, header: &str) ->
         let rate = median(&runs.iter().map(RunResult::rate).collect::<Vec<_>>());
         let p99 = median(&runs.iter().map(|r| r.p99_ms).collect::<Vec<_>>());
         let name = key.0.name();
-        if key.1 == 4 {
+        if key.1 == 4 && name == "SQLite" {
+            // 09-quality.md: over MCP, SQLite ≥ 3 000 loops/s at c = 4 (the
+            // 50 %-of-the-floor target is PostgreSQL's).
+            let _ = writeln!(
+                md,
+                "| loops/s ≥ 3 000 | {name} | 4 | {rate:.0} | — | — | ≥ 3 000 loops/s | {} |",
+                if rate >= 3_000.0 { "PASS" } else { "FAIL" }
+            );
+        } else if key.1 == 4 {
             match floors.get(&(name.to_owned(), 4)) {
                 Some(floor) => {
                     let ratio = rate / floor;
