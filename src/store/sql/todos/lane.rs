@@ -78,17 +78,7 @@ const PRIOR_ATTEMPTS: &str = concat!(
     " FROM todo_attempts WHERE todo_id = ?1 AND ended_at IS NOT NULL ORDER BY seq DESC LIMIT ?2"
 );
 
-static COMPLETE: LazyLock<String> = LazyLock::new(|| {
-    numbered(&format!(
-        concat!(
-            "UPDATE todos SET state = 'done', result = $1, completed_at = $2, ",
-            "updated_at = $2, lease_expires_at = NULL, lease_token_hash = NULL ",
-            "WHERE {} RETURNING ",
-            todo_columns!()
-        ),
-        holder_guard(3)
-    ))
-});
+static COMPLETE: LazyLock<String> = LazyLock::new(|| numbered(&COMPLETE_SQL));
 
 const CLOSE_ATTEMPT: &str = "UPDATE todo_attempts SET ended_at = ?1, outcome = ?2, \
      disposition = ?3, summary = ?4, summary_truncated = ?5 \
@@ -100,16 +90,7 @@ const PRUNE_ATTEMPTS: &str = "DELETE FROM todo_attempts WHERE todo_id = ?1 AND e
 
 const COUNT_PRUNED: &str = "UPDATE todos SET attempts_pruned = attempts_pruned + ?1 WHERE id = ?2";
 
-static HEARTBEAT: LazyLock<String> = LazyLock::new(|| {
-    numbered(&format!(
-        concat!(
-            "UPDATE todos SET lease_expires_at = $1, updated_at = $2, ",
-            "last_note = COALESCE($3, last_note) WHERE {} RETURNING ",
-            todo_columns!()
-        ),
-        holder_guard(4)
-    ))
-});
+static HEARTBEAT: LazyLock<String> = LazyLock::new(|| numbered(&HEARTBEAT_SQL));
 
 const HEARTBEAT_ATTEMPT: &str = "UPDATE todo_attempts SET last_heartbeat_at = ?1, \
      note = COALESCE(?2, note) WHERE todo_id = ?3 AND ended_at IS NULL";

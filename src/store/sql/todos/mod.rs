@@ -63,6 +63,33 @@ fn holder_guard(h: usize) -> String {
     )
 }
 
+/// The holder's completion: `$1` result, `$2` now, `$3`–`$6` the holder's
+/// guard. One text for the transaction path and SQLite's writer thread.
+static COMPLETE_SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        concat!(
+            "UPDATE todos SET state = 'done', result = $1, completed_at = $2, ",
+            "updated_at = $2, lease_expires_at = NULL, lease_token_hash = NULL ",
+            "WHERE {} RETURNING ",
+            todo_columns!()
+        ),
+        holder_guard(3)
+    )
+});
+
+/// The holder's heartbeat: `$1` lease expiry, `$2` now, `$3` note, `$4`–`$7`
+/// the holder's guard.
+static HEARTBEAT_SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        concat!(
+            "UPDATE todos SET lease_expires_at = $1, updated_at = $2, ",
+            "last_note = COALESCE($3, last_note) WHERE {} RETURNING ",
+            todo_columns!()
+        ),
+        holder_guard(4)
+    )
+});
+
 const LIVE_CONDITION: &str =
     "(state IN ('pending', 'claimed') OR (state = 'failed' AND next_retry_at IS NOT NULL))";
 
@@ -215,23 +242,16 @@ impl TodoStore for SqlStore {
             // Nothing matched: the transaction below re-checks and says why.
         }
         let mut tx = self.begin().await?;
-        let row = sqlx::query(AssertSqlSafe(format!(
-            concat!(
-                "UPDATE todos SET lease_expires_at = $1, updated_at = $2, ",
-                "last_note = COALESCE($3, last_note) WHERE {} RETURNING ",
-                todo_columns!()
-            ),
-            holder_guard(4)
-        )))
-        .bind(now.add_secs(lease_secs).as_millis())
-        .bind(now.as_millis())
-        .bind(note.clone())
-        .bind(id)
-        .bind(&caller.endpoint_id)
-        .bind(caller.owner())
-        .bind(opts.lease_token.as_deref().map(sha256_hex))
-        .fetch_optional(&mut *tx)
-        .await?;
+        let row = sqlx::query(AssertSqlSafe(HEARTBEAT_SQL.as_str()))
+            .bind(now.add_secs(lease_secs).as_millis())
+            .bind(now.as_millis())
+            .bind(note.clone())
+            .bind(id)
+            .bind(&caller.endpoint_id)
+            .bind(caller.owner())
+            .bind(opts.lease_token.as_deref().map(sha256_hex))
+            .fetch_optional(&mut *tx)
+            .await?;
         let Some(row) = row else {
             let err = Self::refusal(&mut tx, caller, id, Refused::Holder, now).await;
             tx.rollback().await?;
@@ -289,23 +309,15 @@ impl TodoStore for SqlStore {
             // Nothing matched: the transaction below re-checks and says why.
         }
         let mut tx = self.begin().await?;
-        let row = sqlx::query(AssertSqlSafe(format!(
-            concat!(
-                "UPDATE todos SET state = 'done', result = $1, completed_at = $2, ",
-                "updated_at = $2, lease_expires_at = NULL, lease_token_hash = NULL ",
-                "WHERE {} RETURNING ",
-                todo_columns!()
-            ),
-            holder_guard(3)
-        )))
-        .bind(result)
-        .bind(now.as_millis())
-        .bind(id)
-        .bind(&caller.endpoint_id)
-        .bind(caller.owner())
-        .bind(finish.lease_token.as_deref().map(sha256_hex))
-        .fetch_optional(&mut *tx)
-        .await?;
+        let row = sqlx::query(AssertSqlSafe(COMPLETE_SQL.as_str()))
+            .bind(result)
+            .bind(now.as_millis())
+            .bind(id)
+            .bind(&caller.endpoint_id)
+            .bind(caller.owner())
+            .bind(finish.lease_token.as_deref().map(sha256_hex))
+            .fetch_optional(&mut *tx)
+            .await?;
         let Some(row) = row else {
             let err = Self::refusal(&mut tx, caller, id, Refused::Holder, now).await;
             tx.rollback().await?;
