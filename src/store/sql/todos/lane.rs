@@ -24,12 +24,29 @@ pub(super) struct LaneClaim {
     pub claimant: Option<String>,
 }
 
-/// Everything a completion binds.
-pub(super) struct LaneFinish {
+/// The holder's guard (`holder_guard`): the todo, its endpoint, the
+/// holder and the fence hash of the presented lease token.
+pub(super) struct LaneHolder {
     pub id: String,
     pub endpoint_id: String,
     pub owner: String,
     pub lease_token_hash: Option<String>,
+}
+
+impl LaneHolder {
+    pub(super) fn new(caller: &Caller, id: &str, lease_token: Option<&str>) -> Self {
+        Self {
+            id: id.to_owned(),
+            endpoint_id: caller.endpoint_id.clone(),
+            owner: caller.owner(),
+            lease_token_hash: lease_token.map(sha256_hex),
+        }
+    }
+}
+
+/// Everything a completion binds.
+pub(super) struct LaneFinish {
+    pub holder: LaneHolder,
     pub result: Option<String>,
     pub summary: Option<(String, bool)>,
     pub now: Timestamp,
@@ -37,10 +54,7 @@ pub(super) struct LaneFinish {
 
 /// Everything a heartbeat binds.
 pub(super) struct LaneHeartbeat {
-    pub id: String,
-    pub endpoint_id: String,
-    pub owner: String,
-    pub lease_token_hash: Option<String>,
+    pub holder: LaneHolder,
     pub note: Option<String>,
     pub now: Timestamp,
     pub expires: Timestamp,
@@ -187,10 +201,10 @@ pub(super) fn complete(tx: &Connection, finish: LaneFinish) -> StoreResult<Optio
         params![
             finish.result,
             now,
-            finish.id,
-            finish.endpoint_id,
-            finish.owner,
-            finish.lease_token_hash
+            finish.holder.id,
+            finish.holder.endpoint_id,
+            finish.holder.owner,
+            finish.holder.lease_token_hash
         ],
     )?
     else {
@@ -223,20 +237,20 @@ pub(super) fn heartbeat(tx: &Connection, beat: LaneHeartbeat) -> StoreResult<Opt
             beat.expires.as_millis(),
             now,
             beat.note,
-            beat.id,
-            beat.endpoint_id,
-            beat.owner,
-            beat.lease_token_hash
+            beat.holder.id,
+            beat.holder.endpoint_id,
+            beat.holder.owner,
+            beat.holder.lease_token_hash
         ],
     )?
     else {
         return Ok(None);
     };
     tx.prepare_cached(HEARTBEAT_ATTEMPT)?
-        .execute(params![now, beat.note, beat.id])?;
+        .execute(params![now, beat.note, beat.holder.id])?;
     if let Some(note) = &beat.note {
         tx.prepare_cached(ENDPOINT_NOTE)?
-            .execute(params![note, now, beat.endpoint_id])?;
+            .execute(params![note, now, beat.holder.endpoint_id])?;
     }
     Ok(Some(todo))
 }

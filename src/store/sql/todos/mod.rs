@@ -228,10 +228,7 @@ impl TodoStore for SqlStore {
         let now = self.now();
         if let Some(writer) = &self.lane {
             let beat = lane::LaneHeartbeat {
-                id: id.to_owned(),
-                endpoint_id: caller.endpoint_id.clone(),
-                owner: caller.owner(),
-                lease_token_hash: opts.lease_token.as_deref().map(sha256_hex),
+                holder: lane::LaneHolder::new(caller, id, opts.lease_token.as_deref()),
                 note: note.clone(),
                 now,
                 expires: now.add_secs(lease_secs),
@@ -295,10 +292,7 @@ impl TodoStore for SqlStore {
         }
         if let Some(writer) = &self.lane {
             let finish = lane::LaneFinish {
-                id: id.to_owned(),
-                endpoint_id: caller.endpoint_id.clone(),
-                owner: caller.owner(),
-                lease_token_hash: finish.lease_token.as_deref().map(sha256_hex),
+                holder: lane::LaneHolder::new(caller, id, finish.lease_token.as_deref()),
                 result: result.clone(),
                 summary: summary.clone(),
                 now,
