@@ -414,7 +414,7 @@ impl EndpointStore for SqlStore {
                     let mut stmt = conn.prepare_cached(AUTHENTICATE_ON_LANE)?;
                     let mut found = stmt.query(rusqlite::params![hash, now.as_millis()])?;
                     match found.next()? {
-                        Some(row) => Ok(Some(rows::endpoint(row)?)),
+                        Some(row) => Ok(Some(rows::endpoint(&rows::NamedRow::new(row))?)),
                         None => Ok(None),
                     }
                 })

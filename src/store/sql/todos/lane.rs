@@ -120,7 +120,7 @@ fn todo_row(
     let mut stmt = tx.prepare_cached(sql)?;
     let mut found = stmt.query(params)?;
     match found.next()? {
-        Some(row) => Ok(Some(rows::todo(row)?)),
+        Some(row) => Ok(Some(rows::todo(&rows::NamedRow::new(row))?)),
         None => Ok(None),
     }
 }
@@ -182,7 +182,7 @@ pub(super) fn claim_pending(
         let mut found = stmt.query(params![todo.id, rules::PRIOR_ATTEMPTS_ON_CLAIM])?;
         let mut prior = Vec::new();
         while let Some(row) = found.next()? {
-            prior.push(rows::attempt(row)?);
+            prior.push(rows::attempt(&rows::NamedRow::new(row))?);
         }
         prior
     } else {
