@@ -54,6 +54,11 @@ pub static SQLITE_MIGRATIONS: &[Migration] = &[
         name: "queue_hot_path",
         sql: include_str!("migrations/sqlite/0007_queue_hot_path.sql"),
     },
+    Migration {
+        version: 8,
+        name: "attempts_without_rowid",
+        sql: include_str!("migrations/sqlite/0008_attempts_without_rowid.sql"),
+    },
 ];
 
 pub static POSTGRES_MIGRATIONS: &[Migration] = &[

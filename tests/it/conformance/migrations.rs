@@ -157,8 +157,9 @@ async fn a_lost_database_is_unavailable(store: &dyn Store, ts: &TestStore) {
 }
 
 /// 0006 rebuilds `todos` and `todo_attempts` on SQLite (a CHECK constraint
-/// cannot be altered there): rows written at version 5, attempt history
-/// included, must come through, and work as before.
+/// cannot be altered there), and 0008 rebuilds `todo_attempts` again
+/// without a rowid: rows written at version 5, attempt history included,
+/// must come through both, and work as before.
 async fn todos_and_their_history_survive_the_cancelled_migration(
     _store: &dyn Store,
     ts: &TestStore,
