@@ -20,8 +20,9 @@
 //! asks on the transaction path, exactly as PostgreSQL's one-statement
 //! transitions do (`todos/fast.rs`).
 
+use std::collections::VecDeque;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -84,8 +85,8 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// Prepared statements kept per connection; the lane runs about a dozen.
 const STATEMENT_CACHE: usize = 64;
 
-/// The most calls committed together. Calls queue only while the thread is
-/// busy, so a batch is what arrived during the previous commit.
+/// The most calls committed together. Calls queue only while another runs
+/// a batch, so a batch is what arrived during the previous commit.
 const MAX_BATCH: usize = 64;
 
 /// Page cache of the lane's connection, in KiB (SQLite's default is 2 MiB):
@@ -93,19 +94,65 @@ const MAX_BATCH: usize = 64;
 /// stay in memory across calls.
 const CACHE_KIB: i64 = 64 * 1024;
 
+/// The lane's connection checkpoints only when its WAL reaches this many
+/// pages (SQLite's default: 1 000); below it the checkpointer thread does,
+/// every [`CHECKPOINT_EVERY`] commits. A checkpoint syncs the WAL and the
+/// database file; on the committing call's path those syncs were most of
+/// B1's wall time at c = 1 (`folio_wait_writeback` under `fsync`).
+const FOREGROUND_CHECKPOINT_PAGES: i64 = 8_000;
+
+/// Commits between two background checkpoints.
+const CHECKPOINT_EVERY: u64 = 64;
+
+/// What the lane's thread is asked to do.
+enum Errand {
+    /// A batch whose `BEGIN IMMEDIATE` found the write lock held: run it,
+    /// waiting for the lock, then lead.
+    Wait(Vec<Box<dyn Job>>),
+    /// Calls are queued and their leader stepped down: lead.
+    Lead,
+}
+
+/// Calls waiting for a leader.
+struct Queue {
+    jobs: VecDeque<Box<dyn Job>>,
+    /// Set by `close`: calls then answer `unavailable`.
+    closed: bool,
+}
+
+struct Shared {
+    /// `None` once closed. Whoever holds it leads: runs every queued call.
+    conn: Mutex<Option<Connection>>,
+    queue: Mutex<Queue>,
+    /// Transactions run (committed or not); calls / batches is how much
+    /// group commit saves.
+    batches: AtomicU64,
+    commits: AtomicU64,
+    /// Set while the thread leads (or is about to): callers then queue
+    /// without trying to lead themselves.
+    thread_leads: AtomicBool,
+    /// Wakes the checkpointer (`None` once closed); a full slot means a
+    /// checkpoint is already due.
+    checkpoint: Mutex<Option<mpsc::SyncSender<()>>>,
+}
+
 pub(in crate::store) struct Lane {
-    /// `None` once closed: calls then answer `unavailable`.
-    jobs: Mutex<Option<mpsc::Sender<Box<dyn Job>>>>,
+    shared: Arc<Shared>,
+    /// To the thread that waits for the write lock and leads under load.
+    errands: Mutex<Option<mpsc::Sender<Errand>>>,
     thread: Mutex<Option<JoinHandle<()>>>,
-    /// Transactions the thread has run (committed or not); calls / batches
-    /// is how much group commit saves.
-    batches: Arc<AtomicU64>,
+    checkpointer: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl std::fmt::Debug for Lane {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Lane").finish_non_exhaustive()
     }
+}
+
+fn locked<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // Jobs run under `catch_unwind`, so a poisoned lock holds consistent data.
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl Lane {
@@ -137,16 +184,49 @@ impl Lane {
             .map_err(open_err)?;
         conn.pragma_update(None, "cache_size", -CACHE_KIB)
             .map_err(open_err)?;
+        conn.pragma_update(None, "wal_autocheckpoint", FOREGROUND_CHECKPOINT_PAGES)
+            .map_err(open_err)?;
         conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
         conn.busy_handler(Some(wait_for_the_write_lock))
             .map_err(open_err)?;
+        let checkpoints = Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(open_err)?;
+        let (checkpoint, due) = mpsc::sync_channel::<()>(1);
+        let checkpointer = std::thread::Builder::new()
+            .name("sqlite-checkpointer".into())
+            .spawn(move || {
+                while due.recv().is_ok() {
+                    // PASSIVE: copies what it can without waiting for anyone;
+                    // a failure only leaves the WAL longer until the next one.
+                    let _ = checkpoints.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
+                }
+            })
+            .map_err(|e| {
+                StoreError::Unavailable(Box::new(WithContext {
+                    context: "cannot start the SQLite checkpointer thread".into(),
+                    source: Box::new(e),
+                }))
+            })?;
 
-        let (jobs, inbox) = mpsc::channel::<Box<dyn Job>>();
-        let batches = Arc::new(AtomicU64::new(0));
-        let counted = batches.clone();
+        let shared = Arc::new(Shared {
+            conn: Mutex::new(Some(conn)),
+            queue: Mutex::new(Queue {
+                jobs: VecDeque::new(),
+                closed: false,
+            }),
+            batches: AtomicU64::new(0),
+            commits: AtomicU64::new(0),
+            thread_leads: AtomicBool::new(false),
+            checkpoint: Mutex::new(Some(checkpoint)),
+        });
+        let (errands, inbox) = mpsc::channel::<Errand>();
+        let on_thread = shared.clone();
         let thread = std::thread::Builder::new()
             .name("sqlite-writer".into())
-            .spawn(move || serve(&conn, &inbox, &counted))
+            .spawn(move || serve(&on_thread, &inbox))
             .map_err(|e| {
                 StoreError::Unavailable(Box::new(WithContext {
                     context: "cannot start the SQLite writer thread".into(),
@@ -154,15 +234,22 @@ impl Lane {
                 }))
             })?;
         Ok(Self {
-            jobs: Mutex::new(Some(jobs)),
+            shared,
+            errands: Mutex::new(Some(errands)),
             thread: Mutex::new(Some(thread)),
-            batches,
+            checkpointer: Mutex::new(Some(checkpointer)),
         })
     }
 
     /// Runs `work` inside a write transaction on the lane's connection and
     /// returns what it returned once that transaction has committed. An
     /// `Err` from `work` undoes its writes (and only its).
+    ///
+    /// The caller runs it itself when no one else is writing (flat
+    /// combining): each hand-off to another thread costs a wake-up, which
+    /// on this kind of machine costs more than the SQL (B1 at c = 1: two
+    /// wake-ups per call were most of its CPU). A caller that finds the
+    /// connection taken queues its call for whoever holds it.
     pub(super) async fn run<R: Send + 'static>(
         &self,
         work: impl FnOnce(&Connection) -> StoreResult<R> + Send + 'static,
@@ -173,79 +260,213 @@ impl Lane {
             outcome: None,
             reply,
         });
-        let sent = match &*self.jobs.lock().unwrap_or_else(|p| p.into_inner()) {
-            Some(jobs) => jobs.send(job).is_ok(),
-            None => false,
-        };
-        if !sent {
-            return Err(StoreError::unavailable(
-                "the SQLite writer thread is closed",
-            ));
+        {
+            let mut queue = locked(&self.shared.queue);
+            if queue.closed {
+                return Err(StoreError::unavailable(
+                    "the SQLite writer thread is closed",
+                ));
+            }
+            queue.jobs.push_back(job);
         }
+        self.lead_inline();
         answered
             .await
             .map_err(|_| StoreError::internal("the SQLite writer thread dropped a call"))?
     }
 
-    /// How many transactions the thread has run so far.
-    pub(super) fn batches(&self) -> u64 {
-        self.batches.load(Ordering::Relaxed)
-    }
-
-    /// Lets queued jobs finish, then stops the thread and closes its connection.
-    pub(super) async fn close(&self) {
-        self.jobs.lock().unwrap_or_else(|p| p.into_inner()).take();
-        let thread = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take();
-        if let Some(thread) = thread {
-            let _ = tokio::task::spawn_blocking(move || thread.join()).await;
+    /// Leads if the lane is idle: runs one batch (this caller's call and
+    /// whatever queued before it) on the caller's thread. Under load the
+    /// lane's thread leads instead (calls queued while it runs a batch
+    /// commit together), so a tokio worker runs at most one batch.
+    fn lead_inline(&self) {
+        if self.shared.thread_leads.load(Ordering::SeqCst) {
+            // The thread drains the queue, this call included.
+            return;
         }
-    }
-}
-
-/// Deletes `ANALYZE`'s per-value samples (`sqlite_stat4`), keeping its
-/// per-index row counts (`sqlite_stat1`). The bundled SQLite is built with
-/// STAT4; with samples present, every statement whose plan could depend on
-/// a bound value (`endpoint_id = ?`, i.e. all of the hot path) is parsed and
-/// planned again on every call: B2 measured 1 065 vs 559 µs of server CPU
-/// per MCP loop with and without them. Switchboard never runs `ANALYZE`;
-/// an operator's run is undone at the next start. Runs on a connection of
-/// its own, before any other loads the schema (and the samples with it).
-fn forget_value_samples(path: &Path) -> rusqlite::Result<()> {
-    let conn = Connection::open(path)?;
-    let sampled: bool = conn.query_row(
-        "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'sqlite_stat4')",
-        [],
-        |row| row.get(0),
-    )?;
-    if sampled {
-        conn.execute_batch("DELETE FROM sqlite_stat4")?;
-    }
-    Ok(())
-}
-
-/// Group commit: whatever queued while the last batch ran goes into one
-/// transaction, each job under its own savepoint, and every answer waits
-/// for the commit. One commit writes each touched page once, however many
-/// claims touched it (B1: `bench/RESULTS.md`).
-fn serve(conn: &Connection, inbox: &mpsc::Receiver<Box<dyn Job>>, batches: &AtomicU64) {
-    while let Ok(first) = inbox.recv() {
-        batches.fetch_add(1, Ordering::Relaxed);
-        let mut batch = vec![first];
-        while batch.len() < MAX_BATCH {
-            match inbox.try_recv() {
-                Ok(job) => batch.push(job),
-                Err(_) => break,
+        let Ok(conn) = self.shared.conn.try_lock() else {
+            // Whoever holds it looks at the queue again once done.
+            return;
+        };
+        let Some(connection) = conn.as_ref() else {
+            drop(conn);
+            return self.ask(Errand::Lead);
+        };
+        let mut batch = self.shared.take_batch();
+        if !batch.is_empty() {
+            match begin(connection, &self.shared.batches) {
+                Ok(()) => self.shared.run_and_answer(connection, batch),
+                Err(e) if is_busy(&e) => {
+                    // Another connection writes: waiting is the thread's job,
+                    // never a tokio worker's.
+                    drop(conn);
+                    return self.ask(Errand::Wait(batch));
+                }
+                Err(e) => answer_all(&mut batch, &e.into()),
             }
         }
+        drop(conn);
+        if !locked(&self.shared.queue).jobs.is_empty() {
+            self.ask(Errand::Lead);
+        }
+    }
+
+    /// Hands work to the thread. Once closing, a queued call is run by
+    /// `close` itself; a batch in hand answers `unavailable`.
+    fn ask(&self, errand: Errand) {
+        self.shared.thread_leads.store(true, Ordering::SeqCst);
+        let refused = match &*locked(&self.errands) {
+            Some(errands) => errands.send(errand).err().map(|e| e.0),
+            None => Some(errand),
+        };
+        if let Some(Errand::Wait(mut batch)) = refused {
+            answer_all(
+                &mut batch,
+                &StoreError::unavailable("the SQLite writer thread is closed"),
+            );
+        }
+    }
+
+    /// How many transactions the lane has run so far.
+    pub(super) fn batches(&self) -> u64 {
+        self.shared.batches.load(Ordering::Relaxed)
+    }
+
+    /// Lets queued calls finish, then stops the thread and closes the
+    /// connection; later calls answer `unavailable`.
+    pub(super) async fn close(&self) {
+        locked(&self.errands).take();
+        let thread = locked(&self.thread).take();
+        let checkpointer = locked(&self.checkpointer).take();
+        let shared = self.shared.clone();
+        let _ = tokio::task::spawn_blocking(move || {
+            if let Some(thread) = thread {
+                let _ = thread.join();
+            }
+            locked(&shared.checkpoint).take();
+            if let Some(checkpointer) = checkpointer {
+                let _ = checkpointer.join();
+            }
+            let mut conn = locked(&shared.conn);
+            locked(&shared.queue).closed = true;
+            // Nothing is queued after `closed`: this runs the last of it.
+            if let Some(connection) = conn.as_ref() {
+                shared.lead(connection);
+            }
+            conn.take();
+        })
+        .await;
+    }
+}
+
+impl Shared {
+    fn take_batch(&self) -> Vec<Box<dyn Job>> {
+        let mut queue = locked(&self.queue);
+        let n = queue.jobs.len().min(MAX_BATCH);
+        queue.jobs.drain(..n).collect()
+    }
+
+    /// Runs batches until the queue is empty, waiting for the write lock
+    /// when it is held (the thread's way; never on a tokio worker).
+    fn lead(&self, conn: &Connection) {
+        loop {
+            let mut batch = self.take_batch();
+            if batch.is_empty() {
+                return;
+            }
+            self.begin_waiting_and_run(conn, &mut batch);
+        }
+    }
+
+    fn begin_waiting_and_run(&self, conn: &Connection, batch: &mut Vec<Box<dyn Job>>) {
+        let began = MAY_WAIT.with(|may| {
+            may.set(true);
+            let began = begin(conn, &self.batches);
+            may.set(false);
+            began
+        });
+        match began {
+            Ok(()) => self.run_and_answer(conn, std::mem::take(batch)),
+            Err(e) => answer_all(batch, &e.into()),
+        }
+    }
+
+    /// Runs `batch` in the transaction just begun and answers every call
+    /// once it has committed (or failed).
+    fn run_and_answer(&self, conn: &Connection, mut batch: Vec<Box<dyn Job>>) {
         let failed = run_batch(conn, &mut batch).err();
+        let due = failed.is_none()
+            && self
+                .commits
+                .fetch_add(1, Ordering::Relaxed)
+                .is_multiple_of(CHECKPOINT_EVERY);
+        if due && let Some(checkpoint) = &*locked(&self.checkpoint) {
+            let _ = checkpoint.try_send(());
+        }
         for job in batch {
             job.answer(failed.as_ref().map(copy_failure));
         }
     }
 }
 
-fn run_batch(conn: &Connection, batch: &mut [Box<dyn Job>]) -> StoreResult<()> {
+fn answer_all(batch: &mut Vec<Box<dyn Job>>, err: &StoreError) {
+    for job in batch.drain(..) {
+        job.answer(Some(copy_failure(err)));
+    }
+}
+
+/// The thread: waits for the write lock where a caller could not, and
+/// leads while calls keep arriving; once the queue is empty, callers lead
+/// again.
+fn serve(shared: &Shared, inbox: &mpsc::Receiver<Errand>) {
+    while let Ok(errand) = inbox.recv() {
+        let mut waiting = match errand {
+            Errand::Wait(batch) => Some(batch),
+            Errand::Lead => None,
+        };
+        loop {
+            {
+                let conn = locked(&shared.conn);
+                let Some(connection) = conn.as_ref() else {
+                    return;
+                };
+                if let Some(mut batch) = waiting.take() {
+                    shared.begin_waiting_and_run(connection, &mut batch);
+                }
+                shared.lead(connection);
+                shared.thread_leads.store(false, Ordering::SeqCst);
+            }
+            // A call queued after the last batch was taken but before the
+            // flag fell saw the thread leading: it is the thread's to run.
+            if locked(&shared.queue).jobs.is_empty() {
+                break;
+            }
+            shared.thread_leads.store(true, Ordering::SeqCst);
+        }
+    }
+}
+
+thread_local! {
+    /// Whether this thread may wait in SQLite's busy handler: only the
+    /// lane's own thread, never a tokio worker leading inline.
+    static MAY_WAIT: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+fn begin(conn: &Connection, batches: &AtomicU64) -> rusqlite::Result<()> {
     conn.execute_batch("BEGIN IMMEDIATE")?;
+    batches.fetch_add(1, Ordering::Relaxed);
+    Ok(())
+}
+
+fn is_busy(err: &rusqlite::Error) -> bool {
+    matches!(
+        err.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+    )
+}
+
+/// Runs the jobs of a batch whose transaction is open, and ends it.
+fn run_batch(conn: &Connection, batch: &mut [Box<dyn Job>]) -> StoreResult<()> {
     let ended = match run_jobs(conn, batch) {
         Ok(Finish::Commit) => conn.execute_batch("COMMIT"),
         Ok(Finish::Rollback) => conn.execute_batch("ROLLBACK"),
@@ -281,6 +502,27 @@ fn run_jobs(conn: &Connection, batch: &mut [Box<dyn Job>]) -> rusqlite::Result<F
     Ok(Finish::Commit)
 }
 
+/// Deletes `ANALYZE`'s per-value samples (`sqlite_stat4`), keeping its
+/// per-index row counts (`sqlite_stat1`). The bundled SQLite is built with
+/// STAT4; with samples present, every statement whose plan could depend on
+/// a bound value (`endpoint_id = ?`, i.e. all of the hot path) is parsed and
+/// planned again on every call: B2 measured 1 065 vs 559 µs of server CPU
+/// per MCP loop with and without them. Switchboard never runs `ANALYZE`;
+/// an operator's run is undone at the next start. Runs on a connection of
+/// its own, before any other loads the schema (and the samples with it).
+fn forget_value_samples(path: &Path) -> rusqlite::Result<()> {
+    let conn = Connection::open(path)?;
+    let sampled: bool = conn.query_row(
+        "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'sqlite_stat4')",
+        [],
+        |row| row.get(0),
+    )?;
+    if sampled {
+        conn.execute_batch("DELETE FROM sqlite_stat4")?;
+    }
+    Ok(())
+}
+
 /// A batch's failure, once per job in it (errors are not `Clone`).
 fn copy_failure(err: &StoreError) -> StoreError {
     match err {
@@ -295,6 +537,9 @@ fn copy_failure(err: &StoreError) -> StoreError {
 /// (an sqlx transaction) holds the lock for well under a millisecond, so
 /// the lane retries every 20–200 µs, up to [`BUSY_TIMEOUT`].
 fn wait_for_the_write_lock(attempt: i32) -> bool {
+    if !MAY_WAIT.with(std::cell::Cell::get) {
+        return false;
+    }
     thread_local! {
         static FIRST_BUSY: std::cell::Cell<Option<Instant>> = const { std::cell::Cell::new(None) };
     }
@@ -331,11 +576,17 @@ mod tests {
     }
 
     #[test]
-    fn the_busy_handler_waits_in_short_steps() {
+    fn the_busy_handler_waits_in_short_steps_and_only_on_the_lanes_thread() {
+        assert!(
+            !wait_for_the_write_lock(0),
+            "a caller leading inline never waits"
+        );
+        MAY_WAIT.with(|may| may.set(true));
         let started = Instant::now();
         assert!(wait_for_the_write_lock(0));
         assert!(wait_for_the_write_lock(5));
         assert!(started.elapsed() < Duration::from_millis(50));
+        MAY_WAIT.with(|may| may.set(false));
     }
 
     fn lane_on_a_fresh_file() -> (tempfile::TempDir, Lane) {
@@ -349,24 +600,33 @@ mod tests {
         (dir, lane)
     }
 
-    /// Calls queued behind a busy thread land in shared batches; a call
-    /// whose work fails loses its own writes and only its own.
+    /// Calls queued behind a busy connection land in shared batches; a
+    /// call whose work fails loses its own writes and only its own.
     #[tokio::test]
     async fn a_failing_call_in_a_batch_undoes_only_its_own_writes() {
         use futures_util::future::{BoxFuture, FutureExt, join_all};
         const CALLS: i64 = 400;
         let (_dir, lane) = lane_on_a_fresh_file();
-        let (release, held) = mpsc::channel::<()>();
-        let mut calls: Vec<BoxFuture<'_, Option<(i64, bool)>>> = Vec::new();
-        // The first call holds the thread until every other call is queued.
-        calls.push(
-            lane.run(move |_| {
-                let _ = held.recv();
-                Ok(())
+        let lane = Arc::new(lane);
+        let (holding, held) = mpsc::channel::<()>();
+        let (release, released) = mpsc::channel::<()>();
+        // The first call leads on a thread of its own and holds the
+        // connection until every other call is queued.
+        let holder = {
+            let lane = lane.clone();
+            std::thread::spawn(move || {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .build()
+                    .unwrap();
+                runtime.block_on(lane.run(move |_| {
+                    let _ = holding.send(());
+                    let _ = released.recv();
+                    Ok(())
+                }))
             })
-            .map(|_| None)
-            .boxed(),
-        );
+        };
+        held.recv().unwrap();
+        let mut calls: Vec<BoxFuture<'_, Option<(i64, bool)>>> = Vec::new();
         for n in 0..CALLS {
             let call = lane.run(move |conn| {
                 conn.execute("INSERT INTO t (n) VALUES (?1)", [n])?;
@@ -377,7 +637,7 @@ mod tests {
             });
             calls.push(call.map(move |outcome| Some((n, outcome.is_ok()))).boxed());
         }
-        // join_all polls in order: this runs once every call above has sent its job.
+        // join_all polls in order: this runs once every call above has queued.
         calls.push(
             async move {
                 let _ = release.send(());
@@ -392,6 +652,7 @@ mod tests {
                 kept.push(n);
             }
         }
+        holder.join().unwrap().unwrap();
         let most = 1 + (CALLS as u64).div_ceil(MAX_BATCH as u64);
         assert!(
             lane.batches() <= most,
@@ -407,6 +668,61 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(stored, kept);
+    }
+
+    /// Uncontended, a call runs on its caller's own thread: no hand-off.
+    #[tokio::test]
+    async fn an_uncontended_call_runs_on_the_callers_thread() {
+        let (_dir, lane) = lane_on_a_fresh_file();
+        let ran_on = lane
+            .run(|conn| {
+                conn.execute("INSERT INTO t (n) VALUES (1)", [])?;
+                Ok(std::thread::current().id())
+            })
+            .await
+            .unwrap();
+        assert_eq!(ran_on, std::thread::current().id());
+    }
+
+    /// While another connection holds the write lock, the call waits on
+    /// the lane's thread: the caller's runtime (one thread here) goes on.
+    #[tokio::test]
+    async fn a_call_that_meets_the_write_lock_waits_off_the_runtime() {
+        let (dir, lane) = lane_on_a_fresh_file();
+        let other = Connection::open(dir.path().join("lane.db")).unwrap();
+        other
+            .execute_batch("BEGIN IMMEDIATE; INSERT INTO t (n) VALUES (7)")
+            .unwrap();
+        let (committed, commit) = tokio::sync::oneshot::channel::<()>();
+        let other_writer = tokio::spawn(async move {
+            // Runs only if the runtime's one thread is free.
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            other.execute_batch("COMMIT").unwrap();
+            let _ = committed.send(());
+        });
+        let ran_on = lane
+            .run(|conn| {
+                conn.execute("INSERT INTO t (n) VALUES (8)", [])?;
+                Ok(std::thread::current().id())
+            })
+            .await
+            .unwrap();
+        commit.await.unwrap();
+        other_writer.await.unwrap();
+        assert_ne!(
+            ran_on,
+            std::thread::current().id(),
+            "it waited on the lane's thread"
+        );
+        let stored: Vec<i64> = lane
+            .run(|conn| {
+                let mut stmt = conn.prepare("SELECT n FROM t ORDER BY n")?;
+                let rows = stmt.query_map([], |row| row.get(0))?;
+                Ok(rows.collect::<Result<Vec<i64>, _>>()?)
+            })
+            .await
+            .unwrap();
+        assert_eq!(stored, vec![7, 8]);
     }
 
     #[tokio::test]
