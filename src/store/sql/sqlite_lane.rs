@@ -1,24 +1,29 @@
-//! SQLite's hot path on a writer thread of its own (issue 14).
+//! SQLite's hot path on a connection of its own (issue 14).
 //!
 //! sqlx runs every SQLite statement as a round trip to a per-connection
 //! worker thread: a claim was BEGIN, UPDATE, INSERT, COMMIT = four hand-offs,
 //! and B1 spent 64 % of its CPU in the kernel switching threads (~3 % in
 //! SQLite itself; `docs/decisions.md`). The lane is one `rusqlite`
-//! connection owned by one thread; a whole transition (the claim and its
-//! attempt record, the completion and the closing of its attempt, …) is one
-//! job on it, run as one transaction with cached prepared statements and
-//! answered through a oneshot: one hand-off per call, no `Any` row
+//! connection behind a mutex; a whole transition (the claim and its attempt
+//! record, the completion and the closing of its attempt, …) is one job on
+//! it, run as one transaction with cached prepared statements, no `Any` row
 //! conversion.
+//!
+//! Who runs a job: a caller that finds the lane idle runs its own (and
+//! whatever queued before it) on its own thread — no hand-off. Under load
+//! the lane's thread leads: calls queued while a batch ran commit together
+//! (group commit). A caller never waits for the write lock on its tokio
+//! worker: a batch that meets the lock goes to the thread, whose busy
+//! handler waits in steps of tens of microseconds, not milliseconds.
+//! Checkpoints run on a second thread, outside every caller's commit.
 //!
 //! The lane takes the calls an agent makes in its loop (`claim_next`'s
 //! pending path, `complete`, `heartbeat`, authenticating the credential and
 //! stamping `last_seen`); everything else stays on the sqlx pools. Both
 //! write the same file in WAL mode with `BEGIN IMMEDIATE`, so SQLite's own
-//! write lock orders them, and a lane job that finds the lock held waits in
-//! its busy handler in steps of tens of microseconds, not milliseconds.
-//! What a lane job cannot decide alone (nothing matched: why?) the caller
-//! asks on the transaction path, exactly as PostgreSQL's one-statement
-//! transitions do (`todos/fast.rs`).
+//! write lock orders them. What a lane job cannot decide alone (nothing
+//! matched: why?) the caller asks on the transaction path, exactly as
+//! PostgreSQL's one-statement transitions do (`todos/fast.rs`).
 
 use std::collections::VecDeque;
 use std::path::Path;
