@@ -700,8 +700,8 @@ mod tests {
             .unwrap();
         let (committed, commit) = tokio::sync::oneshot::channel::<()>();
         let other_writer = tokio::spawn(async move {
-            // Runs only if the runtime's one thread is free.
-            tokio::time::sleep(Duration::from_millis(100)).await;
+            // Runs only once the call below awaits its answer, and only if
+            // the runtime's one thread is free.
             other.execute_batch("COMMIT").unwrap();
             let _ = committed.send(());
         });
