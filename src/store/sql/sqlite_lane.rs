@@ -605,6 +605,17 @@ mod tests {
         (dir, lane)
     }
 
+    /// Every `n` in the test table, in order.
+    async fn stored_numbers(lane: &Lane) -> Vec<i64> {
+        lane.run(|conn| {
+            let mut stmt = conn.prepare("SELECT n FROM t ORDER BY n")?;
+            let rows = stmt.query_map([], |row| row.get(0))?;
+            Ok(rows.collect::<Result<Vec<i64>, _>>()?)
+        })
+        .await
+        .unwrap()
+    }
+
     /// Calls queued behind a busy connection land in shared batches; a
     /// call whose work fails loses its own writes and only its own.
     #[tokio::test]
@@ -664,14 +675,7 @@ mod tests {
             "{} transactions for {CALLS} queued calls; group commit allows {most}",
             lane.batches()
         );
-        let stored: Vec<i64> = lane
-            .run(|conn| {
-                let mut stmt = conn.prepare("SELECT n FROM t ORDER BY n")?;
-                let rows = stmt.query_map([], |row| row.get(0))?;
-                Ok(rows.collect::<Result<Vec<i64>, _>>()?)
-            })
-            .await
-            .unwrap();
+        let stored = stored_numbers(&lane).await;
         assert_eq!(stored, kept);
     }
 
@@ -719,14 +723,7 @@ mod tests {
             std::thread::current().id(),
             "it waited on the lane's thread"
         );
-        let stored: Vec<i64> = lane
-            .run(|conn| {
-                let mut stmt = conn.prepare("SELECT n FROM t ORDER BY n")?;
-                let rows = stmt.query_map([], |row| row.get(0))?;
-                Ok(rows.collect::<Result<Vec<i64>, _>>()?)
-            })
-            .await
-            .unwrap();
+        let stored = stored_numbers(&lane).await;
         assert_eq!(stored, vec![7, 8]);
     }
 
