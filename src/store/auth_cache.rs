@@ -1,18 +1,22 @@
-//! A short-lived cache of credential → endpoint for the MCP surface on
-//! PostgreSQL (on SQLite the lookup is in process, and local tools may
-//! write the file behind the server's back), which
+//! A short-lived cache of credential → endpoint for the MCP surface, which
 //! authenticates every request (issue 14: one lookup per call was a third of
-//! the round trips of an MCP loop).
+//! the round trips of an MCP loop on PostgreSQL, and a second writer-lane job
+//! per call on SQLite).
 //!
 //! Revocation-safe: an entry is served only while (a) it is younger than
 //! [`AUTH_CACHE_TTL`], (b) no write to endpoints, agents or humans happened
 //! through this store since it was loaded (a generation counter, bumped by
 //! every such write here), (c) the endpoint has not expired by the store's
 //! clock, and (d) no instance announced a revocation since (the bus's
-//! `EndpointRevoked`, and a bus gap, call [`StoreBase::forget_credentials`]).
-//! The age bound caps what a lost bus message could keep alive: a change made
-//! on another instance is seen here within the TTL at the latest; a revoke is
-//! seen at once.
+//! `EndpointRevoked`, and a bus gap, call [`StoreBase::forget_credentials`]);
+//! on SQLite, (e) no other connection committed to the file since the
+//! writer lane's last transaction (`PRAGMA data_version`: a tool writing the
+//! file beside the server). The age bound caps what a lost bus message, or
+//! a write to the file while the lane is idle, could keep alive: such a
+//! change is seen here within the TTL at the latest; a revoke through any
+//! instance is seen at once.
+//!
+//! [`StoreBase::forget_credentials`]: crate::store::StoreBase::forget_credentials
 
 use std::collections::HashMap;
 use std::sync::Mutex;

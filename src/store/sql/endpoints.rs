@@ -7,7 +7,7 @@ use super::{SqlStore, paging};
 use crate::domain::scope::normalize_scope;
 use crate::domain::{Invalid, Timestamp, lease};
 use crate::mint::new_id;
-use crate::store::dialect::{Dialect, placeholders};
+use crate::store::dialect::placeholders;
 use crate::store::error::is_unique_violation;
 use crate::store::model::*;
 use crate::store::prelude::*;
@@ -398,18 +398,18 @@ impl EndpointStore for SqlStore {
 
     async fn authenticate_endpoint(&self, credential_hash: &str) -> StoreResult<Option<Endpoint>> {
         let now = self.now();
-        // PostgreSQL only: there a lookup is a network round trip and every
-        // change reaches this instance through the store or the bus. An
-        // SQLite lookup is in process, and local tools may write the file
-        // directly, behind the server's back.
-        let cached = self.dialect == Dialect::Postgres;
-        if cached && let Some(endpoint) = self.auth_cache.get(credential_hash, now) {
+        if let Some(endpoint) = self.auth_cache.get(credential_hash, now) {
             return Ok(Some(endpoint));
         }
-        if let Some(writer) = &self.lane {
-            // In process, on the writer thread: no hand-off to sqlx's worker.
+        // Read before the lookup: a write racing it leaves the entry stale.
+        let generation = self.auth_cache.generation();
+        let endpoint = if let Some(writer) = &self.lane {
+            // In process, on the writer's connection: no hand-off to sqlx's
+            // worker. Its transaction begins by noticing any commit another
+            // connection made, so a row changed behind the store is never
+            // cached as it was.
             let hash = credential_hash.to_owned();
-            return writer
+            writer
                 .run(move |conn| {
                     let mut stmt = conn.prepare_cached(AUTHENTICATE_ON_LANE)?;
                     let mut found = stmt.query(rusqlite::params![hash, now.as_millis()])?;
@@ -418,22 +418,21 @@ impl EndpointStore for SqlStore {
                         None => Ok(None),
                     }
                 })
-                .await;
-        }
-        // Read before the lookup: a write racing it leaves the entry stale.
-        let generation = self.auth_cache.generation();
-        let row = sqlx::query(concat!(
-            "SELECT ",
-            endpoint_columns!(),
-            " WHERE e.credential_hash = $1 AND e.state = 'active' \
-              AND (e.expires_at IS NULL OR e.expires_at > $2)"
-        ))
-        .bind(credential_hash)
-        .bind(now.as_millis())
-        .fetch_optional(self.reader()?)
-        .await?;
-        let endpoint = row.as_ref().map(rows::endpoint).transpose()?;
-        if cached && let Some(endpoint) = &endpoint {
+                .await?
+        } else {
+            let row = sqlx::query(concat!(
+                "SELECT ",
+                endpoint_columns!(),
+                " WHERE e.credential_hash = $1 AND e.state = 'active' \
+                  AND (e.expires_at IS NULL OR e.expires_at > $2)"
+            ))
+            .bind(credential_hash)
+            .bind(now.as_millis())
+            .fetch_optional(self.reader()?)
+            .await?;
+            row.as_ref().map(rows::endpoint).transpose()?
+        };
+        if let Some(endpoint) = &endpoint {
             self.auth_cache
                 .put(credential_hash, endpoint.clone(), generation);
         }

@@ -262,7 +262,12 @@ impl SqlStore {
                 source: Box::new(e),
             }))
         };
-        let lane = sqlite_lane::Lane::open(&absolute)?;
+        // A commit by another connection (this store's sqlx pools, or a
+        // tool writing the file beside the server) may have changed an
+        // endpoint behind the credential cache's back.
+        let auth_cache = Arc::<AuthCache>::default();
+        let cache = auth_cache.clone();
+        let lane = sqlite_lane::Lane::open(&absolute, Box::new(move || cache.invalidate()))?;
         let writer = pool(1).connect(&url).await.map_err(open_err)?;
         let reader = pool(4).connect(&url).await.map_err(open_err)?;
         Ok(Self {
@@ -272,7 +277,7 @@ impl SqlStore {
             clock,
             circuit: None,
             probe_target: None,
-            auth_cache: Arc::default(),
+            auth_cache,
             lane: Some(Arc::new(lane)),
             hot: Arc::default(),
         })

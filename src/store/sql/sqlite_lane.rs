@@ -27,7 +27,7 @@
 
 use std::collections::VecDeque;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -139,7 +139,16 @@ struct Shared {
     /// Wakes the checkpointer (`None` once closed); a full slot means a
     /// checkpoint is already due.
     checkpoint: Mutex<Option<mpsc::SyncSender<()>>>,
+    /// `PRAGMA data_version` as of the lane's last transaction: it moves
+    /// when another connection (the sqlx pools, another process) commits.
+    data_version: AtomicI64,
+    /// Called when it moved: what the store caches about the file may be
+    /// stale.
+    on_outside_commit: OutsideCommit,
 }
+
+/// What the lane calls when it sees that another connection committed.
+pub(in crate::store) type OutsideCommit = Box<dyn Fn() + Send + Sync>;
 
 pub(in crate::store) struct Lane {
     shared: Arc<Shared>,
@@ -163,8 +172,10 @@ fn locked<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 impl Lane {
     /// Opens `path` (creating it if needed) and starts the thread. Opened
     /// before the sqlx pools, so that none of them loads value samples
-    /// ([`forget_value_samples`]).
-    pub(super) fn open(path: &Path) -> StoreResult<Self> {
+    /// ([`forget_value_samples`]). `on_outside_commit` runs (on whichever
+    /// thread leads) at the start of the first transaction after another
+    /// connection committed to the file.
+    pub(super) fn open(path: &Path, on_outside_commit: OutsideCommit) -> StoreResult<Self> {
         let open_err = |e: rusqlite::Error| {
             StoreError::Unavailable(Box::new(WithContext {
                 context: format!("cannot open {} for the writer thread", path.display()),
@@ -194,6 +205,7 @@ impl Lane {
         conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
         conn.busy_handler(Some(wait_for_the_write_lock))
             .map_err(open_err)?;
+        let data_version = data_version(&conn).map_err(open_err)?;
         let checkpoints = Connection::open_with_flags(
             path,
             OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
@@ -226,6 +238,8 @@ impl Lane {
             commits: AtomicU64::new(0),
             thread_leads: AtomicBool::new(false),
             checkpoint: Mutex::new(Some(checkpoint)),
+            data_version: AtomicI64::new(data_version),
+            on_outside_commit,
         });
         let (errands, inbox) = mpsc::channel::<Errand>();
         let on_thread = shared.clone();
@@ -299,7 +313,7 @@ impl Lane {
         };
         let mut batch = self.shared.take_batch();
         if !batch.is_empty() {
-            match begin(connection, &self.shared.batches) {
+            match self.shared.begin(connection) {
                 Ok(()) => self.shared.run_and_answer(connection, batch),
                 Err(e) if is_busy(&e) => {
                     // Another connection writes: waiting is the thread's job,
@@ -386,7 +400,7 @@ impl Shared {
     fn begin_waiting_and_run(&self, conn: &Connection, batch: &mut Vec<Box<dyn Job>>) {
         let began = MAY_WAIT.with(|may| {
             may.set(true);
-            let began = begin(conn, &self.batches);
+            let began = self.begin(conn);
             may.set(false);
             began
         });
@@ -457,10 +471,27 @@ thread_local! {
     static MAY_WAIT: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
-fn begin(conn: &Connection, batches: &AtomicU64) -> rusqlite::Result<()> {
-    conn.execute_batch("BEGIN IMMEDIATE")?;
-    batches.fetch_add(1, Ordering::Relaxed);
-    Ok(())
+impl Shared {
+    /// Opens a batch's transaction, and tells whoever cares when another
+    /// connection committed since the lane's last one (before any job reads).
+    fn begin(&self, conn: &Connection) -> rusqlite::Result<()> {
+        conn.execute_batch("BEGIN IMMEDIATE")?;
+        self.batches.fetch_add(1, Ordering::Relaxed);
+        let now = data_version(conn).inspect_err(|_| {
+            let _ = conn.execute_batch("ROLLBACK");
+        })?;
+        if self.data_version.swap(now, Ordering::Relaxed) != now {
+            (self.on_outside_commit)();
+        }
+        Ok(())
+    }
+}
+
+/// SQLite's counter of commits made by other connections to this file, as
+/// this connection last saw it.
+fn data_version(conn: &Connection) -> rusqlite::Result<i64> {
+    conn.prepare_cached("PRAGMA data_version")?
+        .query_row([], |row| row.get(0))
 }
 
 fn is_busy(err: &rusqlite::Error) -> bool {
@@ -601,7 +632,7 @@ mod tests {
             .unwrap()
             .execute_batch("CREATE TABLE t (n INTEGER NOT NULL)")
             .unwrap();
-        let lane = Lane::open(&path).unwrap();
+        let lane = Lane::open(&path, Box::new(|| {})).unwrap();
         (dir, lane)
     }
 
@@ -614,6 +645,49 @@ mod tests {
         })
         .await
         .unwrap()
+    }
+
+    /// The lane tells its owner when another connection committed to the
+    /// file (the store then forgets cached credentials), once per such
+    /// commit seen, and never for its own commits.
+    #[tokio::test]
+    async fn a_commit_by_another_connection_is_noticed_at_the_next_transaction() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("lane.db");
+        let other = Connection::open(&path).unwrap();
+        other
+            .execute_batch("CREATE TABLE t (n INTEGER NOT NULL)")
+            .unwrap();
+        let noticed = Arc::new(AtomicU64::new(0));
+        let count = noticed.clone();
+        let lane = Lane::open(
+            &path,
+            Box::new(move || {
+                count.fetch_add(1, Ordering::SeqCst);
+            }),
+        )
+        .unwrap();
+        let insert = |n: i64| {
+            lane.run(move |conn| {
+                conn.execute("INSERT INTO t (n) VALUES (?1)", [n])?;
+                Ok(())
+            })
+        };
+        insert(1).await.unwrap();
+        insert(2).await.unwrap();
+        assert_eq!(noticed.load(Ordering::SeqCst), 0, "the lane's own commits");
+
+        other.execute("INSERT INTO t (n) VALUES (3)", []).unwrap();
+        assert_eq!(
+            noticed.load(Ordering::SeqCst),
+            0,
+            "seen only by a transaction"
+        );
+        assert_eq!(stored_numbers(&lane).await, [1, 2, 3]);
+        assert_eq!(noticed.load(Ordering::SeqCst), 1);
+        insert(4).await.unwrap();
+        assert_eq!(noticed.load(Ordering::SeqCst), 1, "noticed once");
+        lane.close().await;
     }
 
     /// Calls queued behind a busy connection land in shared batches; a
@@ -763,7 +837,7 @@ mod tests {
             )
             .unwrap();
         assert!(count("sqlite_stat4") > 0, "ANALYZE wrote value samples");
-        let lane = Lane::open(&path).unwrap();
+        let lane = Lane::open(&path, Box::new(|| {})).unwrap();
         assert_eq!(count("sqlite_stat4"), 0);
         assert!(count("sqlite_stat1") > 0, "row counts stay");
         drop(lane);

@@ -1,5 +1,6 @@
 //! The revoke cascade: revoking (or expiring) an endpoint dead-letters its
-//! live todos in the same transaction and leaves finished ones alone.
+//! live todos in the same transaction and leaves finished ones alone; and a
+//! revoked credential stops authenticating although it was cached.
 
 use switchboard::clock::Clock;
 use switchboard::domain::todo::{Disposition, Outcome, TodoState};
@@ -7,7 +8,7 @@ use switchboard::store::*;
 
 use crate::common::*;
 use crate::exercise_on_both_backends;
-use crate::support::{Fixture, TestStore, endpoint_with, fixture};
+use crate::support::{Fixture, TestStore, endpoint_with, fixture, new_endpoint, sqlite_store};
 
 /// One todo in each state that matters to the cascade.
 struct Board {
@@ -194,7 +195,58 @@ async fn expiry_revokes_only_endpoints_past_their_expiry(store: &dyn Store, ts: 
     );
 }
 
+/// A vended endpoint whose credential has been authenticated (so cached).
+async fn authenticated(store: &dyn Store, f: &Fixture) -> (Endpoint, String) {
+    let new = new_endpoint(&f.agent, &["inbox"]);
+    let hash = new.credential_hash.clone();
+    let endpoint = store.create_endpoint(new).await.unwrap();
+    for _ in 0..2 {
+        let found = store.authenticate_endpoint(&hash).await.unwrap();
+        assert_eq!(found.map(|e| e.id), Some(endpoint.id.clone()));
+    }
+    (endpoint, hash)
+}
+
+async fn a_revoked_credential_stops_authenticating_at_once(store: &dyn Store, _ts: &TestStore) {
+    let f = fixture(store, "ada").await;
+    let (endpoint, hash) = authenticated(store, &f).await;
+    store
+        .revoke_endpoint(&f.human.id, &endpoint.id)
+        .await
+        .unwrap();
+    assert!(store.authenticate_endpoint(&hash).await.unwrap().is_none());
+}
+
+/// SQLite: a revoke written to the file by another connection (a tool
+/// beside the server; here the store's own sqlx pool, which the writer lane
+/// does not see) reaches the credential cache at the lane's next
+/// transaction.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sqlite_a_revoke_written_beside_the_store_is_seen_by_the_next_transaction() {
+    let ts = sqlite_store().await;
+    let store = &*ts.store;
+    let f = fixture(store, "ada").await;
+    let (endpoint, hash) = authenticated(store, &f).await;
+    sqlx::query("UPDATE endpoints SET state = 'revoked', revoked_at = 1 WHERE id = $1")
+        .bind(&endpoint.id)
+        .execute(ts.store.pool())
+        .await
+        .unwrap();
+    // Any lane transaction: here another credential's lookup.
+    let stranger = switchboard::domain::ids::sha256_hex("sbk_nobody");
+    assert!(
+        store
+            .authenticate_endpoint(&stranger)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(store.authenticate_endpoint(&hash).await.unwrap().is_none());
+    ts.finish().await;
+}
+
 exercise_on_both_backends!(
+    a_revoked_credential_stops_authenticating_at_once,
     revoke_dead_letters_every_live_todo,
     a_second_revoke_conflicts,
     another_human_cannot_revoke,
