@@ -5,6 +5,11 @@ use clap::Parser;
 use switchboard::cli::{self, Cli, LogFormat};
 use tracing_subscriber::EnvFilter;
 
+/// glibc's malloc and free were ~11 % of the server's CPU in an MCP loop
+/// (B2, perf); `docs/decisions.md` has the A/B.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     // clap's usage errors exit 2 inside `parse`; the rest exit 0, 1, or 2
     // for the usage errors only a command can see (`cli::exit_code`).
