@@ -151,8 +151,12 @@ fn ok(value: Value) -> Value {
 /// once: a claim result costs at most 1.25 x the payload + 4 KiB
 /// (`03-mcp.md`). See [`claim_summary`].
 fn ok_claim(value: Value) -> Value {
+    ok_claim_of(claim_summary(&value).to_string(), value)
+}
+
+fn ok_claim_of(text: String, value: Value) -> Value {
     json!({
-        "content": [{"type": "text", "text": claim_summary(&value).to_string()}],
+        "content": [{"type": "text", "text": text}],
         "structuredContent": value
     })
 }
@@ -198,9 +202,38 @@ fn within_budget(value: &Value) -> bool {
     let payload = row
         .get("payload")
         .filter(|p| !p.is_null())
-        .map_or(0, |p| p.to_string().len());
-    let bytes = ok_claim(value.clone()).to_string().len();
-    bytes + ENVELOPE_BYTES <= payload + payload / 4 + 4096
+        .map_or(0, json_len);
+    claim_result_len(value) + ENVELOPE_BYTES <= payload + payload / 4 + 4096
+}
+
+/// The length of `ok_claim(value)`'s JSON text, counted without building
+/// it (a claim's result was serialised three times per call: B2's
+/// profile).
+fn claim_result_len(value: &Value) -> usize {
+    // `ok_claim` around an empty text and a `null`: the frame's bytes.
+    static FRAME: std::sync::LazyLock<usize> =
+        std::sync::LazyLock::new(|| json_len(&ok_claim_of(String::new(), Value::Null)) - 2 - 4);
+    let text = claim_summary(value).to_string();
+    *FRAME + json_len(&text.as_str()) + json_len(value)
+}
+
+/// The length of `value`'s JSON text, without allocating it.
+fn json_len(value: &(impl Serialize + ?Sized)) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    // A counter never fails to write, and JSON values and strings always
+    // serialise.
+    let _ = serde_json::to_writer(&mut count, value);
+    count.0
 }
 
 /// The row keys a claim's text repeats.
@@ -232,7 +265,7 @@ pub fn claim_summary(value: &Value) -> Value {
     let truncated = row.get("payload_truncated") == Some(&Value::Bool(true));
     let size = match row.get("payload") {
         _ if truncated => row.get("payload_size").cloned().unwrap_or(json!(0)),
-        Some(p) if !p.is_null() => json!(p.to_string().len()),
+        Some(p) if !p.is_null() => json!(json_len(p)),
         _ => json!(0),
     };
     brief.insert("payload_size".into(), size);
@@ -515,6 +548,24 @@ mod tests {
 
     fn text_of(result: &Value) -> Value {
         serde_json::from_str(result["content"][0]["text"].as_str().unwrap()).unwrap()
+    }
+
+    #[test]
+    fn a_claim_results_length_is_counted_exactly() {
+        for value in [
+            json!({"empty": true}),
+            json!({"id": "td_1", "title": "quote \" and \\ and \u{1} and é", "payload": {"a": [1, 2.5, null]},
+                   "attempt_seq": 1, "prior_attempts": [{"seq": 1, "summary": "line\nbreak"}],
+                   "lease_token": "lt_1"}),
+            json!({"empty": false, "todo": {"id": "td_2", "payload": "x".repeat(5000)},
+                   "attempt_seq": 2, "attempts_total": 2, "prior_attempts": []}),
+        ] {
+            assert_eq!(
+                claim_result_len(&value),
+                ok_claim(value.clone()).to_string().len(),
+                "{value}"
+            );
+        }
     }
 
     #[test]
