@@ -167,7 +167,8 @@ fn serve_on_a_terminal(dir: &Path, args: &[&str]) -> String {
         .current_dir(dir)
         .args([
             "-qfec",
-            &format!("{program} {}", args.join(" ")),
+            // `exec`: the server is `script`'s own child, found by its pid below.
+            &format!("exec {program} {}", args.join(" ")),
             "/dev/null",
         ])
         .env_remove("SWITCHBOARD_DATABASE_URL")
@@ -199,12 +200,27 @@ fn serve_on_a_terminal(dir: &Path, args: &[&str]) -> String {
             seen.extend(chunk);
         }
     }
-    // Closing the terminal hangs the server up.
+    // The server is `script`'s child (`exec`). Stop it by name: closing the
+    // terminal would hang it up only where SIGHUP is not ignored (under
+    // `nohup`, it is, and the server outlived the test).
+    for server in children_of(child.id()) {
+        let _ = rustix::process::kill_process(server, rustix::process::Signal::TERM);
+    }
     let _ = child.kill();
     let _ = child.wait();
     let text = String::from_utf8_lossy(&seen).into_owned();
     assert!(text.contains("is serving"), "{text}");
     text
+}
+
+/// The processes whose parent is `parent` (Linux's `/proc`).
+fn children_of(parent: u32) -> Vec<rustix::process::Pid> {
+    std::fs::read_to_string(format!("/proc/{parent}/task/{parent}/children"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|pid| pid.parse().ok())
+        .filter_map(rustix::process::Pid::from_raw)
+        .collect()
 }
 
 /// On a terminal with text logs, a person sees the banner: the token, the
