@@ -200,7 +200,7 @@ fn serve_on_a_terminal(dir: &Path, args: &[&str]) -> String {
             seen.extend(chunk);
         }
     }
-    // The server is `script`'s child (`exec`). Stop it by name: closing the
+    // The server is `script`'s child (`exec`). Stop it by its pid: closing the
     // terminal would hang it up only where SIGHUP is not ignored (under
     // `nohup`, it is, and the server outlived the test).
     for server in children_of(child.id()) {

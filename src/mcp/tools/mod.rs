@@ -210,9 +210,10 @@ fn within_budget(value: &Value) -> bool {
 /// it (a claim's result was serialised three times per call: B2's
 /// profile).
 fn claim_result_len(value: &Value) -> usize {
-    // `ok_claim` around an empty text and a `null`: the frame's bytes.
-    static FRAME: std::sync::LazyLock<usize> =
-        std::sync::LazyLock::new(|| json_len(&ok_claim_of(String::new(), Value::Null)) - 2 - 4);
+    // The frame's bytes: `ok_claim` around an empty text and a `null`.
+    static FRAME: std::sync::LazyLock<usize> = std::sync::LazyLock::new(|| {
+        json_len(&ok_claim_of(String::new(), Value::Null)) - json_len("") - json_len(&Value::Null)
+    });
     let text = claim_summary(value).to_string();
     *FRAME + json_len(&text.as_str()) + json_len(value)
 }

@@ -379,6 +379,20 @@ impl Lane {
 }
 
 impl Shared {
+    /// Opens a batch's transaction, and tells whoever cares when another
+    /// connection committed since the lane's last one (before any job reads).
+    fn begin(&self, conn: &Connection) -> rusqlite::Result<()> {
+        conn.execute_batch("BEGIN IMMEDIATE")?;
+        self.batches.fetch_add(1, Ordering::Relaxed);
+        let now = data_version(conn).inspect_err(|_| {
+            let _ = conn.execute_batch("ROLLBACK");
+        })?;
+        if self.data_version.swap(now, Ordering::Relaxed) != now {
+            (self.on_outside_commit)();
+        }
+        Ok(())
+    }
+
     fn take_batch(&self) -> Vec<Box<dyn Job>> {
         let mut queue = locked(&self.queue);
         let n = queue.jobs.len().min(MAX_BATCH);
@@ -469,22 +483,6 @@ thread_local! {
     /// Whether this thread may wait in SQLite's busy handler: only the
     /// lane's own thread, never a tokio worker leading inline.
     static MAY_WAIT: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
-impl Shared {
-    /// Opens a batch's transaction, and tells whoever cares when another
-    /// connection committed since the lane's last one (before any job reads).
-    fn begin(&self, conn: &Connection) -> rusqlite::Result<()> {
-        conn.execute_batch("BEGIN IMMEDIATE")?;
-        self.batches.fetch_add(1, Ordering::Relaxed);
-        let now = data_version(conn).inspect_err(|_| {
-            let _ = conn.execute_batch("ROLLBACK");
-        })?;
-        if self.data_version.swap(now, Ordering::Relaxed) != now {
-            (self.on_outside_commit)();
-        }
-        Ok(())
-    }
 }
 
 /// SQLite's counter of commits made by other connections to this file, as
