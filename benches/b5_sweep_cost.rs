@@ -1038,25 +1038,46 @@ fn pending_todos(backend: Backend) -> &'static str {
 
 fn ring_select(cfg: &Config, backend: Backend) -> String {
     let steps = SweepConfig::default().steps;
-    let arms: String = steps
+    // `due_condition`: one range of the ring clock per ring count.
+    let ranges = steps
         .iter()
         .enumerate()
-        .map(|(i, s)| format!(" WHEN {i} THEN {}", s.as_millis()))
-        .collect();
+        .map(|(i, s)| {
+            format!(
+                "(ring_attempts = {i} AND COALESCE(last_ringed_at, created_at) <= {})",
+                NOW_MS - s.as_millis() as i64
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(" OR ");
     let ids = (0..cfg.endpoints)
         .map(|i| format!("'{}'", endpoint_id(i)))
         .collect::<Vec<_>>()
         .join(",");
-    format!(
-        "SELECT id FROM ( \
-           SELECT id, ROW_NUMBER() OVER (PARTITION BY endpoint_id ORDER BY created_at, id) AS turn \
-           FROM {} WHERE endpoint_id IN ({ids}) AND state = 'pending' AND event_id IS NOT NULL \
-             AND ring_attempts < {} AND COALESCE(last_ringed_at, created_at) + \
-             CASE ring_attempts{arms} END <= {NOW_MS} \
-         ) ranked ORDER BY turn, id LIMIT 100",
-        pending_todos(backend),
+    let due = format!(
+        "state = 'pending' AND event_id IS NOT NULL AND ring_attempts < {} AND ({ranges})",
         steps.len()
-    )
+    );
+    match backend {
+        Backend::Sqlite => format!(
+            "SELECT endpoint_id FROM ( \
+               SELECT endpoint_id, id, \
+                 ROW_NUMBER() OVER (PARTITION BY endpoint_id ORDER BY created_at, id) AS turn \
+               FROM {} WHERE endpoint_id IN ({ids}) AND {due} \
+             ) ranked WHERE turn = 1 ORDER BY id LIMIT 100",
+            pending_todos(backend)
+        ),
+        // `unscoped_endpoints_with_due_rings` on PostgreSQL: the due todos
+        // first (ring-clock index), then the hosted ones among them.
+        Backend::Postgres => format!(
+            "WITH due AS MATERIALIZED (SELECT endpoint_id, id, created_at FROM todos WHERE {due}) \
+             SELECT endpoint_id FROM ( \
+               SELECT endpoint_id, id, \
+                 ROW_NUMBER() OVER (PARTITION BY endpoint_id ORDER BY created_at, id) AS turn \
+               FROM due WHERE endpoint_id IN ({ids}) \
+             ) ranked WHERE turn = 1 ORDER BY id LIMIT 100"
+        ),
+    }
 }
 
 async fn explain(backend: Backend, pool: &AnyPool, cfg: &Config) -> Result<Vec<String>> {
@@ -1066,7 +1087,10 @@ async fn explain(backend: Backend, pool: &AnyPool, cfg: &Config) -> Result<Vec<S
         .collect::<Vec<_>>()
         .join(",");
     let statements = [
-        ("sweep: the ring selection", ring_select(cfg, backend)),
+        (
+            "sweep: which hosted endpoints have a ring due",
+            ring_select(cfg, backend),
+        ),
         (
             "sweep: the hosted endpoints",
             format!(

@@ -97,6 +97,11 @@ pub static POSTGRES_MIGRATIONS: &[Migration] = &[
         name: "queue_hot_path",
         sql: include_str!("migrations/postgres/0007_queue_hot_path.sql"),
     },
+    Migration {
+        version: 8,
+        name: "ring_clock",
+        sql: include_str!("migrations/postgres/0008_ring_clock.sql"),
+    },
 ];
 
 /// The migrations of one dialect, oldest first.

@@ -173,8 +173,8 @@ impl PresenceStore for SqlStore {
             return Ok(Vec::new());
         }
         let sql = format!(
-            concat!("SELECT ", endpoint_columns!(), " WHERE e.id IN ({})"),
-            self.dialect.json_text_list(1)
+            concat!("SELECT ", endpoint_columns!(), " WHERE e.id {}"),
+            self.dialect.in_short_json_list(1)
         );
         let rows = sqlx::query(AssertSqlSafe(sql))
             .bind(json_list(ids))

@@ -3,7 +3,7 @@
 
 use super::SqlStore;
 use crate::domain::Timestamp;
-use crate::store::dialect::json_list;
+use crate::store::dialect::{Dialect, json_list};
 use crate::store::model::{RingCandidate, *};
 use crate::store::prelude::*;
 use crate::store::rows::todo_columns;
@@ -15,13 +15,25 @@ use std::time::Duration;
 /// Ring k (k = ring_attempts + 1) of a pending, push-eligible todo is due at
 /// `COALESCE(last_ringed_at, created_at) + step(k)`. `$1` is now, `$2` the
 /// budget, and the steps are bound from `$steps_at`.
+///
+/// Written as one range per ring count (`ring_attempts = i AND clock <=
+/// now minus step(i)`) rather than `clock + CASE ring_attempts … END <= now`:
+/// the same rows, but each range is a range of PostgreSQL's
+/// `todos_ring_clock` index (migration 0008), so a tick reads only what is
+/// due. The budget bound is implied by the ranges and kept as the rule's
+/// plain statement.
 fn due_condition(steps_at: usize, steps: usize) -> String {
-    let arms: String = (0..steps)
-        .map(|i| format!(" WHEN {i} THEN ${}", steps_at + i))
+    let ranges: Vec<String> = (0..steps)
+        .map(|i| {
+            format!(
+                "(ring_attempts = {i} AND COALESCE(last_ringed_at, created_at) <= $1 - ${})",
+                steps_at + i
+            )
+        })
         .collect();
     format!(
-        "state = 'pending' AND event_id IS NOT NULL AND ring_attempts < $2 \
-         AND COALESCE(last_ringed_at, created_at) + CASE ring_attempts{arms} END <= $1"
+        "state = 'pending' AND event_id IS NOT NULL AND ring_attempts < $2 AND ({})",
+        ranges.join(" OR ")
     )
 }
 
@@ -111,16 +123,37 @@ impl RingStore for SqlStore {
         // id), and the claim takes first turns by todo id: the same order
         // here, so the first endpoints named are the ones it would ring.
         // Params: $1 now, $2 budget, $3 limit, then one per step, then the ids.
-        let sql = format!(
-            "SELECT endpoint_id FROM ( \
-               SELECT endpoint_id, id, \
-                 ROW_NUMBER() OVER (PARTITION BY endpoint_id ORDER BY created_at, id) AS turn \
-               FROM {todos} WHERE endpoint_id IN ({ids}) AND {due} \
-             ) ranked WHERE turn = 1 ORDER BY id LIMIT $3",
-            todos = self.dialect.pending_todos_by_endpoint(),
-            ids = self.dialect.json_text_list(4 + steps.len()),
-            due = due_condition(4, steps.len()),
-        );
+        let ids = self.dialect.json_text_list(4 + steps.len());
+        let due = due_condition(4, steps.len());
+        let sql = match self.dialect {
+            // A probe of the pending index per hosted endpoint: SQLite's
+            // probes are cheap and independent of history (B5).
+            Dialect::Sqlite => format!(
+                "SELECT endpoint_id FROM ( \
+                   SELECT endpoint_id, id, \
+                     ROW_NUMBER() OVER (PARTITION BY endpoint_id ORDER BY created_at, id) AS turn \
+                   FROM {todos} WHERE endpoint_id IN ({ids}) AND {due} \
+                 ) ranked WHERE turn = 1 ORDER BY id LIMIT $3",
+                todos = self.dialect.pending_todos_by_endpoint(),
+            ),
+            // The due todos first, through the ring-clock index (migration
+            // 0008), and only then the hosted ones among them: the work is
+            // what is due. Left to itself the planner probes the pending
+            // index once per hosted endpoint (it takes the id list for 100
+            // rows), and each probe visits heap pages shared with finished
+            // history: ~40 ms per tick with 10 000 endpoints and 1 000 000
+            // finished todos, against ~3 ms this way (bench/RESULTS.md, B5).
+            Dialect::Postgres => format!(
+                "WITH due AS MATERIALIZED ( \
+                   SELECT endpoint_id, id, created_at FROM todos WHERE {due} \
+                 ) \
+                 SELECT endpoint_id FROM ( \
+                   SELECT endpoint_id, id, \
+                     ROW_NUMBER() OVER (PARTITION BY endpoint_id ORDER BY created_at, id) AS turn \
+                   FROM due WHERE endpoint_id IN ({ids}) \
+                 ) ranked WHERE turn = 1 ORDER BY id LIMIT $3"
+            ),
+        };
         let mut q = sqlx::query(AssertSqlSafe(sql))
             .bind(self.now().as_millis())
             .bind(steps.len() as i64)
