@@ -239,9 +239,25 @@ fn digest_reason(
 /// the counted todos' `last_ringed_at` after a successful write. Returns
 /// whether a digest was written.
 pub async fn send_digest(delivery: &Delivery, endpoint: &Endpoint, reason: DigestReason) -> bool {
+    send_digest_created_before(delivery, endpoint, reason, None).await
+}
+
+/// [`send_digest`], counting (and so marking) only the todos created before
+/// `created_before` when it is set.
+async fn send_digest_created_before(
+    delivery: &Delivery,
+    endpoint: &Endpoint,
+    reason: DigestReason,
+    created_before: Option<Timestamp>,
+) -> bool {
     let (store, doorbells) = (delivery.store(), delivery.doorbells());
     let todos = match store.unscoped_digest_todos(&endpoint.id).await {
-        Ok(todos) => todos,
+        Ok(mut todos) => {
+            if let Some(before) = created_before {
+                todos.retain(|t| t.created_at < before);
+            }
+            todos
+        }
         Err(e) => {
             tracing::warn!(endpoint = %endpoint.slug, error = %e, "digest count failed");
             return false;
@@ -302,16 +318,24 @@ pub async fn evaluator_tick(delivery: &Delivery, page: i64) -> usize {
     }
 }
 
-/// An endpoint got its first streaming session on this instance: if it is
-/// in and work waits, one `reconnect` digest — at most once per endpoint per
-/// 10 minutes per instance (transition digests arm the same gate).
-pub async fn stream_opened(delivery: &Delivery, endpoint: &Endpoint) {
+/// An endpoint got its first streaming session on this instance at
+/// `opened_at`: if it is in and work waited then, one `reconnect` digest —
+/// at most once per endpoint per 10 minutes per instance (transition digests
+/// arm the same gate).
+///
+/// Only todos created before `opened_at` are counted. This runs in a task of
+/// its own after the stream opened (the GET handler does not wait for it),
+/// and on a loaded machine it can run after a todo created meanwhile has
+/// already rung on this very stream: counting that todo too would ring it
+/// twice, the second time as a digest about work that never waited.
+pub async fn stream_opened(delivery: &Delivery, endpoint: &Endpoint, opened_at: Timestamp) {
     let (store, doorbells) = (delivery.store(), delivery.doorbells());
     let now = store.clock().now();
     if is_out(endpoint, now) || !doorbells.reconnect_gate_open(&endpoint.id, now) {
         return;
     }
-    if !send_digest(delivery, endpoint, DigestReason::Reconnect).await {
+    let reason = DigestReason::Reconnect;
+    if !send_digest_created_before(delivery, endpoint, reason, Some(opened_at)).await {
         // Nothing was sent, so nothing is rationed: a reconnect a minute
         // later with work waiting still gets its digest.
         doorbells.disarm_reconnect_gate(&endpoint.id, now);

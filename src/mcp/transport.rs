@@ -188,13 +188,17 @@ pub(super) async fn open_stream(
     McpCaller { endpoint }: McpCaller,
     BoundSession(session): BoundSession,
 ) -> Response {
+    // Read before the stream is registered: every todo created from here on
+    // rings this stream itself (or is held for it), so the reconnect check
+    // below, which may run well after this, digests only what came earlier.
+    let opened_at = state.store.clock().now();
     let (guard, receiver) = state.mcp.sessions.open_stream(&session);
     if state.mcp.sessions.counts(&endpoint.id).streaming == 1 {
         // The endpoint's first streaming session here: maybe a reconnect digest.
         let delivery = state.delivery.clone();
         let endpoint = endpoint.clone();
         tokio::spawn(async move {
-            crate::delivery::presence::stream_opened(&delivery, &endpoint).await;
+            crate::delivery::presence::stream_opened(&delivery, &endpoint, opened_at).await;
         });
     }
     tracing::debug!(endpoint = %endpoint.slug, "notification stream opened");
