@@ -15,11 +15,13 @@ WORKDIR /src
 # Dependencies first, in a layer of their own: it is rebuilt only when
 # Cargo.toml or Cargo.lock change. Every target the manifest declares gets
 # an empty stand-in so that cargo accepts the manifest.
+# .cargo/config.toml sets the bundled SQLite's build flags (docs/decisions.md).
 COPY Cargo.toml Cargo.lock ./
+COPY .cargo ./.cargo
 RUN mkdir -p src benches tests/it \
  && echo 'fn main() {}' > src/main.rs \
  && touch src/lib.rs tests/it/main.rs \
- && for bench in b1_queue_loop b2_mcp_loop b3_doorbell_latency b5_sweep_cost; do \
+ && for bench in b1_queue_loop b2_mcp_loop b3_doorbell_latency b4_stream_memory b5_sweep_cost; do \
         echo 'fn main() {}' > "benches/$bench.rs"; \
     done \
  && cargo build --release --locked --bin switchboard \
