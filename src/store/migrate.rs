@@ -59,6 +59,11 @@ pub static SQLITE_MIGRATIONS: &[Migration] = &[
         name: "attempts_without_rowid",
         sql: include_str!("migrations/sqlite/0008_attempts_without_rowid.sql"),
     },
+    Migration {
+        version: 9,
+        name: "attempts_one_open_by_writer",
+        sql: include_str!("migrations/sqlite/0009_attempts_one_open_by_writer.sql"),
+    },
 ];
 
 pub static POSTGRES_MIGRATIONS: &[Migration] = &[

@@ -1,0 +1,16 @@
+-- SQLite: "at most one open attempt per todo" is kept by the writers alone,
+-- not by a unique index (issue 14; docs/decisions.md).
+--
+-- The index cost two of the ~11 WAL pages an agent's claim → complete loop
+-- writes (an entry added at the claim, removed at the completion), and SQLite
+-- writes whole pages per commit. It decided nothing the writers do not
+-- already guarantee on SQLite: every write transaction runs alone (one
+-- writer, BEGIN IMMEDIATE), an attempt is opened only by a claim, in the
+-- transaction whose guarded update takes the todo from pending (or from a
+-- lapsed lease, whose open attempt that same transaction closes first) and
+-- counts it in `attempts_total`, and its key is (todo_id, attempts_total).
+-- The conformance suite checks the open-attempt count after every
+-- transition, on both backends. Reads of a todo's open attempt use the
+-- primary key's prefix (todo_id), at most the kept history per todo.
+-- PostgreSQL keeps the index: its writers run concurrently.
+DROP INDEX todo_attempts_one_open;
