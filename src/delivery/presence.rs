@@ -168,7 +168,7 @@ async fn settle_now(
         (Cause::Clock, Source::Default) => "default".to_owned(),
     };
     let claimed = match store
-        .claim_presence_transition(&endpoint.id, now_effective.presence, &by)
+        .claim_presence_transition(&endpoint.id, now_effective.presence, &by, now)
         .await
     {
         Ok(claimed) => claimed,
@@ -201,7 +201,14 @@ async fn settle_now(
     // never again from its own echo.
     delivery.transition_claimed(&endpoint.id, now_effective.presence, reason);
     if let Some(reason) = reason {
-        send_digest(delivery, endpoint, reason).await;
+        // The row as the claim left it: the same cutoff the others read.
+        let claimed_row = Endpoint {
+            presence_seen: now_effective.presence,
+            presence_changed_at: Some(now),
+            presence_changed_by: Some(by),
+            ..endpoint.clone()
+        };
+        send_return_digest(delivery, &claimed_row, reason).await;
     }
     done(true)
 }
@@ -234,28 +241,60 @@ fn digest_reason(
     }
 }
 
-/// Sends one digest to one session of this instance (prefer streaming,
-/// rotate) when the endpoint has push-eligible pending todos; marks exactly
-/// the counted todos' `last_ringed_at` after a successful write. Returns
-/// whether a digest was written.
-pub async fn send_digest(delivery: &Delivery, endpoint: &Endpoint, reason: DigestReason) -> bool {
-    send_digest_created_before(delivery, endpoint, reason, None).await
+/// When the endpoint came back in, as its row records it: the instant of
+/// its last out→in transition claim (`presence_changed_at`) while
+/// `presence_seen` is in; `None` when the row records no return (it never
+/// changed, or it is out again).
+///
+/// This is the cutoff of every digest of a return: a todo created after
+/// this instant did not wait. The endpoint was in, so it rang a live session
+/// on its own, and counting it again would ring it twice. It matters most
+/// on the instances that did not claim the transition, which digest when the
+/// bus message arrives (or at a catch-up), well after the return.
+pub(crate) fn returned_at(endpoint: &Endpoint) -> Option<Timestamp> {
+    if endpoint.presence_seen == Presence::In {
+        endpoint.presence_changed_at
+    } else {
+        None
+    }
 }
 
-/// [`send_digest`], counting (and so marking) only the todos created before
-/// `created_before` when it is set.
-async fn send_digest_created_before(
+/// The one digest of this instance for a return (`clock_in`, `operator`,
+/// `shift_start`, `override_end`): [`send_digest`] counting only the todos
+/// created at or before [`returned_at`]. Nothing is sent when the row
+/// records no return. Returns whether a digest was written.
+pub(crate) async fn send_return_digest(
     delivery: &Delivery,
     endpoint: &Endpoint,
     reason: DigestReason,
-    created_before: Option<Timestamp>,
+) -> bool {
+    let Some(returned) = returned_at(endpoint) else {
+        tracing::debug!(endpoint = %endpoint.slug, reason = reason.as_str(), "no return on record; no digest");
+        return false;
+    };
+    // The return's own millisecond counts: a todo pushed while out and the
+    // return right after it often share one (and that todo was held), while
+    // a todo created after the return within that same millisecond costs at
+    // most one doorbell more.
+    let cutoff = returned.saturating_add(std::time::Duration::from_millis(1));
+    send_digest(delivery, endpoint, reason, cutoff).await
+}
+
+/// Sends one digest to one session of this instance (prefer streaming,
+/// rotate) when the endpoint has push-eligible pending todos created before
+/// `created_before` (a todo created later did not wait: it rang on its own);
+/// marks exactly the counted todos' `last_ringed_at` after a successful
+/// write. Returns whether a digest was written.
+async fn send_digest(
+    delivery: &Delivery,
+    endpoint: &Endpoint,
+    reason: DigestReason,
+    created_before: Timestamp,
 ) -> bool {
     let (store, doorbells) = (delivery.store(), delivery.doorbells());
     let todos = match store.unscoped_digest_todos(&endpoint.id).await {
         Ok(mut todos) => {
-            if let Some(before) = created_before {
-                todos.retain(|t| t.created_at < before);
-            }
+            todos.retain(|t| t.created_at < created_before);
             todos
         }
         Err(e) => {
@@ -335,7 +374,7 @@ pub async fn stream_opened(delivery: &Delivery, endpoint: &Endpoint, opened_at: 
         return;
     }
     let reason = DigestReason::Reconnect;
-    if !send_digest_created_before(delivery, endpoint, reason, Some(opened_at)).await {
+    if !send_digest(delivery, endpoint, reason, opened_at).await {
         // Nothing was sent, so nothing is rationed: a reconnect a minute
         // later with work waiting still gets its digest.
         doorbells.disarm_reconnect_gate(&endpoint.id, now);

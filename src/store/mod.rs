@@ -284,13 +284,15 @@ pub trait PresenceStore: Send + Sync {
         shift: Option<&str>,
         override_dead_under_old_shift: &(dyn for<'e> Fn(&'e Endpoint) -> bool + Send + Sync),
     ) -> StoreResult<Endpoint>;
-    /// Claims a presence transition: true only for the caller whose update
-    /// changed `presence_seen` (exactly once across instances).
+    /// Claims a presence transition that happened `at` (stored as
+    /// `presence_changed_at`): true only for the caller whose update changed
+    /// `presence_seen` (exactly once across instances).
     async fn claim_presence_transition(
         &self,
         endpoint_id: &str,
         new: crate::domain::presence::Presence,
         by: &str,
+        at: crate::domain::Timestamp,
     ) -> StoreResult<bool>;
     /// Active endpoints whose presence may change by itself (a shift, an
     /// override, or last seen out), by id, after `after_id` (keyset pages).

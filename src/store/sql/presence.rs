@@ -107,13 +107,14 @@ impl PresenceStore for SqlStore {
         endpoint_id: &str,
         new: Presence,
         by: &str,
+        at: Timestamp,
     ) -> StoreResult<bool> {
         let claimed = sqlx::query(
             "UPDATE endpoints SET presence_seen = $1, presence_changed_at = $2, \
                presence_changed_by = $3 WHERE id = $4 AND presence_seen <> $1 RETURNING id",
         )
         .bind(new.as_str())
-        .bind(self.now().as_millis())
+        .bind(at.as_millis())
         .bind(by)
         .bind(endpoint_id)
         .fetch_optional(self.writer()?)

@@ -47,8 +47,8 @@ async fn racing_evaluators_claim_each_transition_exactly_once(store: &dyn Store,
             Presence::In
         };
         let (first, second) = tokio::join!(
-            a.claim_presence_transition(id, new, "shift"),
-            b.claim_presence_transition(id, new, "shift"),
+            a.claim_presence_transition(id, new, "shift", ts.clock_now()),
+            b.claim_presence_transition(id, new, "shift", ts.clock_now()),
         );
         let (first, second) = (first.unwrap(), second.unwrap());
         assert!(
@@ -56,8 +56,16 @@ async fn racing_evaluators_claim_each_transition_exactly_once(store: &dyn Store,
             "round {round}: exactly one instance claims {new:?} (got {first}, {second})"
         );
         // Once claimed, nobody claims the same value again.
-        assert!(!a.claim_presence_transition(id, new, "shift").await.unwrap());
-        assert!(!b.claim_presence_transition(id, new, "shift").await.unwrap());
+        assert!(
+            !a.claim_presence_transition(id, new, "shift", ts.clock_now())
+                .await
+                .unwrap()
+        );
+        assert!(
+            !b.claim_presence_transition(id, new, "shift", ts.clock_now())
+                .await
+                .unwrap()
+        );
         let row = store.unscoped_get_endpoint(id).await.unwrap();
         assert_eq!(row.presence_seen, new);
         assert_eq!(row.presence_changed_at, Some(ts.clock_now()));
@@ -73,7 +81,7 @@ async fn a_transition_claim_records_who_and_when(store: &dyn Store, ts: &TestSto
     assert_eq!(f.endpoint.presence_seen, Presence::In, "seen in by default");
     assert!(
         !store
-            .claim_presence_transition(id, Presence::In, "agent")
+            .claim_presence_transition(id, Presence::In, "agent", ts.clock_now())
             .await
             .unwrap(),
         "no transition to the value already seen"
@@ -81,7 +89,7 @@ async fn a_transition_claim_records_who_and_when(store: &dyn Store, ts: &TestSto
     ts.clock.advance(Duration::from_secs(60));
     assert!(
         store
-            .claim_presence_transition(id, Presence::Out, "operator:hu_1")
+            .claim_presence_transition(id, Presence::Out, "operator:hu_1", ts.clock_now())
             .await
             .unwrap()
     );

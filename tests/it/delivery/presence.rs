@@ -9,7 +9,8 @@ use crate::support;
 use crate::support::delivery::*;
 use serde_json::{Value, json};
 use support::{TestStore, endpoint_for, endpoint_with, fixture};
-use switchboard::bus::Bus;
+use switchboard::bus::{Bus, BusEvent, Envelope, Message, Subscription};
+use switchboard::delivery::listener::{apply, catch_up};
 use switchboard::delivery::presence::{
     evaluator_tick, operator_clear, operator_set, operator_set_shift, stream_opened,
 };
@@ -52,6 +53,22 @@ async fn set_shift(
 async fn reconnect_check(ts: &TestStore, hub: &Hub, endpoint: &Endpoint) {
     let row = endpoint_row(ts, endpoint).await;
     stream_opened(&hub.on(&ts.store), &row, ts.clock_now()).await;
+}
+
+/// The last presence transition a bus subscriber heard, as another instance
+/// receives it.
+fn heard_transition(heard: &mut Subscription) -> Message {
+    let mut last = None;
+    while let Some(event) = heard.try_next() {
+        if let BusEvent::Message(Envelope {
+            message: m @ Message::TransitionClaimed { .. },
+            ..
+        }) = event
+        {
+            last = Some(m);
+        }
+    }
+    last.expect("a transition was claimed")
 }
 
 fn digests(hub: &Hub, reason: DigestReason) -> u64 {
@@ -868,6 +885,98 @@ async fn a_late_reconnect_digest_counts_only_what_waited_when_the_stream_opened(
     );
 }
 
+/// Instance one claims a return (and digests at once); instance two hosts a
+/// session too and digests when the bus message arrives, which can be well
+/// after the return. A todo created in between rang two's session on its
+/// own (the endpoint was in) and did not wait: two's digest must not count
+/// it again. The message is delivered here late, in that order.
+async fn a_return_digest_arriving_late_elsewhere_counts_only_what_waited(ts: &TestStore) {
+    let f = fixture(&ts.store, "ada").await;
+    let (one, two) = (hub(), hub());
+    let mut on_one = one.stream(&f.endpoint);
+    let mut on_two = two.stream(&f.endpoint);
+    tool_ok(ts, &one, &f.endpoint, "clock_out", json!({})).await;
+    let waited = push(ts, &one, &f.endpoint, "inbox", "held while out").await;
+    ts.clock.advance(hours(1));
+    let mut heard = one.bus.subscribe();
+    tool_ok(ts, &one, &f.endpoint, "clock_in", json!({})).await;
+    let returned_at = ts.clock_now();
+    assert_digest(&on_one.one("the claimant's digest"), "clock_in", 1, "inbox");
+    let claimed = heard_transition(&mut heard);
+
+    ts.clock.advance(std::time::Duration::from_millis(5));
+    let fresh = push(ts, &two, &f.endpoint, "reviews", "arrived after the return").await;
+    assert_eq!(todo_id_of(&on_two.one("the creation doorbell")), fresh.id);
+    apply(&two.on(&ts.store), claimed).await;
+    assert_digest(
+        &on_two.one("two's own digest of the return"),
+        "clock_in",
+        1,
+        "inbox",
+    );
+    on_one.assert_silent("one digest per instance");
+    let row = endpoint_row(ts, &f.endpoint).await;
+    assert_eq!(row.presence_changed_at, Some(returned_at));
+    assert_eq!(
+        todo_row(ts, &f.endpoint, &waited.id).await.last_ringed_at,
+        Some(ts.clock_now())
+    );
+    assert_eq!(
+        todo_row(ts, &f.endpoint, &fresh.id).await.last_ringed_at,
+        None,
+        "a todo the digest did not count is not marked"
+    );
+}
+
+/// The same return, missed on the bus by instance two and found by its
+/// catch-up after the todo created since had rung there.
+async fn a_catch_up_digest_counts_only_what_waited_before_the_return(ts: &TestStore) {
+    let f = fixture(&ts.store, "ada").await;
+    let (one, two) = (hub(), hub());
+    let mut on_two = two.stream(&f.endpoint);
+    operator_set(
+        &one.on(&ts.store),
+        &endpoint_row(ts, &f.endpoint).await,
+        &f.human.id,
+        Presence::Out,
+        None,
+    )
+    .await
+    .expect("clock out");
+    push(ts, &one, &f.endpoint, "inbox", "held while out").await;
+    ts.clock.advance(hours(1));
+    let heard_until = ts.clock_now();
+    ts.clock.advance(minutes(1));
+    operator_clear(
+        &one.on(&ts.store),
+        &endpoint_row(ts, &f.endpoint).await,
+        &f.human.id,
+    )
+    .await
+    .expect("back in");
+    ts.clock.advance(std::time::Duration::from_millis(5));
+    let fresh = push(ts, &two, &f.endpoint, "reviews", "arrived after the return").await;
+    assert_eq!(todo_id_of(&on_two.one("the creation doorbell")), fresh.id);
+    // Rung once in the cluster: with several instances that ring is claimed
+    // on the row (this in-process bus decides it in memory instead).
+    ts.store
+        .unscoped_claim_ready_ring(&fresh.id)
+        .await
+        .expect("claim the ring")
+        .expect("not rung by anyone yet");
+    catch_up(&two.on(&ts.store), heard_until).await;
+    assert_digest(
+        &on_two.one("two's digest of the return it missed"),
+        "operator",
+        1,
+        "inbox",
+    );
+    assert_eq!(
+        todo_row(ts, &f.endpoint, &fresh.id).await.last_ringed_at,
+        None
+    );
+}
+
 async fn removing_a_shift_does_not_revive_a_clock_out_that_had_ended(ts: &TestStore) {
     let f = fixture(&ts.store, "ada").await;
     let hub = hub();
@@ -1187,6 +1296,8 @@ on_both_backends!(
     a_transition_digest_arms_the_reconnect_gate,
     a_late_reconnect_check_digests_nothing_created_after_the_stream_opened,
     a_late_reconnect_digest_counts_only_what_waited_when_the_stream_opened,
+    a_return_digest_arriving_late_elsewhere_counts_only_what_waited,
+    a_catch_up_digest_counts_only_what_waited_before_the_return,
     removing_a_shift_does_not_revive_a_clock_out_that_had_ended,
     removing_a_shift_clears_an_ended_clock_out_even_before_the_evaluator,
     an_invalid_shift_is_refused_and_stores_nothing,
