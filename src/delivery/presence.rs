@@ -9,6 +9,7 @@ use crate::domain::presence::{
 };
 use crate::domain::shift::Shift;
 use crate::store::{Endpoint, Store};
+use futures_util::StreamExt;
 
 use super::Delivery;
 
@@ -329,6 +330,14 @@ async fn send_digest(
 
 /// The evaluator: shift starts and override expiries happen with nobody
 /// calling anything, so every period each candidate endpoint is settled.
+/// Endpoints an evaluator tick settles at once. A return is a few
+/// statements each waiting for its commit's WAL flush (the transition
+/// claim, the digest's marks, the next check): one after another, ten
+/// returns in one tick took 35–60 ms on PostgreSQL (B5), against a 50 ms
+/// budget for the whole tick. Endpoints settle independently; each one's
+/// own steps stay in order.
+const SETTLES_AT_ONCE: usize = 8;
+
 pub async fn evaluator_tick(delivery: &Delivery, page: i64) -> usize {
     let store = delivery.store();
     let mut seen = 0;
@@ -346,9 +355,11 @@ pub async fn evaluator_tick(delivery: &Delivery, page: i64) -> usize {
                 return seen;
             }
         };
-        for endpoint in &candidates {
-            settle(delivery, endpoint, Cause::Clock).await;
-        }
+        futures_util::stream::iter(&candidates)
+            .for_each_concurrent(SETTLES_AT_ONCE, |endpoint| async move {
+                settle(delivery, endpoint, Cause::Clock).await;
+            })
+            .await;
         seen += candidates.len();
         match candidates.last() {
             Some(last) if (candidates.len() as i64) >= page.max(1) => after = Some(last.id.clone()),
