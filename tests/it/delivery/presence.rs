@@ -874,15 +874,7 @@ async fn a_late_reconnect_digest_counts_only_what_waited_when_the_stream_opened(
     stream_opened(&hub.on(&ts.store), &endpoint, opened_at).await;
     assert_digest(&s.one("the reconnect digest"), "reconnect", 1, "inbox");
     let digest_at = ts.clock_now();
-    assert_eq!(
-        todo_row(ts, &f.endpoint, &waited.id).await.last_ringed_at,
-        Some(digest_at)
-    );
-    assert_eq!(
-        todo_row(ts, &f.endpoint, &fresh.id).await.last_ringed_at,
-        None,
-        "a todo the digest did not count is not marked"
-    );
+    assert_only_the_waiting_marked(ts, &f.endpoint, &waited.id, &fresh.id, digest_at).await;
 }
 
 /// Instance one claims a return (and digests at once); instance two hosts a
@@ -917,15 +909,7 @@ async fn a_return_digest_arriving_late_elsewhere_counts_only_what_waited(ts: &Te
     on_one.assert_silent("one digest per instance");
     let row = endpoint_row(ts, &f.endpoint).await;
     assert_eq!(row.presence_changed_at, Some(returned_at));
-    assert_eq!(
-        todo_row(ts, &f.endpoint, &waited.id).await.last_ringed_at,
-        Some(ts.clock_now())
-    );
-    assert_eq!(
-        todo_row(ts, &f.endpoint, &fresh.id).await.last_ringed_at,
-        None,
-        "a todo the digest did not count is not marked"
-    );
+    assert_only_the_waiting_marked(ts, &f.endpoint, &waited.id, &fresh.id, ts.clock_now()).await;
 }
 
 /// The same return, missed on the bus by instance two and found by its
@@ -1307,3 +1291,23 @@ on_both_backends!(
     two_instances_decide_a_shift_start_once,
     the_reconnect_gate_is_per_instance,
 );
+
+/// A digest marked the todo that waited (at `at`) and left the one created
+/// after it unmarked.
+async fn assert_only_the_waiting_marked(
+    ts: &TestStore,
+    endpoint: &Endpoint,
+    waited: &str,
+    fresh: &str,
+    at: Timestamp,
+) {
+    assert_eq!(
+        todo_row(ts, endpoint, waited).await.last_ringed_at,
+        Some(at)
+    );
+    assert_eq!(
+        todo_row(ts, endpoint, fresh).await.last_ringed_at,
+        None,
+        "a todo the digest did not count is not marked"
+    );
+}
