@@ -61,15 +61,15 @@ impl Circuit {
         self.changes.load(Ordering::Acquire)
     }
 
-    /// Opens or closes the circuit. On either change the pool's idle
+    /// Opens or closes the circuit. On either change the pools' idle
     /// connections are closed: after an outage they are dead (each would
     /// fail one request), and whatever was returned while the circuit opened
     /// may be too.
-    fn set_open(&self, open: bool, pool: &AnyPool) {
+    fn set_open(&self, open: bool, pools: &[AnyPool]) {
         if self.open.load(Ordering::Acquire) == open {
             return;
         }
-        let closed = close_idle_connections(pool);
+        let closed: usize = pools.iter().map(close_idle_connections).sum();
         let was = self.open.swap(open, Ordering::AcqRel);
         if was != open {
             self.changes.fetch_add(1, Ordering::AcqRel);
@@ -85,10 +85,10 @@ impl Circuit {
     }
 
     /// Probes `url` until `stop` turns true (or its sender is dropped);
-    /// `pool` is the store's.
+    /// `pools` are the store's.
     pub fn spawn_probe(
         self: &Arc<Self>,
-        pool: AnyPool,
+        pools: Vec<AnyPool>,
         url: String,
         timeout: Duration,
         mut stop: watch::Receiver<bool>,
@@ -113,7 +113,7 @@ impl Circuit {
                     Probe::Down => true,
                     Probe::Slow => slow_in_a_row >= SLOW_PROBES_TO_OPEN || circuit.is_open(),
                 };
-                circuit.set_open(down, &pool);
+                circuit.set_open(down, &pools);
                 let period = if down { DOWN_PERIOD } else { HEALTHY_PERIOD };
                 tokio::select! {
                     _ = tokio::time::sleep(period) => {}

@@ -29,6 +29,8 @@ mod lifecycle;
 mod migrations;
 #[path = "conformance/operator.rs"]
 mod operator;
+#[path = "conformance/plans.rs"]
+mod plans;
 #[path = "conformance/presence.rs"]
 mod presence;
 #[path = "conformance/refusals.rs"]

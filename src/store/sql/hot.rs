@@ -25,28 +25,59 @@ use std::sync::Mutex;
 use sqlx::pool::PoolConnection;
 use sqlx::{Any, AnyPool};
 
-/// At most this many connections are parked (the rest go back to the
-/// pool), and never more than a third of the pool: the other callers
-/// (sweeps, the API, the board) keep the rest.
+/// The hot path's pool never has more connections than this (every one of
+/// them may be parked).
 const MAX_PARKED: usize = 16;
 
 /// A parked connection and the circuit's change count when it was parked.
 type Parked = (PoolConnection<Any>, u64);
 
-#[derive(Debug, Default)]
+/// The session settings of the hot path's connections, as connection URL
+/// parameters (see the module comment). `jit = off`: a plan whose only path
+/// is a disabled scan is costed above JIT's threshold, and compiling it
+/// would cost more than running it.
+const SESSION_SETTINGS: &str = "options[enable_seqscan]=off&options[jit]=off";
+
+/// `url` with the hot path's session settings added to its query.
+pub(super) fn session_url(url: &str) -> String {
+    let separator = if url.contains('?') { '&' } else { '?' };
+    format!("{url}{separator}{SESSION_SETTINGS}")
+}
+
+/// How many of the store's connections the hot path's pool gets: a third
+/// (at least one, at most [`MAX_PARKED`]); the other pool keeps the rest.
+pub(super) fn pool_share(max_connections: u32) -> u32 {
+    (max_connections / 3).clamp(1, MAX_PARKED as u32)
+}
+
+#[derive(Debug)]
 pub(super) struct HotConnections {
+    /// The hot path's own pool (on SQLite, whose hot path is the writer
+    /// lane, the writer pool: never used by it).
+    pool: AnyPool,
     parked: Mutex<Vec<Parked>>,
 }
 
 impl HotConnections {
+    pub(super) fn new(pool: AnyPool) -> Self {
+        Self {
+            pool,
+            parked: Mutex::default(),
+        }
+    }
+
+    pub(super) fn pool(&self) -> &AnyPool {
+        &self.pool
+    }
+
     /// The most recently parked connection, else one from the pool. One
     /// parked before the circuit last changed (`circuit_changes`) may have
     /// died in the outage: it is closed, not reused.
     pub(super) async fn take(
         &self,
-        pool: &AnyPool,
         circuit_changes: u64,
     ) -> Result<PoolConnection<Any>, sqlx::Error> {
+        let pool = &self.pool;
         loop {
             let parked = self.lock().pop();
             match parked {
@@ -61,13 +92,14 @@ impl HotConnections {
 
     /// Parks a connection whose statement completed normally, or gives it
     /// back to the pool when parking could make another caller wait.
-    pub(super) fn put(&self, pool: &AnyPool, conn: PoolConnection<Any>, circuit_changes: u64) {
+    pub(super) fn put(&self, conn: PoolConnection<Any>, circuit_changes: u64) {
+        let pool = &self.pool;
         let pool_has_room =
             pool.num_idle() > 0 || pool.size() < pool.options().get_max_connections();
         if pool.is_closed() || !pool_has_room {
             return; // dropped: the pool's release path takes it
         }
-        let most = MAX_PARKED.min(pool.options().get_max_connections() as usize / 3);
+        let most = pool.options().get_max_connections() as usize;
         let overflow = {
             let mut parked = self.lock();
             if parked.len() < most {
@@ -84,8 +116,14 @@ impl HotConnections {
         }
     }
 
+    /// Gives every parked connection back and closes the pool.
+    pub(super) async fn close(&self) {
+        self.drain();
+        self.pool.close().await;
+    }
+
     /// Gives every parked connection back (the pool's `close` waits for them).
-    pub(super) fn drain(&self) {
+    fn drain(&self) {
         let parked = std::mem::take(&mut *self.lock());
         drop(parked);
     }

@@ -182,7 +182,8 @@ pub struct SqlStore {
     auth_cache: Arc<AuthCache>,
     /// SQLite only: the agent loop's calls on a writer thread of their own.
     lane: Option<Arc<sqlite_lane::Lane>>,
-    /// PostgreSQL: connections parked for the queue's hot path (`hot.rs`).
+    /// PostgreSQL: the queue's hot path's own pool and the connections
+    /// parked from it (`hot.rs`).
     hot: Arc<hot::HotConnections>,
 }
 
@@ -197,21 +198,31 @@ impl SqlStore {
         match location {
             DatabaseLocation::Sqlite(path) => Self::connect_sqlite(path, clock, options).await,
             DatabaseLocation::Postgres(url) => {
-                let pool = AnyPoolOptions::new()
-                    .max_connections(options.max_connections)
-                    .acquire_timeout(options.acquire_timeout)
-                    // No ping on every checkout: it is a round trip per call
-                    // (B1). A broken connection fails its call as
-                    // `unavailable` and is replaced by the pool.
-                    .test_before_acquire(false)
-                    .connect(url)
+                // The hot path (`hot.rs`) has a share of the connections
+                // in a pool of its own, with its own session settings.
+                let hot_share = hot::pool_share(options.max_connections);
+                let pool = |max: u32| {
+                    AnyPoolOptions::new()
+                        .max_connections(max)
+                        .acquire_timeout(options.acquire_timeout)
+                        // No ping on every checkout: it is a round trip per
+                        // call (B1). A broken connection fails its call as
+                        // `unavailable` and is replaced by the pool.
+                        .test_before_acquire(false)
+                };
+                let unreachable = |e: sqlx::Error| {
+                    StoreError::Unavailable(Box::new(WithContext {
+                        context: format!("cannot connect to {}", redact_url_password(url)),
+                        source: Box::new(e),
+                    }))
+                };
+                let main_share = options.max_connections.saturating_sub(hot_share).max(1);
+                let pool_for_the_rest = pool(main_share).connect(url).await.map_err(unreachable)?;
+                let hot_pool = pool(hot_share)
+                    .connect(&hot::session_url(url))
                     .await
-                    .map_err(|e| {
-                        StoreError::Unavailable(Box::new(WithContext {
-                            context: format!("cannot connect to {}", redact_url_password(url)),
-                            source: Box::new(e),
-                        }))
-                    })?;
+                    .map_err(unreachable)?;
+                let pool = pool_for_the_rest;
                 warn_if_autovacuum_is_off(&pool).await;
                 Ok(Self {
                     dialect: Dialect::Postgres,
@@ -222,7 +233,7 @@ impl SqlStore {
                     probe_target: Some((url.clone(), options.acquire_timeout)),
                     auth_cache: Arc::default(),
                     lane: None,
-                    hot: Arc::default(),
+                    hot: Arc::new(hot::HotConnections::new(hot_pool)),
                 })
             }
         }
@@ -272,6 +283,7 @@ impl SqlStore {
         let reader = pool(4).connect(&url).await.map_err(open_err)?;
         Ok(Self {
             dialect: Dialect::Sqlite,
+            hot: Arc::new(hot::HotConnections::new(writer.clone())),
             writer,
             reader,
             clock,
@@ -279,7 +291,6 @@ impl SqlStore {
             probe_target: None,
             auth_cache,
             lane: Some(Arc::new(lane)),
-            hot: Arc::default(),
         })
     }
 
@@ -305,7 +316,12 @@ impl SqlStore {
         stop: tokio::sync::watch::Receiver<bool>,
     ) -> Option<tokio::task::JoinHandle<()>> {
         let (circuit, (url, timeout)) = (self.circuit.as_ref()?, self.probe_target.clone()?);
-        Some(circuit.spawn_probe(self.writer.clone(), url, timeout, stop))
+        Some(circuit.spawn_probe(
+            vec![self.writer.clone(), self.hot.pool().clone()],
+            url,
+            timeout,
+            stop,
+        ))
     }
 
     /// Whether calls answer `unavailable` at once because the database is
@@ -357,7 +373,7 @@ impl SqlStore {
         if let Some(lane) = &self.lane {
             lane.close().await;
         }
-        self.hot.drain();
+        self.hot.close().await;
         self.writer.close().await;
         self.reader.close().await;
     }

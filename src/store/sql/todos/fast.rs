@@ -76,8 +76,8 @@ impl SqlStore {
     /// A connection for one hot-path statement (`super::super::hot`): give
     /// it back with `self.hot.put` once the statement completed normally.
     async fn hot_connection(&self) -> StoreResult<PoolConnection<Any>> {
-        let pool = self.writer()?;
-        Ok(self.hot.take(pool, self.circuit_changes()).await?)
+        self.check_circuit()?;
+        Ok(self.hot.take(self.circuit_changes()).await?)
     }
 
     /// Claims the oldest pending todo of `queues` (`None` = the caller's
@@ -110,7 +110,7 @@ impl SqlStore {
             .fetch_optional(&mut *conn)
             .await?;
         let Some(row) = row else {
-            self.hot.put(&self.writer, conn, self.circuit_changes());
+            self.hot.put(conn, self.circuit_changes());
             return Ok(None);
         };
         let todo = rows::todo(&row)?;
@@ -134,7 +134,7 @@ impl SqlStore {
         } else {
             Vec::new()
         };
-        self.hot.put(&self.writer, conn, self.circuit_changes());
+        self.hot.put(conn, self.circuit_changes());
         Ok(Some((todo, prior)))
     }
 
@@ -168,7 +168,7 @@ impl SqlStore {
             .bind(i64::from(truncated))
             .fetch_optional(&mut *conn)
             .await?;
-        self.hot.put(&self.writer, conn, self.circuit_changes());
+        self.hot.put(conn, self.circuit_changes());
         let Some(row) = row else {
             return Ok(None);
         };

@@ -1,0 +1,101 @@
+//! PostgreSQL only: the agent loop's statements keep their key lookups
+//! however small a table was when their connection first planned them.
+//!
+//! A prepared statement's generic plan is fixed at its sixth run on a
+//! connection. On a young database, just analyzed while `todo_attempts` was
+//! empty, `complete`'s update of the open attempt was planned as a
+//! sequential scan, and every later `complete` on that connection scanned
+//! the whole, growing history until autovacuum's next ANALYZE (B2: 1.78 ms
+//! per call instead of 0.35; issue 14). The hot path's connections run with
+//! sequential scans disabled (`src/store/sql/hot.rs`).
+
+use std::time::{Duration, Instant};
+
+use sqlx::Connection;
+use sqlx::postgres::PgConnection;
+use switchboard::store::*;
+
+use crate::common::*;
+use crate::support::{self, fixture};
+
+/// Loops run after the ANALYZE: enough for every hot statement to have its
+/// generic plan (built at the sixth run) on the connection it ran on.
+const LOOPS: usize = 24;
+
+/// `(seq_scan, idx_scan)` of `table` as PostgreSQL's statistics have them.
+async fn scans(db: &mut PgConnection, table: &str) -> (i64, i64) {
+    sqlx::query_as(
+        "SELECT seq_scan, COALESCE(idx_scan, 0) FROM pg_stat_user_tables WHERE relname = $1",
+    )
+    .bind(table)
+    .fetch_one(db)
+    .await
+    .expect("read table statistics")
+}
+
+/// Waits until no other backend is connected to this database: a backend
+/// reports its statistics when it exits.
+async fn until_the_store_has_disconnected(db: &mut PgConnection) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (others,): (i64,) = sqlx::query_as(
+            "SELECT count(*) FROM pg_stat_activity \
+             WHERE datname = current_database() AND pid <> pg_backend_pid()",
+        )
+        .fetch_one(&mut *db)
+        .await
+        .expect("read pg_stat_activity");
+        if others == 0 {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the store's {others} connections did not close within 20 s"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_postgres_the_agent_loop_never_scans_the_attempt_history() {
+    let Some(ts) = support::postgres_store("hot_path_plans").await else {
+        return;
+    };
+    let url = ts.postgres_url().expect("a PostgreSQL store");
+    let store = &*ts.store;
+    let f = fixture(store, "ada").await;
+    let mut db = PgConnection::connect(&url).await.expect("connect");
+    // What autovacuum does to a young database: the attempt history is
+    // known to be empty.
+    sqlx::raw_sql("ANALYZE todo_attempts")
+        .execute(&mut db)
+        .await
+        .unwrap();
+
+    for n in 0..LOOPS {
+        add_todo(store, &f, &format!("todo {n}")).await;
+        let claimed = store
+            .claim_next(&f.caller, None, ClaimOptions::default())
+            .await
+            .unwrap()
+            .expect("a todo is pending");
+        store
+            .complete(&f.caller, &claimed.todo.id, Finish::default())
+            .await
+            .unwrap();
+    }
+    store.close().await;
+    until_the_store_has_disconnected(&mut db).await;
+
+    let (seq_scans, index_scans) = scans(&mut db, "todo_attempts").await;
+    assert!(
+        index_scans >= LOOPS as i64,
+        "every complete finds its open attempt by index ({index_scans} index scans counted)"
+    );
+    assert_eq!(
+        seq_scans, 0,
+        "the agent loop scanned the attempt history {seq_scans} times"
+    );
+    drop(db);
+    ts.finish().await;
+}
