@@ -68,7 +68,7 @@ pub fn new_slug(agent_name: &str) -> String {
 fn random_hex(n: usize) -> String {
     let mut buf = vec![0u8; n];
     getrandom::fill(&mut buf).expect("the operating system's random source failed");
-    buf.iter().map(|b| format!("{b:02x}")).collect()
+    crate::domain::ids::lower_hex(&buf)
 }
 
 #[cfg(test)]

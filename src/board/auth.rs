@@ -67,7 +67,7 @@ pub(crate) fn csrf_token(secret: &str) -> String {
     let mut mac = Hmac::<Sha256>::new_from_slice(secret.as_bytes()).expect("any key length");
     mac.update(CSRF_LABEL);
     let bytes = mac.finalize().into_bytes();
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    crate::domain::ids::lower_hex(&bytes)
 }
 
 /// The value of one cookie of the request, if present.

@@ -10,10 +10,18 @@ pub const SHOWN_PREFIX_CHARS: usize = 12;
 
 /// Lowercase hex SHA-256: how every secret is stored.
 pub fn sha256_hex(secret: &str) -> String {
-    let digest = Sha256::digest(secret.as_bytes());
-    let mut out = String::with_capacity(64);
-    for byte in digest {
-        out.push_str(&format!("{byte:02x}"));
+    lower_hex(&Sha256::digest(secret.as_bytes()))
+}
+
+/// Bytes as lowercase hex, two characters each. Every MCP request hashes
+/// its credential with it, so it writes digits straight into the string
+/// (`format!` per byte was ~2 % of the server's CPU in B2).
+pub fn lower_hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for &byte in bytes {
+        out.push(char::from(DIGITS[usize::from(byte >> 4)]));
+        out.push(char::from(DIGITS[usize::from(byte & 0x0f)]));
     }
     out
 }
@@ -61,5 +69,14 @@ mod tests {
             sha256_hex("abc"),
             "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
         );
+    }
+
+    #[test]
+    fn hex_is_two_lowercase_digits_per_byte() {
+        assert_eq!(lower_hex(&[]), "");
+        assert_eq!(lower_hex(&[0x00, 0x0f, 0xa0, 0xff, 0x5c]), "000fa0ff5c");
+        let every: Vec<u8> = (0..=255).collect();
+        let expected: String = every.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(lower_hex(&every), expected);
     }
 }

@@ -37,10 +37,7 @@ pub fn idempotency_key(webhook_id: &str, delivery_id: Option<&str>, body: &[u8])
 
 /// Lowercase hex SHA-256 of bytes (the body need not be text).
 pub fn sha256_hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    crate::domain::ids::lower_hex(&Sha256::digest(bytes))
 }
 
 #[cfg(test)]

@@ -35,11 +35,10 @@ pub fn verify(secret: &str, headers: &HeaderMap, body: &[u8]) -> bool {
 
 /// The header value a sender puts on `body`: `sha256=<lowercase hex>`.
 pub fn sign(secret: &str, body: &[u8]) -> String {
-    let mut out = String::from(SCHEME);
-    for byte in mac(secret, body) {
-        out.push_str(&format!("{byte:02x}"));
-    }
-    out
+    format!(
+        "{SCHEME}{}",
+        crate::domain::ids::lower_hex(&mac(secret, body))
+    )
 }
 
 /// The secret is used as given (its text, not hex-decoded): that is what
