@@ -208,7 +208,8 @@ pub struct ServeArgs {
     #[arg(long, env = "SWITCHBOARD_SESSION_IDLE", default_value = "30m")]
     pub session_idle: String,
 
-    /// PostgreSQL connection pool size.
+    /// PostgreSQL connections per instance (a third of them, 16 at most,
+    /// serve the agent loop's claim and complete).
     #[arg(long, env = "SWITCHBOARD_DB_MAX_CONNECTIONS", default_value_t = 24)]
     pub db_max_connections: u32,
 

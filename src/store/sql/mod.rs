@@ -150,7 +150,8 @@ fn redact_url_password(url: &str) -> String {
 
 #[derive(Debug, Clone)]
 pub struct StoreOptions {
-    /// PostgreSQL pool size (SQLite always has one writer and a few readers).
+    /// PostgreSQL connections, both pools together (SQLite always has one
+    /// writer and a few readers).
     pub max_connections: u32,
     /// How long a call waits for a connection before answering `unavailable`.
     pub acquire_timeout: Duration,
