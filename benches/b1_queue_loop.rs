@@ -55,6 +55,9 @@
 //! Exits non-zero when a run's correctness check fails (a todo claimed twice
 //! or lost) or the preload ran dry.
 
+#[path = "common/pg_floor.rs"]
+mod pg_floor;
+
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -62,6 +65,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result, anyhow, bail, ensure};
+use pg_floor::{TRUE_FLOOR_CLAIM, TRUE_FLOOR_COMPLETE, TRUE_FLOOR_PRELOAD, TRUE_FLOOR_SCHEMA};
 use sqlx::any::AnyPoolOptions;
 use sqlx::pool::PoolConnection;
 use sqlx::postgres::{PgConnection, PgPool, PgPoolOptions, Postgres};
@@ -148,32 +152,6 @@ const COMPLETE: &str = concat!(
 const CLOSE_ATTEMPT: &str = "UPDATE todo_attempts SET ended_at = $1, outcome = $2, disposition = $3, \
        summary = $4, summary_truncated = $5 \
      WHERE todo_id = $6 AND ended_at IS NULL";
-
-/// The true floor's table: the columns a claim and a complete need, nothing
-/// else, and the one index the claim needs.
-const TRUE_FLOOR_SCHEMA: &str = "CREATE TABLE floor_todos (\
-       id TEXT PRIMARY KEY, endpoint_id TEXT NOT NULL, queue TEXT NOT NULL, \
-       state TEXT NOT NULL, created_at BIGINT NOT NULL, owner TEXT, \
-       lease_expires_at BIGINT, attempts INT NOT NULL DEFAULT 0, completed_at BIGINT); \
-     CREATE INDEX floor_todos_pending ON floor_todos (endpoint_id, queue, created_at, id) \
-       WHERE state = 'pending';";
-
-/// `$1` owner, `$2` lease expiry, `$3` endpoint, `$4` queue.
-const TRUE_FLOOR_CLAIM: &str = "UPDATE floor_todos SET state = 'claimed', owner = $1, \
-       lease_expires_at = $2, attempts = attempts + 1 \
-     WHERE id = (SELECT id FROM floor_todos \
-       WHERE endpoint_id = $3 AND queue = $4 AND state = 'pending' \
-       ORDER BY created_at, id LIMIT 1 FOR UPDATE SKIP LOCKED) \
-     RETURNING id";
-
-/// `$1` now, `$2` id, `$3` owner.
-const TRUE_FLOOR_COMPLETE: &str = "UPDATE floor_todos SET state = 'done', completed_at = $1, \
-       lease_expires_at = NULL WHERE id = $2 AND state = 'claimed' AND owner = $3";
-
-/// `$1` endpoint, `$2` base time, `$3` count (ids and order as `PG_PRELOAD`).
-const TRUE_FLOOR_PRELOAD: &str = "INSERT INTO floor_todos (id, endpoint_id, queue, state, created_at) \
-     SELECT 'td_' || lpad(to_hex(i), 32, '0'), $1, 'inbox', 'pending', $2 + i \
-     FROM generate_series(1::bigint, $3::bigint) AS s(i)";
 
 /// Pending todos, oldest first by `(created_at, id)`; ids shaped like the
 /// store's (`td_` + 32 hex digits). `$1` endpoint, `$2` base time, `$3` count.

@@ -22,15 +22,21 @@
 //! Configuration (environment): `B2_SECONDS` (default 20), `B2_REPEATS`
 //! (default 3), `B2_CONCURRENCY` (default `1,4,16`), `B2_BACKENDS` (default
 //! `sqlite,postgres`), `B2_PRELOAD` (default 150 000), `B2_RESULTS` (also
-//! write the Markdown report there), `B2_FLOOR_FROM` (a B1 report from the
-//! same `scripts/bench` run: its `true floor` medians are the B1 floor
-//! the 50 % target is checked against). PostgreSQL:
+//! write the Markdown report there), `B2_FLOOR_BESIDE` (default 1: after
+//! every PostgreSQL run at c = 4, the true floor of `common/pg_floor.rs` runs
+//! as long at the same concurrency on a fresh database, and the 50 % target
+//! is checked against those floors; `0` turns it off), `B2_FLOOR_PRELOAD`
+//! (the floor's pending rows, default 300 000), `B2_FLOOR_FROM` (without
+//! floors beside: a B1 report from the same `scripts/bench` run, whose `true
+//! floor` medians are then the reference). PostgreSQL:
 //! `SWITCHBOARD_BENCH_DATABASE_URL`, else `SWITCHBOARD_TEST_DATABASE_URL`; a
 //! fresh database is created on that server for every run and dropped after
 //! it. Without either, only SQLite runs.
 //!
 //! Exits non-zero when a correctness check fails or the preload ran dry.
 
+#[path = "common/pg_floor.rs"]
+mod pg_floor;
 #[path = "common/server.rs"]
 mod server;
 
@@ -88,6 +94,9 @@ struct Config {
     pg_admin_url: Option<(String, &'static str)>,
     results: Option<String>,
     floor_from: Option<String>,
+    /// PostgreSQL: the true floor measured after every run at c = 4.
+    floor_beside: bool,
+    floor_preload: i64,
 }
 
 fn env_num<T: std::str::FromStr>(name: &str, default: T) -> Result<T> {
@@ -148,6 +157,8 @@ impl Config {
             floor_from: std::env::var("B2_FLOOR_FROM")
                 .ok()
                 .filter(|v| !v.is_empty()),
+            floor_beside: std::env::var("B2_FLOOR_BESIDE").map_or(true, |v| v != "0"),
+            floor_preload: env_num("B2_FLOOR_PRELOAD", 300_000)?,
         })
     }
 }
@@ -744,7 +755,12 @@ fn b1_floors(path: &str) -> HashMap<(String, usize), f64> {
 
 type Key = (Backend, usize);
 
-fn report(cfg: &Config, results: &HashMap<Key, Vec<RunResult>>, header: &str) -> String {
+fn report(
+    cfg: &Config,
+    results: &HashMap<Key, Vec<RunResult>>,
+    floors_beside: &[f64],
+    header: &str,
+) -> String {
     let mut md = String::new();
     md.push_str(header);
     md.push_str(
@@ -808,6 +824,20 @@ fn report(cfg: &Config, results: &HashMap<Key, Vec<RunResult>>, header: &str) ->
                 md,
                 "| loops/s ≥ 3 000 | {name} | 4 | {rate:.0} | — | — | ≥ 3 000 loops/s | {} |",
                 if rate >= 3_000.0 { "PASS" } else { "FAIL" }
+            );
+        } else if key.1 == 4 && !floors_beside.is_empty() {
+            // The floor measured right after each of these runs (`pg_floor`):
+            // the fair comparison on a host whose speed drifts.
+            let floor = median(floors_beside);
+            let ratio = rate / floor;
+            let runs: Vec<String> = floors_beside.iter().map(|f| format!("{f:.0}")).collect();
+            let _ = writeln!(
+                md,
+                "| loops/s ≥ 50 % of the true floor, measured beside (runs: {}) | {name} | 4 | \
+                 {rate:.0} | {floor:.0} | {:.0} % | ≥ 50 % | {} |",
+                runs.join(", "),
+                ratio * 100.0,
+                if ratio >= 0.5 { "PASS" } else { "FAIL" }
             );
         } else if key.1 == 4 {
             match floors.get(&(name.to_owned(), 4)) {
@@ -917,6 +947,7 @@ async fn run() -> Result<()> {
     );
 
     let mut results: HashMap<Key, Vec<RunResult>> = HashMap::new();
+    let mut floors_beside = Vec::new();
     for &backend in &cfg.backends {
         for &conc in &cfg.concurrency {
             for rep in 0..cfg.repeats {
@@ -934,10 +965,27 @@ async fn run() -> Result<()> {
                     r.server_cpu * 1e6 / r.loops.max(1) as f64
                 );
                 results.entry((backend, conc)).or_default().push(r);
+                if backend == Backend::Postgres && conc == 4 && cfg.floor_beside {
+                    let (url, _) = cfg.pg_admin_url.as_ref().context("no PostgreSQL URL")?;
+                    let floor = pg_floor::measure(
+                        url,
+                        replace_database,
+                        conc,
+                        cfg.seconds,
+                        cfg.floor_preload,
+                    )
+                    .await
+                    .with_context(|| format!("true floor c={conc} beside run {}", rep + 1))?;
+                    eprintln!(
+                        "B2 PostgreSQL true floor c={conc} beside run {}: {floor:.0} loops/s",
+                        rep + 1
+                    );
+                    floors_beside.push(floor);
+                }
             }
         }
     }
-    let md = report(&cfg, &results, &header);
+    let md = report(&cfg, &results, &floors_beside, &header);
     println!("{md}");
     if let Some(file) = &cfg.results {
         std::fs::write(file, &md).with_context(|| format!("cannot write {file}"))?;
