@@ -146,3 +146,27 @@ impl Drop for HotConnections {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_session_settings_join_the_urls_query() {
+        assert_eq!(
+            session_url("postgres://u@h:5432/db"),
+            "postgres://u@h:5432/db?options[enable_seqscan]=off&options[jit]=off"
+        );
+        assert_eq!(
+            session_url("postgres://u@h/db?sslmode=disable"),
+            "postgres://u@h/db?sslmode=disable&options[enable_seqscan]=off&options[jit]=off"
+        );
+    }
+
+    #[test]
+    fn the_hot_pool_gets_a_third_between_one_and_sixteen() {
+        assert_eq!(pool_share(2), 1);
+        assert_eq!(pool_share(24), 8);
+        assert_eq!(pool_share(100), 16);
+    }
+}

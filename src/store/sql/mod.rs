@@ -202,7 +202,7 @@ impl SqlStore {
                 // The hot path (`hot.rs`) has a share of the connections
                 // in a pool of its own, with its own session settings.
                 let hot_share = hot::pool_share(options.max_connections);
-                let pool = |max: u32| {
+                let pool_of = |max: u32| {
                     AnyPoolOptions::new()
                         .max_connections(max)
                         .acquire_timeout(options.acquire_timeout)
@@ -218,12 +218,14 @@ impl SqlStore {
                     }))
                 };
                 let main_share = options.max_connections.saturating_sub(hot_share).max(1);
-                let pool_for_the_rest = pool(main_share).connect(url).await.map_err(unreachable)?;
-                let hot_pool = pool(hot_share)
+                let pool = pool_of(main_share)
+                    .connect(url)
+                    .await
+                    .map_err(unreachable)?;
+                let hot_pool = pool_of(hot_share)
                     .connect(&hot::session_url(url))
                     .await
                     .map_err(unreachable)?;
-                let pool = pool_for_the_rest;
                 warn_if_autovacuum_is_off(&pool).await;
                 Ok(Self {
                     dialect: Dialect::Postgres,
