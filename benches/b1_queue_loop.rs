@@ -65,7 +65,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result, anyhow, bail, ensure};
-use pg_floor::{TRUE_FLOOR_CLAIM, TRUE_FLOOR_COMPLETE, TRUE_FLOOR_PRELOAD, TRUE_FLOOR_SCHEMA};
+use pg_floor::{TRUE_FLOOR_CLAIM, TRUE_FLOOR_PRELOAD, TRUE_FLOOR_SCHEMA};
 use sqlx::any::AnyPoolOptions;
 use sqlx::pool::PoolConnection;
 use sqlx::postgres::{PgConnection, PgPool, PgPoolOptions, Postgres};
@@ -774,28 +774,10 @@ async fn pg_true_floor_worker(mut conn: PoolConnection<Postgres>, ctx: Ctx) -> R
     let conn: &mut PgConnection = &mut conn;
     let mut loops = 0;
     while ctx.go_on() {
-        let Some(row) = sqlx::query(TRUE_FLOOR_CLAIM)
-            .bind(&ctx.owner)
-            .bind(now_ms() + LEASE_MS)
-            .bind(&ctx.endpoint_id)
-            .bind("inbox")
-            .fetch_optional(&mut *conn)
-            .await?
-        else {
+        if !pg_floor::claim_and_complete(conn, &ctx.owner, &ctx.endpoint_id).await? {
             ctx.dry.store(true, Ordering::Relaxed);
             break;
-        };
-        let id: String = row.try_get(0)?;
-        let done = sqlx::query(TRUE_FLOOR_COMPLETE)
-            .bind(now_ms())
-            .bind(&id)
-            .bind(&ctx.owner)
-            .execute(&mut *conn)
-            .await?;
-        ensure!(
-            done.rows_affected() == 1,
-            "true floor: complete of {id} matched nothing"
-        );
+        }
         loops += 1;
         ctx.tick();
     }

@@ -49,6 +49,37 @@ fn now_ms() -> i64 {
         .map_or(0, |d| d.as_millis() as i64)
 }
 
+/// One loop of the floor on `conn`: claim the oldest pending todo of
+/// `endpoint`, then complete it. `false` when nothing was pending.
+pub async fn claim_and_complete(
+    conn: &mut PgConnection,
+    owner: &str,
+    endpoint: &str,
+) -> Result<bool> {
+    let Some(row) = sqlx::query(TRUE_FLOOR_CLAIM)
+        .bind(owner)
+        .bind(now_ms() + LEASE_MS)
+        .bind(endpoint)
+        .bind("inbox")
+        .fetch_optional(&mut *conn)
+        .await?
+    else {
+        return Ok(false);
+    };
+    let id: String = row.try_get(0)?;
+    let done = sqlx::query(TRUE_FLOOR_COMPLETE)
+        .bind(now_ms())
+        .bind(&id)
+        .bind(owner)
+        .execute(&mut *conn)
+        .await?;
+    ensure!(
+        done.rows_affected() == 1,
+        "true floor: complete of {id} matched nothing"
+    );
+    Ok(true)
+}
+
 /// One measurement of the floor: `concurrency` connections, each looping
 /// claim → complete for `seconds`, on a fresh database of the server at
 /// `admin_url` (created, loaded with `preload` pending rows, vacuumed,
@@ -111,28 +142,10 @@ async fn measure_in(url: &str, concurrency: usize, seconds: u64, preload: i64) -
             let mut conn = conn;
             let owner = format!("floor-{n}");
             while !stop.load(Ordering::Relaxed) {
-                let Some(row) = sqlx::query(TRUE_FLOOR_CLAIM)
-                    .bind(&owner)
-                    .bind(now_ms() + LEASE_MS)
-                    .bind(ENDPOINT)
-                    .bind("inbox")
-                    .fetch_optional(&mut *conn)
-                    .await?
-                else {
+                if !claim_and_complete(&mut conn, &owner, ENDPOINT).await? {
                     dry.store(true, Ordering::Relaxed);
                     break;
-                };
-                let id: String = row.try_get(0)?;
-                let done = sqlx::query(TRUE_FLOOR_COMPLETE)
-                    .bind(now_ms())
-                    .bind(&id)
-                    .bind(&owner)
-                    .execute(&mut *conn)
-                    .await?;
-                ensure!(
-                    done.rows_affected() == 1,
-                    "floor: complete of {id} matched nothing"
-                );
+                }
                 total.fetch_add(1, Ordering::Relaxed);
             }
             anyhow::Ok(())

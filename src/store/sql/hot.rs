@@ -27,7 +27,7 @@ use sqlx::{Any, AnyPool};
 
 /// The hot path's pool never has more connections than this (every one of
 /// them may be parked).
-const MAX_PARKED: usize = 16;
+const MAX_HOT_CONNECTIONS: usize = 16;
 
 /// A parked connection and the circuit's change count when it was parked.
 type Parked = (PoolConnection<Any>, u64);
@@ -45,9 +45,9 @@ pub(super) fn session_url(url: &str) -> String {
 }
 
 /// How many of the store's connections the hot path's pool gets: a third
-/// (at least one, at most [`MAX_PARKED`]); the other pool keeps the rest.
+/// (at least one, at most [`MAX_HOT_CONNECTIONS`]); the other pool keeps the rest.
 pub(super) fn pool_share(max_connections: u32) -> u32 {
-    (max_connections / 3).clamp(1, MAX_PARKED as u32)
+    (max_connections / 3).clamp(1, MAX_HOT_CONNECTIONS as u32)
 }
 
 #[derive(Debug)]
