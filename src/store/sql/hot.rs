@@ -33,10 +33,16 @@ const MAX_HOT_CONNECTIONS: usize = 16;
 type Parked = (PoolConnection<Any>, u64);
 
 /// The session settings of the hot path's connections, as connection URL
-/// parameters (see the module comment). `jit = off`: a plan whose only path
-/// is a disabled scan is costed above JIT's threshold, and compiling it
-/// would cost more than running it.
-const SESSION_SETTINGS: &str = "options[enable_seqscan]=off&options[jit]=off";
+/// parameters. No sequential scans: a generic plan made while a table was
+/// small must not scan it once it has grown (`docs/decisions.md`). No bitmap
+/// scans: they never mark an index entry of a dead row version dead, so a
+/// read that meets many of them (the sweep's due read after rings,
+/// `rings.rs`) would meet them again every time until a vacuum; a plain
+/// index scan marks them and skips them afterwards. `jit = off`: a plan
+/// whose only path is a disabled scan is costed above JIT's threshold, and
+/// compiling it would cost more than running it.
+const SESSION_SETTINGS: &str =
+    "options[enable_seqscan]=off&options[enable_bitmapscan]=off&options[jit]=off";
 
 /// `url` with the hot path's session settings added to its query.
 pub(super) fn session_url(url: &str) -> String {
@@ -155,11 +161,11 @@ mod tests {
     fn the_session_settings_join_the_urls_query() {
         assert_eq!(
             session_url("postgres://u@h:5432/db"),
-            "postgres://u@h:5432/db?options[enable_seqscan]=off&options[jit]=off"
+            "postgres://u@h:5432/db?options[enable_seqscan]=off&options[enable_bitmapscan]=off&options[jit]=off"
         );
         assert_eq!(
             session_url("postgres://u@h/db?sslmode=disable"),
-            "postgres://u@h/db?sslmode=disable&options[enable_seqscan]=off&options[jit]=off"
+            "postgres://u@h/db?sslmode=disable&options[enable_seqscan]=off&options[enable_bitmapscan]=off&options[jit]=off"
         );
     }
 

@@ -345,6 +345,14 @@ impl SqlStore {
         Ok(&self.writer)
     }
 
+    /// PostgreSQL: the hot path's pool, whose sessions plan no sequential
+    /// or bitmap scans (`hot.rs`), for a read that must stay on index range
+    /// scans (the sweep's due read, `rings.rs`). Unless the circuit is open.
+    fn scan_free(&self) -> StoreResult<&AnyPool> {
+        self.check_circuit()?;
+        Ok(self.hot.pool())
+    }
+
     /// How many times the circuit has changed (0 without one).
     fn circuit_changes(&self) -> u64 {
         self.circuit.as_ref().map_or(0, |c| c.changes())

@@ -37,6 +37,32 @@ fn due_condition(steps_at: usize, steps: usize) -> String {
     )
 }
 
+/// [`due_condition`]'s rows as one index range scan per ring count, for
+/// PostgreSQL's due read: `UNION ALL` of one `SELECT {columns}` per range.
+///
+/// Why not the `OR`: PostgreSQL answers it with a bitmap scan of
+/// `todos_ring_clock`, and a bitmap scan never marks an index entry dead. A
+/// ring moves a todo's key, so each ring leaves an entry pointing at the old
+/// row version, and every tick until the next vacuum fetched all of them
+/// again: with 5 000 todos just rung, one heap page each (their new versions
+/// had gone to free space among 1 000 000 finished todos), a due read took
+/// ~5 ms instead of ~0.5 (B5, nothing due, full ÷ empty 1.7). A plain index
+/// scan marks the entries of dead versions as it meets them (the connection
+/// runs without bitmap scans, `hot.rs`), so the next tick skips them.
+fn due_ranges(columns: &str, steps_at: usize, steps: usize) -> String {
+    (0..steps)
+        .map(|i| {
+            format!(
+                "SELECT {columns} FROM todos WHERE state = 'pending' AND event_id IS NOT NULL \
+                 AND ring_attempts = {i} AND ring_attempts < $2 \
+                 AND COALESCE(last_ringed_at, created_at) <= $1 - ${}",
+                steps_at + i
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(" UNION ALL ")
+}
+
 /// A ring candidate from a row with its columns (`id, endpoint_id, queue,
 /// title, kind, source, ring_attempts, created_at`).
 fn ring_candidate(row: &sqlx::any::AnyRow) -> StoreResult<RingCandidate> {
@@ -144,15 +170,20 @@ impl RingStore for SqlStore {
             // history: ~40 ms per tick with 10 000 endpoints and 1 000 000
             // finished todos, against ~3 ms this way (bench/RESULTS.md, B5).
             Dialect::Postgres => format!(
-                "WITH due AS MATERIALIZED ( \
-                   SELECT endpoint_id, id, created_at FROM todos WHERE {due} \
-                 ) \
+                "WITH due AS MATERIALIZED ( {ranges} ) \
                  SELECT endpoint_id FROM ( \
                    SELECT endpoint_id, id, \
                      ROW_NUMBER() OVER (PARTITION BY endpoint_id ORDER BY created_at, id) AS turn \
                    FROM due WHERE endpoint_id IN ({ids}) \
-                 ) ranked WHERE turn = 1 ORDER BY id LIMIT $3"
+                 ) ranked WHERE turn = 1 ORDER BY id LIMIT $3",
+                ranges = due_ranges("endpoint_id, id, created_at", 4, steps.len()),
             ),
+        };
+        // PostgreSQL reads on the hot path's connections: no bitmap scans
+        // there (see `due_ranges`).
+        let pool = match self.dialect {
+            Dialect::Sqlite => self.reader()?,
+            Dialect::Postgres => self.scan_free()?,
         };
         let mut q = sqlx::query(AssertSqlSafe(sql))
             .bind(self.now().as_millis())
@@ -161,10 +192,7 @@ impl RingStore for SqlStore {
         for step in steps {
             q = q.bind(step.as_millis() as i64);
         }
-        let rows = q
-            .bind(json_list(endpoint_ids))
-            .fetch_all(self.reader()?)
-            .await?;
+        let rows = q.bind(json_list(endpoint_ids)).fetch_all(pool).await?;
         Ok(rows.iter().map(|r| r.get::<String, _>(0)).collect())
     }
 

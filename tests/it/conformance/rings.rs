@@ -11,7 +11,7 @@ use crate::exercise_on_both_backends;
 use crate::support::{TestStore, endpoint_for, fixture};
 
 /// 5 min, 20 min, 1 h, 6 h, 6 h.
-fn steps() -> Vec<Duration> {
+pub(super) fn steps() -> Vec<Duration> {
     [5 * 60, 20 * 60, 3_600, 6 * 3_600, 6 * 3_600]
         .into_iter()
         .map(Duration::from_secs)
@@ -19,7 +19,7 @@ fn steps() -> Vec<Duration> {
 }
 
 /// A todo from authenticated intake (only those may ring).
-fn rung_todo(endpoint_id: &str, title: &str) -> NewTodo {
+pub(super) fn rung_todo(endpoint_id: &str, title: &str) -> NewTodo {
     NewTodo {
         intake: Some(NewIntakeEvent {
             trust_mode: TrustMode::Operator,
