@@ -24,16 +24,20 @@ use std::time::Duration;
 /// plain statement.
 fn due_condition(steps_at: usize, steps: usize) -> String {
     let ranges: Vec<String> = (0..steps)
-        .map(|i| {
-            format!(
-                "(ring_attempts = {i} AND COALESCE(last_ringed_at, created_at) <= $1 - ${})",
-                steps_at + i
-            )
-        })
+        .map(|i| format!("({})", due_range(i, steps_at)))
         .collect();
+    format!("{RINGABLE} AND ({})", ranges.join(" OR "))
+}
+
+/// A todo that may ring at all: pending, from intake, below the budget (`$2`).
+const RINGABLE: &str = "state = 'pending' AND event_id IS NOT NULL AND ring_attempts < $2";
+
+/// Ring `i + 1` is due: the todo has rung `i` times and its ring clock is at
+/// least step(i + 1) old (that step bound at `$steps_at + i`, now at `$1`).
+fn due_range(i: usize, steps_at: usize) -> String {
     format!(
-        "state = 'pending' AND event_id IS NOT NULL AND ring_attempts < $2 AND ({})",
-        ranges.join(" OR ")
+        "ring_attempts = {i} AND COALESCE(last_ringed_at, created_at) <= $1 - ${}",
+        steps_at + i
     )
 }
 
@@ -53,10 +57,8 @@ fn due_ranges(columns: &str, steps_at: usize, steps: usize) -> String {
     (0..steps)
         .map(|i| {
             format!(
-                "SELECT {columns} FROM todos WHERE state = 'pending' AND event_id IS NOT NULL \
-                 AND ring_attempts = {i} AND ring_attempts < $2 \
-                 AND COALESCE(last_ringed_at, created_at) <= $1 - ${}",
-                steps_at + i
+                "SELECT {columns} FROM todos WHERE {RINGABLE} AND {}",
+                due_range(i, steps_at)
             )
         })
         .collect::<Vec<_>>()
@@ -150,7 +152,6 @@ impl RingStore for SqlStore {
         // here, so the first endpoints named are the ones it would ring.
         // Params: $1 now, $2 budget, $3 limit, then one per step, then the ids.
         let ids = self.dialect.json_text_list(4 + steps.len());
-        let due = due_condition(4, steps.len());
         let sql = match self.dialect {
             // A probe of the pending index per hosted endpoint: SQLite's
             // probes are cheap and independent of history (B5).
@@ -161,6 +162,7 @@ impl RingStore for SqlStore {
                    FROM {todos} WHERE endpoint_id IN ({ids}) AND {due} \
                  ) ranked WHERE turn = 1 ORDER BY id LIMIT $3",
                 todos = self.dialect.pending_todos_by_endpoint(),
+                due = due_condition(4, steps.len()),
             ),
             // The due todos first, through the ring-clock index (migration
             // 0008), and only then the hosted ones among them: the work is
