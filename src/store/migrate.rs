@@ -107,6 +107,11 @@ pub static POSTGRES_MIGRATIONS: &[Migration] = &[
         name: "ring_clock",
         sql: include_str!("migrations/postgres/0008_ring_clock.sql"),
     },
+    Migration {
+        version: 9,
+        name: "attempts_kept_by_their_writers",
+        sql: include_str!("migrations/postgres/0009_attempts_kept_by_their_writers.sql"),
+    },
 ];
 
 /// The migrations of one dialect, oldest first.

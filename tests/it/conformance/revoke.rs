@@ -86,6 +86,40 @@ async fn revoke_dead_letters_every_live_todo(store: &dyn Store, ts: &TestStore) 
     assert_eq!(endpoint.revoked_at, Some(now));
 }
 
+/// Deleting a revoked endpoint deletes its todos and their attempt history
+/// with them (a foreign key's cascade on SQLite, a trigger on PostgreSQL
+/// since its migration 0009), and nothing of another endpoint's.
+async fn deleting_a_revoked_endpoint_takes_its_history_along(store: &dyn Store, ts: &TestStore) {
+    let f = fixture(store, "ada").await;
+    let board = one_todo_in_each_state(store, &f).await;
+    let other = fixture(store, "bob").await;
+    let kept = add_todo(store, &other, "kept").await;
+    claim(store, &other.caller, &kept.id).await;
+    store
+        .revoke_endpoint(&f.human.id, &f.endpoint.id)
+        .await
+        .unwrap();
+    let with_history = [&board.claimed, &board.waiting_retry, &board.done];
+    for todo in with_history {
+        assert!(count_attempt_rows(&ts.store, &todo.id).await > 0);
+    }
+
+    store
+        .delete_endpoint(&f.human.id, &f.endpoint.id)
+        .await
+        .unwrap();
+    for todo in with_history {
+        assert_eq!(
+            count_attempt_rows(&ts.store, &todo.id).await,
+            0,
+            "{}'s history goes with it",
+            todo.title
+        );
+    }
+    assert_eq!(count_attempt_rows(&ts.store, &kept.id).await, 1);
+    assert_eq!(count_open_attempts(&ts.store, &kept.id).await, 1);
+}
+
 async fn a_second_revoke_conflicts(store: &dyn Store, ts: &TestStore) {
     let f = fixture(store, "ada").await;
     let todo = add_todo(store, &f, "t").await;
@@ -249,6 +283,7 @@ exercise_on_both_backends!(
     a_revoked_credential_stops_authenticating_at_once,
     revoke_dead_letters_every_live_todo,
     a_second_revoke_conflicts,
+    deleting_a_revoked_endpoint_takes_its_history_along,
     another_human_cannot_revoke,
     create_on_a_revoked_endpoint_conflicts,
     expiry_revokes_only_endpoints_past_their_expiry,
