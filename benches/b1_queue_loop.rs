@@ -32,7 +32,7 @@
 //! Configuration (environment): `B1_SECONDS` (default 20), `B1_REPEATS`
 //! (default 3), `B1_CONCURRENCY` (default `1,4,16`), `B1_PG_PRELOAD` and
 //! `B1_SQLITE_PRELOAD` (pending todos loaded before every run, default
-//! 200 000 and 400 000; `B1_SQLITE_FLOOR_PRELOAD`, default 2 000 000, for
+//! 400 000 and 1 500 000; `B1_SQLITE_FLOOR_PRELOAD`, default 4 000 000, for
 //! SQLite's true floor, which runs several times faster), `B1_BACKENDS` (default `sqlite,postgres`),
 //! `B1_PATHS` (default `true,store`, interleaved per repeat; also `same`, `bare`; the diagnostic paths `pooled` and
 //! `pooled-noping` drive the same SQL through a `PgPool` acquired per
@@ -265,9 +265,9 @@ impl Config {
             seconds: env_num("B1_SECONDS", 20)?,
             repeats: env_num("B1_REPEATS", 3)?,
             concurrency,
-            pg_preload: env_num("B1_PG_PRELOAD", 200_000)?,
-            sqlite_preload: env_num("B1_SQLITE_PRELOAD", 400_000)?,
-            sqlite_floor_preload: env_num("B1_SQLITE_FLOOR_PRELOAD", 2_000_000)?,
+            pg_preload: env_num("B1_PG_PRELOAD", 400_000)?,
+            sqlite_preload: env_num("B1_SQLITE_PRELOAD", 1_500_000)?,
+            sqlite_floor_preload: env_num("B1_SQLITE_FLOOR_PRELOAD", 4_000_000)?,
             run_sqlite: backends.iter().any(|b| b == "sqlite"),
             paths,
             pg_admin_url: pg_url.filter(|_| backends.iter().any(|b| b == "postgres")),
