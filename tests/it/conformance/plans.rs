@@ -25,11 +25,25 @@ use switchboard::store::*;
 
 use super::rings::{rung_todo, steps};
 use crate::common::*;
-use crate::support::{self, fixture, second_handle};
+use crate::support::{self, Fixture, fixture, second_handle};
 
 /// Loops run after the ANALYZE: enough for every hot statement to have its
 /// generic plan (built at the sixth run) on the connection it ran on.
 const LOOPS: usize = 24;
+
+/// One turn of the agent loop: claim the endpoint's oldest pending todo and
+/// complete it.
+async fn claim_next_and_complete(store: &dyn Store, f: &Fixture) {
+    let claimed = store
+        .claim_next(&f.caller, None, ClaimOptions::default())
+        .await
+        .unwrap()
+        .expect("a todo is pending");
+    store
+        .complete(&f.caller, &claimed.todo.id, Finish::default())
+        .await
+        .unwrap();
+}
 
 /// `(seq_scan, idx_scan)` of `table` as PostgreSQL's statistics have them.
 async fn scans(db: &mut PgConnection, table: &str) -> (i64, i64) {
@@ -83,15 +97,7 @@ async fn on_postgres_the_agent_loop_never_scans_the_attempt_history() {
 
     for n in 0..LOOPS {
         add_todo(store, &f, &format!("todo {n}")).await;
-        let claimed = store
-            .claim_next(&f.caller, None, ClaimOptions::default())
-            .await
-            .unwrap()
-            .expect("a todo is pending");
-        store
-            .complete(&f.caller, &claimed.todo.id, Finish::default())
-            .await
-            .unwrap();
+        claim_next_and_complete(store, &f).await;
     }
     store.close().await;
     until_the_store_has_disconnected(&mut db).await;
@@ -165,15 +171,7 @@ async fn on_postgres_complete_is_a_key_lookup_whatever_the_statistics() {
 
     let store = second_handle(&ts).await;
     for _ in 0..LOOPS {
-        let claimed = store
-            .claim_next(&f.caller, None, ClaimOptions::default())
-            .await
-            .unwrap()
-            .expect("a todo is pending");
-        store
-            .complete(&f.caller, &claimed.todo.id, Finish::default())
-            .await
-            .unwrap();
+        claim_next_and_complete(&store, &f).await;
     }
     store.close().await;
     until_the_store_has_disconnected(&mut db).await;
