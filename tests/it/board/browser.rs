@@ -12,6 +12,7 @@ use reqwest::Method;
 use serde_json::json;
 
 use crate::support::api::{Body, HIGH_RATES, Server, claim_next, make_human, open_store, vend};
+use crate::support::npm::npm_ci_once;
 
 const CHROMIUM: &str = "/usr/bin/chromium";
 /// The whole browser scenario; it takes about 20 s on a quiet machine.
@@ -38,27 +39,7 @@ fn browser_ready() -> bool {
         return false;
     }
     static READY: OnceLock<Result<(), String>> = OnceLock::new();
-    let ready = READY.get_or_init(|| {
-        if script_dir()
-            .join("node_modules/playwright-core/package.json")
-            .exists()
-        {
-            return Ok(());
-        }
-        let out = Command::new("npm")
-            .args(["ci", "--no-audit", "--no-fund", "--prefix"])
-            .arg(script_dir())
-            .output()
-            .map_err(|e| format!("cannot run npm: {e}"))?;
-        if out.status.success() {
-            Ok(())
-        } else {
-            Err(format!(
-                "npm ci --prefix tests/board-browser failed:\n{}",
-                String::from_utf8_lossy(&out.stderr)
-            ))
-        }
-    });
+    let ready = READY.get_or_init(|| npm_ci_once(&script_dir(), "playwright-core/package.json"));
     if let Err(e) = ready {
         panic!("{e}");
     }

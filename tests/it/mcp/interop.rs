@@ -10,7 +10,7 @@ use crate::support::mcp;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-// One `npm ci` per test binary, shared with the listener (`support::mcp::listener`).
+// Node and the SDK, checked and installed as for the listener (`support::mcp::listener`).
 use mcp::listener::{client_dir, node_ready};
 use mcp::{Server, Vended};
 use serde_json::{Value, json};

@@ -12,6 +12,8 @@ pub mod api;
 pub mod delivery;
 /// The MCP end-to-end helpers: a raw MCP client, the SDK listener.
 pub mod mcp;
+/// `npm ci` for the Node helpers, one install at a time across test processes.
+pub mod npm;
 /// A throwaway PostgreSQL cluster a test may stop and start.
 pub mod pg_cluster;
 /// Every way the tests start a server: in process, or the real binary.

@@ -17,6 +17,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 
 use super::{Server, Vended};
+use crate::support::npm::npm_ci_once;
 
 /// How long the SDK clients may take to connect and open their streams.
 const READY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -27,11 +28,11 @@ pub fn client_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp-client")
 }
 
-/// `npm ci` once per test binary when the SDK is not installed yet.
+/// Node is there and the SDK installed (`npm ci` unless it is already;
+/// `support::npm`); panics with what is missing otherwise.
 pub fn node_ready() {
     static READY: OnceLock<Result<(), String>> = OnceLock::new();
     let ready = READY.get_or_init(|| {
-        let dir = client_dir();
         match Command::new("node").arg("--version").output() {
             Ok(out) if out.status.success() => {}
             _ => {
@@ -42,24 +43,7 @@ pub fn node_ready() {
                 );
             }
         }
-        if dir
-            .join("node_modules/@modelcontextprotocol/sdk/package.json")
-            .exists()
-        {
-            return Ok(());
-        }
-        let out = Command::new("npm")
-            .args(["ci", "--no-audit", "--no-fund", "--prefix"])
-            .arg(&dir)
-            .output()
-            .map_err(|e| format!("cannot run npm: {e}"))?;
-        if !out.status.success() {
-            return Err(format!(
-                "npm ci --prefix tests/mcp-client failed:\n{}",
-                String::from_utf8_lossy(&out.stderr)
-            ));
-        }
-        Ok(())
+        npm_ci_once(&client_dir(), "@modelcontextprotocol/sdk/package.json")
     });
     if let Err(e) = ready {
         panic!("{e}");
