@@ -28,6 +28,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use sqlx::any::{AnyPoolOptions, install_default_drivers};
+use sqlx::pool::PoolConnection;
 use sqlx::{Any, AnyPool, Transaction};
 
 use super::auth_cache::AuthCache;
@@ -345,12 +346,14 @@ impl SqlStore {
         Ok(&self.writer)
     }
 
-    /// PostgreSQL: the hot path's pool, whose sessions plan no sequential
-    /// or bitmap scans (`hot.rs`), for a read that must stay on index range
-    /// scans (the sweep's due read, `rings.rs`). Unless the circuit is open.
-    fn scan_free(&self) -> StoreResult<&AnyPool> {
+    /// PostgreSQL: a connection of the hot path's pool (`hot.rs`), whose
+    /// sessions plan no sequential or bitmap scans; give it back with
+    /// `self.hot.put` once its statement completed normally. For the queue's
+    /// hot statements and for reads that must stay on index range scans
+    /// (the sweep's due read, `rings.rs`). Unless the circuit is open.
+    async fn hot_connection(&self) -> StoreResult<PoolConnection<Any>> {
         self.check_circuit()?;
-        Ok(self.hot.pool())
+        Ok(self.hot.take(self.circuit_changes()).await?)
     }
 
     /// How many times the circuit has changed (0 without one).

@@ -181,12 +181,6 @@ impl RingStore for SqlStore {
                 ranges = due_ranges("endpoint_id, id, created_at", 4, steps.len()),
             ),
         };
-        // PostgreSQL reads on the hot path's connections: no bitmap scans
-        // there (see `due_ranges`).
-        let pool = match self.dialect {
-            Dialect::Sqlite => self.reader()?,
-            Dialect::Postgres => self.scan_free()?,
-        };
         let mut q = sqlx::query(AssertSqlSafe(sql))
             .bind(self.now().as_millis())
             .bind(steps.len() as i64)
@@ -194,7 +188,18 @@ impl RingStore for SqlStore {
         for step in steps {
             q = q.bind(step.as_millis() as i64);
         }
-        let rows = q.bind(json_list(endpoint_ids)).fetch_all(pool).await?;
+        let q = q.bind(json_list(endpoint_ids));
+        let rows = match self.dialect {
+            Dialect::Sqlite => q.fetch_all(self.reader()?).await?,
+            // On the hot path's connections: no bitmap scans there (see
+            // `due_ranges`).
+            Dialect::Postgres => {
+                let mut conn = self.hot_connection().await?;
+                let rows = q.fetch_all(&mut *conn).await?;
+                self.hot.put(conn, self.circuit_changes());
+                rows
+            }
+        };
         Ok(rows.iter().map(|r| r.get::<String, _>(0)).collect())
     }
 

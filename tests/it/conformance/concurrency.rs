@@ -3,6 +3,7 @@
 
 use std::collections::HashSet;
 use std::sync::Arc;
+use std::time::Duration;
 
 use switchboard::domain::todo::TodoState;
 use switchboard::store::*;
@@ -160,3 +161,59 @@ exercise_on_both_backends!(
     racing_creates_with_one_key_make_one_todo,
     racing_claims_of_one_todo_have_one_winner,
 );
+
+/// PostgreSQL: the queue's hot path hands its connections from caller to
+/// caller (`src/store/sql/hot.rs`). With a single one (a store of 3
+/// connections), sixteen claim → complete loops and the ring sweep's read,
+/// which shares that connection, all get their turn within the acquire
+/// timeout: nobody is starved into `unavailable` by a caller that keeps
+/// taking back the connection it just parked, and the sweep never waits in
+/// the pool for a connection parked outside it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_postgres_sixteen_callers_share_one_hot_connection_in_turn() {
+    let Some(ts) = crate::support::postgres_store("one_hot_connection").await else {
+        return;
+    };
+    let url = ts.postgres_url().expect("a PostgreSQL store");
+    let f = fixture(&*ts.store, "ada").await;
+    let mut created = HashSet::new();
+    for n in 0..TODOS {
+        created.insert(add_todo(&*ts.store, &f, &format!("todo {n}")).await.id);
+    }
+    let options = StoreOptions {
+        max_connections: 3,
+        ..StoreOptions::default()
+    };
+    let store = Arc::new(
+        SqlStore::connect(&DatabaseLocation::Postgres(url), ts.clock.clone(), &options)
+            .await
+            .expect("a store of three connections"),
+    );
+
+    let start = Arc::new(Barrier::new(WORKERS + 1));
+    let workers: Vec<_> = (0..WORKERS)
+        .map(|_| tokio::spawn(drain(store.clone(), f.caller.clone(), start.clone())))
+        .collect();
+    let sweeper = {
+        let (store, hosted, start) = (store.clone(), vec![f.endpoint.id.clone()], start.clone());
+        tokio::spawn(async move {
+            start.wait().await;
+            for _ in 0..TODOS {
+                store
+                    .unscoped_endpoints_with_due_rings(&hosted, &[Duration::from_secs(300)], 10)
+                    .await
+                    .expect("the sweep's read gets its turn on the hot connection");
+            }
+        })
+    };
+    let mut claims = Vec::new();
+    for worker in workers {
+        claims.extend(worker.await.expect("worker panicked"));
+    }
+    sweeper.await.expect("sweeper panicked");
+    store.close().await;
+
+    let distinct: HashSet<String> = claims.iter().cloned().collect();
+    assert_eq!(claims.len(), TODOS, "every todo claimed exactly once");
+    assert_eq!(distinct, created, "none twice, none lost");
+}

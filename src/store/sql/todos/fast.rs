@@ -12,8 +12,6 @@
 
 use std::sync::LazyLock;
 
-use sqlx::pool::PoolConnection;
-
 use super::*;
 
 /// The claim of the oldest pending todo with its attempt record; `$1` now,
@@ -73,13 +71,6 @@ pub(super) struct ClaimBinds<'a> {
 }
 
 impl SqlStore {
-    /// A connection for one hot-path statement (`super::super::hot`): give
-    /// it back with `self.hot.put` once the statement completed normally.
-    async fn hot_connection(&self) -> StoreResult<PoolConnection<Any>> {
-        self.check_circuit()?;
-        Ok(self.hot.take(self.circuit_changes()).await?)
-    }
-
     /// Claims the oldest pending todo of `queues` (`None` = the caller's
     /// whole scope) and opens its attempt in one statement. `None` when
     /// nothing is pending (the caller then tries a takeover).
