@@ -16,9 +16,10 @@
 //! pool at its size waits for the next connection parked here. Giving one
 //! back to the pool instead would cost its ping, and that was every call once
 //! more callers than connections ran at once (B1 at c = 16 with the
-//! default 8: bench CPU 206 → 129–154 µs and PostgreSQL CPU 1 000 →
-//! 875 µs per loop). Every user of this pool goes through `take`, so a
-//! connection parked here is never one the pool itself waits for.
+//! default 8: bench CPU 202–220 → 138–141 µs and PostgreSQL CPU
+//! 1 036–1 106 → 993–1 005 µs per loop, `docs/decisions.md`). Every user of
+//! this pool goes through `take`, so a connection parked here is never one
+//! the pool itself waits for.
 //!
 //! Safety of the shortcut: a connection goes back on the stack only after
 //! its statement completed normally. A statement that failed, or a call
