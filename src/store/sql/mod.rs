@@ -348,12 +348,18 @@ impl SqlStore {
 
     /// PostgreSQL: a connection of the hot path's pool (`hot.rs`), whose
     /// sessions plan no sequential or bitmap scans; give it back with
-    /// `self.hot.put` once its statement completed normally. For the queue's
+    /// [`Self::put_hot_connection`] once its statement completed normally. For the queue's
     /// hot statements and for reads that must stay on index range scans
     /// (the sweep's due read, `rings.rs`). Unless the circuit is open.
     async fn hot_connection(&self) -> StoreResult<PoolConnection<Any>> {
         self.check_circuit()?;
         Ok(self.hot.take(self.circuit_changes()).await?)
+    }
+
+    /// Gives back a connection from [`Self::hot_connection`] whose statement
+    /// completed normally (a failed one is dropped instead).
+    fn put_hot_connection(&self, conn: PoolConnection<Any>) {
+        self.hot.put(conn, self.circuit_changes());
     }
 
     /// How many times the circuit has changed (0 without one).

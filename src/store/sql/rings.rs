@@ -196,7 +196,7 @@ impl RingStore for SqlStore {
             Dialect::Postgres => {
                 let mut conn = self.hot_connection().await?;
                 let rows = q.fetch_all(&mut *conn).await?;
-                self.hot.put(conn, self.circuit_changes());
+                self.put_hot_connection(conn);
                 rows
             }
         };

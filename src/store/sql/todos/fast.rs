@@ -101,7 +101,7 @@ impl SqlStore {
             .fetch_optional(&mut *conn)
             .await?;
         let Some(row) = row else {
-            self.hot.put(conn, self.circuit_changes());
+            self.put_hot_connection(conn);
             return Ok(None);
         };
         let todo = rows::todo(&row)?;
@@ -125,7 +125,7 @@ impl SqlStore {
         } else {
             Vec::new()
         };
-        self.hot.put(conn, self.circuit_changes());
+        self.put_hot_connection(conn);
         Ok(Some((todo, prior)))
     }
 
@@ -159,7 +159,7 @@ impl SqlStore {
             .bind(i64::from(truncated))
             .fetch_optional(&mut *conn)
             .await?;
-        self.hot.put(conn, self.circuit_changes());
+        self.put_hot_connection(conn);
         let Some(row) = row else {
             return Ok(None);
         };
