@@ -1399,11 +1399,7 @@ impl Pg {
         let (start, loops) = match path {
             Path::Store => {
                 // Open the connections the run will use before the clock starts.
-                let mut warm = Vec::new();
-                for _ in 0..conc {
-                    warm.push(self.store.pool().acquire().await?);
-                }
-                drop(warm);
+                self.store.open_hot_connections(conc).await?;
                 let start = sample(Some(&self.admin)).await?;
                 let ctx = make_ctx(&start);
                 for _ in 0..conc {

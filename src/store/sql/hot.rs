@@ -197,6 +197,20 @@ impl HotConnections {
         }
     }
 
+    /// Opens connections until `count` are parked (at most the pool's
+    /// size), so that the calls that follow find them ready.
+    pub(super) async fn open(&self, count: usize, circuit_changes: u64) -> Result<(), sqlx::Error> {
+        let count = count.min(self.pool.options().get_max_connections() as usize);
+        let mut opened = Vec::with_capacity(count);
+        while opened.len() < count {
+            opened.push(self.take(circuit_changes).await?);
+        }
+        for conn in opened {
+            self.put(conn, circuit_changes);
+        }
+        Ok(())
+    }
+
     /// Hands a connection whose statement completed normally to the caller
     /// that has waited longest, else parks it for the next `take`.
     pub(super) fn put(&self, conn: PoolConnection<Any>, circuit_changes: u64) {

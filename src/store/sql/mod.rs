@@ -362,6 +362,18 @@ impl SqlStore {
         self.hot.put(conn, self.circuit_changes());
     }
 
+    /// PostgreSQL: opens up to `callers` of the hot path's connections now
+    /// (no more than its share of the pool), so that as many agent loops
+    /// starting at once do not each pay for a connect: for benchmarks, whose
+    /// clock should not include it. SQLite: nothing to open.
+    pub async fn open_hot_connections(&self, callers: usize) -> StoreResult<()> {
+        if self.dialect == Dialect::Postgres {
+            self.check_circuit()?;
+            self.hot.open(callers, self.circuit_changes()).await?;
+        }
+        Ok(())
+    }
+
     /// How many times the circuit has changed (0 without one).
     fn circuit_changes(&self) -> u64 {
         self.circuit.as_ref().map_or(0, |c| c.changes())
