@@ -314,10 +314,12 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Serve(args) => serve(*args, cli.log_format).await,
         Command::Migrate(args) => migrate(args).await,
         Command::Version => {
+            // The dialects' migration lists differ (PostgreSQL-only steps).
             println!(
-                "switchboard {} (schema version {})",
+                "switchboard {} (schema version {} on SQLite, {} on PostgreSQL)",
                 env!("CARGO_PKG_VERSION"),
-                latest_version(crate::store::dialect::Dialect::Sqlite)
+                latest_version(crate::store::dialect::Dialect::Sqlite),
+                latest_version(crate::store::dialect::Dialect::Postgres)
             );
             Ok(())
         }

@@ -112,6 +112,11 @@ pub static POSTGRES_MIGRATIONS: &[Migration] = &[
         name: "attempts_kept_by_their_writers",
         sql: include_str!("migrations/postgres/0009_attempts_kept_by_their_writers.sql"),
     },
+    Migration {
+        version: 10,
+        name: "checks_as_domains",
+        sql: include_str!("migrations/postgres/0010_checks_as_domains.sql"),
+    },
 ];
 
 /// The migrations of one dialect, oldest first.

@@ -241,7 +241,45 @@ async fn todos_and_their_history_survive_the_cancelled_migration(
     old.finish().await;
 }
 
+/// The database itself refuses a state, an attempt limit, an outcome or a
+/// disposition outside the domain's values (PostgreSQL keeps them as domains
+/// since its 0010, SQLite as CHECK constraints), and changes nothing.
+async fn the_database_refuses_values_outside_their_domain(store: &dyn Store, ts: &TestStore) {
+    let f = fixture(store, "ada").await;
+    let todo = add_todo(store, &f, "guarded").await;
+    claim(store, &f.caller, &todo.id).await;
+    let done = store
+        .complete(&f.caller, &todo.id, Finish::default())
+        .await
+        .unwrap();
+    let refused = [
+        "UPDATE todos SET state = 'lost' WHERE id = $1",
+        "UPDATE todos SET max_attempts = 0 WHERE id = $1",
+        "UPDATE todo_attempts SET outcome = 'vanished' WHERE todo_id = $1",
+        "UPDATE todo_attempts SET disposition = 'elsewhere' WHERE todo_id = $1",
+    ];
+    for sql in refused {
+        let err = sqlx::query(sql)
+            .bind(&todo.id)
+            .execute(ts.store.pool())
+            .await
+            .expect_err(sql);
+        let kind = err.as_database_error().map(|e| e.kind());
+        assert!(
+            matches!(kind, Some(sqlx::error::ErrorKind::CheckViolation)),
+            "{sql}: {err}"
+        );
+    }
+    assert_eq!(get(store, &f.caller, &todo.id).await, done);
+    let history = store
+        .human_list_attempts(&f.human.id, &todo.id, 50)
+        .await
+        .unwrap();
+    assert_eq!(history[0].outcome, Some(Outcome::Completed));
+}
+
 exercise_on_both_backends!(
+    the_database_refuses_values_outside_their_domain,
     todos_and_their_history_survive_the_cancelled_migration,
     migrating_step_by_step_matches_migrating_at_once,
     migrating_twice_is_a_no_op,
