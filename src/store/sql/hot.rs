@@ -9,7 +9,7 @@
 //! used is still answering the ping), cycling through every idle connection
 //! with cold caches. The hot path takes its connection from this small
 //! stack instead and puts it back on success: no ping, and the most recently
-//! used backend first (measured in `/work/notes/pg-c1.md`).
+//! used backend first (measured in `bench/analysis/2026-12-01-postgres-c1.md`).
 //!
 //! Connections are handed from caller to caller, never given back to the
 //! pool while the store runs: a caller that finds the stack empty and the
