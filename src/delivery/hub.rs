@@ -229,7 +229,7 @@ impl Doorbells {
     }
 
     /// Endpoints with at least one session attached here.
-    pub fn hosted_endpoints(&self) -> Vec<String> {
+    pub fn hosted_endpoints(&self) -> Arc<[String]> {
         self.sessions.hosted_endpoints()
     }
 

@@ -143,7 +143,7 @@ pub async fn catch_up(delivery: &Delivery, since: Timestamp) {
         }
     }
     // Endpoints deleted outright are gone from the read: their sessions too.
-    for id in &hosted {
+    for id in hosted.iter() {
         if !endpoints.iter().any(|e| &e.id == id) {
             revoked += delivery.sessions().close_endpoint(id);
         }

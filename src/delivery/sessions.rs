@@ -205,6 +205,10 @@ struct Sessions {
     by_id: HashMap<String, Arc<Session>>,
     /// Ordered by session id, so a round-robin over them is stable.
     by_endpoint: HashMap<String, BTreeMap<String, Arc<Session>>>,
+    /// `by_endpoint`'s keys, sorted, until they change: every sweep tick
+    /// reads them, and copying and sorting 10 000 ids each time took ~5 ms
+    /// of a 45 ms tick (B5).
+    hosted: Option<Arc<[String]>>,
 }
 
 impl Sessions {
@@ -242,6 +246,7 @@ impl Sessions {
             of_endpoint.remove(id);
             if of_endpoint.is_empty() {
                 self.by_endpoint.remove(&session.endpoint_id);
+                self.hosted = None;
             }
         }
         Some(session)
@@ -330,6 +335,9 @@ impl SessionRegistry {
         let mut sessions = self.write();
         let evicted = sessions.make_room(endpoint_id, self.max_per_endpoint);
         sessions.by_id.insert(session.id.clone(), session.clone());
+        if !sessions.by_endpoint.contains_key(endpoint_id) {
+            sessions.hosted = None;
+        }
         sessions
             .by_endpoint
             .entry(endpoint_id.to_owned())
@@ -366,6 +374,7 @@ impl SessionRegistry {
         let Some(of_endpoint) = sessions.by_endpoint.remove(endpoint_id) else {
             return 0;
         };
+        sessions.hosted = None;
         for (id, session) in &of_endpoint {
             sessions.by_id.remove(id);
             session.lock().stream = None;
@@ -427,10 +436,23 @@ impl SessionRegistry {
     }
 
     /// Endpoints with at least one session attached here.
-    pub fn hosted_endpoints(&self) -> Vec<String> {
-        let mut ids: Vec<String> = self.read().by_endpoint.keys().cloned().collect();
-        ids.sort();
-        ids
+    pub fn hosted_endpoints(&self) -> Arc<[String]> {
+        if let Some(hosted) = &self.read().hosted {
+            return hosted.clone();
+        }
+        let mut sessions = self.write();
+        let Sessions {
+            by_endpoint,
+            hosted,
+            ..
+        } = &mut *sessions;
+        hosted
+            .get_or_insert_with(|| {
+                let mut ids: Vec<String> = by_endpoint.keys().cloned().collect();
+                ids.sort();
+                ids.into()
+            })
+            .clone()
     }
 
     /// Whether at least one session of the endpoint is attached here.

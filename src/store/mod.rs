@@ -328,9 +328,10 @@ pub trait RingStore: Send + Sync {
     /// Which of these endpoints have at least one ring due (a read; the
     /// sweep then checks presence for only those), at most `limit`, in the
     /// order [`Self::unscoped_claim_due_rings`] takes their first rings (by
-    /// the id of each one's oldest due todo): the first `limit` of them are
-    /// the endpoints that claim would ring, so a sweep reads presence for
-    /// what it can ring this tick, not for every endpoint with a ring due.
+    /// each one's longest-waiting due ring: its ring clock, then its id):
+    /// the first `limit` of them are the endpoints that claim would ring, so
+    /// a sweep reads presence for what it can ring this tick, not for every
+    /// endpoint with a ring due.
     async fn unscoped_endpoints_with_due_rings(
         &self,
         endpoint_ids: &[String],
@@ -340,7 +341,8 @@ pub trait RingStore: Send + Sync {
     /// The re-ring sweep's one statement: among the given (hosted, present)
     /// endpoints' pending push-eligible todos, those whose next ring is due
     /// by `steps` are counted (`ring_attempts += 1`, `last_ringed_at = now`)
-    /// and returned, round-robin across endpoints, at most `limit`.
+    /// and returned, round-robin across endpoints (each endpoint's
+    /// longest-waiting ring first, and so across them), at most `limit`.
     async fn unscoped_claim_due_rings(
         &self,
         endpoint_ids: &[String],

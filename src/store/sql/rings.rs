@@ -10,6 +10,7 @@ use crate::store::rows::todo_columns;
 use crate::store::{StoreError, StoreResult};
 use async_trait::async_trait;
 use sqlx::{AssertSqlSafe, Row};
+use std::collections::HashSet;
 use std::time::Duration;
 
 /// Ring k (k = ring_attempts + 1) of a pending, push-eligible todo is due at
@@ -29,6 +30,11 @@ fn due_condition(steps_at: usize, steps: usize) -> String {
     format!("{RINGABLE} AND ({})", ranges.join(" OR "))
 }
 
+/// When a todo's ring clock started: its last ring (or digest), else its
+/// creation. Its next ring is due a step after it; the sweep serves the
+/// longest-waiting first.
+const RING_CLOCK: &str = "COALESCE(last_ringed_at, created_at)";
+
 /// A todo that may ring at all: pending, from intake, below the budget (`$2`).
 const RINGABLE: &str = "state = 'pending' AND event_id IS NOT NULL AND ring_attempts < $2";
 
@@ -36,33 +42,35 @@ const RINGABLE: &str = "state = 'pending' AND event_id IS NOT NULL AND ring_atte
 /// least step(i + 1) old (that step bound at `$steps_at + i`, now at `$1`).
 fn due_range(i: usize, steps_at: usize) -> String {
     format!(
-        "ring_attempts = {i} AND COALESCE(last_ringed_at, created_at) <= $1 - ${}",
+        "ring_attempts = {i} AND {RING_CLOCK} <= $1 - ${}",
         steps_at + i
     )
 }
 
-/// [`due_condition`]'s rows as one index range scan per ring count, for
-/// PostgreSQL's due read: `UNION ALL` of one `SELECT {columns}` per range.
+/// The due todos' `endpoint_id`s with their ring clocks, longest-waiting
+/// first, at most `$3` of them: for PostgreSQL's due read, one index range
+/// scan of `todos_ring_clock` per ring count, each in clock order and cut at
+/// `$3`, merged. So a tick reads as many entries as it asks for, however
+/// many rings are due (B5: with 5 000 due, reading them all and ranking them
+/// per endpoint took 12–30 ms of a 45 ms tick).
 ///
-/// Why not the `OR`: PostgreSQL answers it with a bitmap scan of
-/// `todos_ring_clock`, and a bitmap scan never marks an index entry dead. A
-/// ring moves a todo's key, so each ring leaves an entry pointing at the old
-/// row version, and every tick until the next vacuum fetched all of them
-/// again: with 5 000 todos just rung, one heap page each (their new versions
-/// had gone to free space among 1 000 000 finished todos), a due read took
-/// ~5 ms instead of ~0.5 (B5, nothing due, full ÷ empty 1.7). A plain index
-/// scan marks the entries of dead versions as it meets them (the connection
-/// runs without bitmap scans, `hot.rs`), so the next tick skips them.
-fn due_ranges(columns: &str, steps_at: usize, steps: usize) -> String {
-    (0..steps)
+/// Plain index scans, never a bitmap scan: a bitmap scan never marks an
+/// index entry dead. A ring moves a todo's key, so each ring leaves an entry
+/// pointing at the old row version; a plain index scan marks those as it
+/// meets them (the connection runs without bitmap scans, `hot.rs`), so the
+/// next tick skips them (before: ~5 ms instead of ~0.5 with 5 000 todos just
+/// rung among 1 000 000 finished ones, B5).
+fn due_by_clock(steps_at: usize, steps: usize) -> String {
+    let ranges: Vec<String> = (0..steps)
         .map(|i| {
             format!(
-                "SELECT {columns} FROM todos WHERE {RINGABLE} AND {}",
+                "(SELECT endpoint_id, {RING_CLOCK} AS clock, id FROM todos \
+                 WHERE {RINGABLE} AND {} ORDER BY clock, id LIMIT $3)",
                 due_range(i, steps_at)
             )
         })
-        .collect::<Vec<_>>()
-        .join(" UNION ALL ")
+        .collect();
+    format!("{} ORDER BY clock, id LIMIT $3", ranges.join(" UNION ALL "))
 }
 
 /// A ring candidate from a row with its columns (`id, endpoint_id, queue,
@@ -108,10 +116,13 @@ impl RingStore for SqlStore {
             return Ok(0);
         }
         // Exactly the ids the digest counted, and only while still pending:
-        // never a predicate re-read, never ring_attempts.
+        // never a predicate re-read, never ring_attempts. Looked up by key:
+        // as `IN (subquery)` PostgreSQL planned a hash join over a scan of
+        // every todo when the table was small (~4 ms a digest, B5's
+        // evaluator), and that grows with the table.
         let sql = format!(
-            "UPDATE todos SET last_ringed_at = $1 WHERE state = 'pending' AND id IN ({})",
-            self.dialect.json_text_list(2)
+            "UPDATE todos SET last_ringed_at = $1 WHERE state = 'pending' AND id {}",
+            self.dialect.in_short_json_list(2)
         );
         let done = sqlx::query(AssertSqlSafe(sql))
             .bind(at.as_millis())
@@ -137,7 +148,8 @@ impl RingStore for SqlStore {
     }
 
     /// Which of these endpoints have a ring due, in the order the claim
-    /// takes them: one read, so a sweep with nothing due does no more.
+    /// takes them (by each one's longest-waiting due ring): the first
+    /// `limit`, so a sweep with nothing due does no more than one read.
     async fn unscoped_endpoints_with_due_rings(
         &self,
         endpoint_ids: &[String],
@@ -147,60 +159,16 @@ impl RingStore for SqlStore {
         if endpoint_ids.is_empty() || steps.is_empty() || limit <= 0 {
             return Ok(Vec::new());
         }
-        // Each endpoint's first turn is its oldest due todo (by created_at,
-        // id), and the claim takes first turns by todo id: the same order
-        // here, so the first endpoints named are the ones it would ring.
-        // Params: $1 now, $2 budget, $3 limit, then one per step, then the ids.
-        let ids = self.dialect.json_text_list(4 + steps.len());
-        let sql = match self.dialect {
-            // A probe of the pending index per hosted endpoint: SQLite's
-            // probes are cheap and independent of history (B5).
-            Dialect::Sqlite => format!(
-                "SELECT endpoint_id FROM ( \
-                   SELECT endpoint_id, id, \
-                     ROW_NUMBER() OVER (PARTITION BY endpoint_id ORDER BY created_at, id) AS turn \
-                   FROM {todos} WHERE endpoint_id IN ({ids}) AND {due} \
-                 ) ranked WHERE turn = 1 ORDER BY id LIMIT $3",
-                todos = self.dialect.pending_todos_by_endpoint(),
-                due = due_condition(4, steps.len()),
-            ),
-            // The due todos first, through the ring-clock index (migration
-            // 0008), and only then the hosted ones among them: the work is
-            // what is due. Left to itself the planner probes the pending
-            // index once per hosted endpoint (it takes the id list for 100
-            // rows), and each probe visits heap pages shared with finished
-            // history: ~40 ms per tick with 10 000 endpoints and 1 000 000
-            // finished todos, against ~3 ms this way (bench/RESULTS.md, B5).
-            Dialect::Postgres => format!(
-                "WITH due AS MATERIALIZED ( {ranges} ) \
-                 SELECT endpoint_id FROM ( \
-                   SELECT endpoint_id, id, \
-                     ROW_NUMBER() OVER (PARTITION BY endpoint_id ORDER BY created_at, id) AS turn \
-                   FROM due WHERE endpoint_id IN ({ids}) \
-                 ) ranked WHERE turn = 1 ORDER BY id LIMIT $3",
-                ranges = due_ranges("endpoint_id, id, created_at", 4, steps.len()),
-            ),
-        };
-        let mut q = sqlx::query(AssertSqlSafe(sql))
-            .bind(self.now().as_millis())
-            .bind(steps.len() as i64)
-            .bind(limit);
-        for step in steps {
-            q = q.bind(step.as_millis() as i64);
-        }
-        let q = q.bind(json_list(endpoint_ids));
-        let rows = match self.dialect {
-            Dialect::Sqlite => q.fetch_all(self.reader()?).await?,
-            // On the hot path's connections: no bitmap scans there (see
-            // `due_ranges`).
-            Dialect::Postgres => {
-                let mut conn = self.hot_connection().await?;
-                let rows = q.fetch_all(&mut *conn).await?;
-                self.put_hot_connection(conn);
-                rows
+        match self.dialect {
+            Dialect::Sqlite => {
+                self.due_endpoints_by_probe(endpoint_ids, steps, limit)
+                    .await
             }
-        };
-        Ok(rows.iter().map(|r| r.get::<String, _>(0)).collect())
+            Dialect::Postgres => {
+                self.due_endpoints_by_clock(endpoint_ids, steps, limit)
+                    .await
+            }
+        }
     }
 
     async fn unscoped_claim_due_rings(
@@ -221,9 +189,10 @@ impl RingStore for SqlStore {
             "UPDATE todos SET ring_attempts = ring_attempts + 1, last_ringed_at = $1 \
              WHERE id IN ( \
                SELECT id FROM ( \
-                 SELECT id, ROW_NUMBER() OVER (PARTITION BY endpoint_id ORDER BY created_at, id) AS turn \
+                 SELECT id, {RING_CLOCK} AS clock, \
+                   ROW_NUMBER() OVER (PARTITION BY endpoint_id ORDER BY {RING_CLOCK}, id) AS turn \
                  FROM {todos} WHERE endpoint_id IN ({ids}) AND {due} \
-               ) ranked ORDER BY turn, id LIMIT $3 \
+               ) ranked ORDER BY turn, clock, id LIMIT $3 \
              ) AND {due} \
              RETURNING {cols}",
             todos = self.dialect.pending_todos_by_endpoint(),
@@ -245,7 +214,9 @@ impl RingStore for SqlStore {
             .iter()
             .map(ring_candidate)
             .collect::<Result<_, StoreError>>()?;
-        // RETURNING has no order: restore the round-robin one.
+        // RETURNING has no order, nor the clocks the rows had: write the
+        // doorbells round-robin across endpoints, oldest todo first within
+        // one (which rang is the statement's choice above).
         let mut turns: std::collections::HashMap<String, i64> = Default::default();
         out.sort_by(|a, b| a.created_at.cmp(&b.created_at).then(a.id.cmp(&b.id)));
         let mut keyed: Vec<(i64, RingCandidate)> = out
@@ -306,5 +277,93 @@ impl RingStore for SqlStore {
             .fetch_all(self.reader()?)
             .await?;
         Ok(rows.iter().map(|r| r.get::<String, _>(0)).collect())
+    }
+}
+
+impl SqlStore {
+    /// SQLite's due read: a probe of the pending index per named endpoint,
+    /// cheap there and independent of history (B5); ranked as the claim
+    /// ranks.
+    async fn due_endpoints_by_probe(
+        &self,
+        endpoint_ids: &[String],
+        steps: &[Duration],
+        limit: i64,
+    ) -> StoreResult<Vec<String>> {
+        // Params: $1 now, $2 budget, $3 limit, then one per step, then the ids.
+        let sql = format!(
+            "SELECT endpoint_id FROM ( \
+               SELECT endpoint_id, id, {RING_CLOCK} AS clock, \
+                 ROW_NUMBER() OVER (PARTITION BY endpoint_id ORDER BY {RING_CLOCK}, id) AS turn \
+               FROM {todos} WHERE endpoint_id IN ({ids}) AND {due} \
+             ) ranked WHERE turn = 1 ORDER BY clock, id LIMIT $3",
+            todos = self.dialect.pending_todos_by_endpoint(),
+            ids = self.dialect.json_text_list(4 + steps.len()),
+            due = due_condition(4, steps.len()),
+        );
+        let mut q = sqlx::query(AssertSqlSafe(sql))
+            .bind(self.now().as_millis())
+            .bind(steps.len() as i64)
+            .bind(limit);
+        for step in steps {
+            q = q.bind(step.as_millis() as i64);
+        }
+        let rows = q
+            .bind(json_list(endpoint_ids))
+            .fetch_all(self.reader()?)
+            .await?;
+        Ok(rows.iter().map(|r| r.get::<String, _>(0)).collect())
+    }
+
+    /// PostgreSQL's due read: the due todos longest-waiting first
+    /// ([`due_by_clock`]), each endpoint named at its first one, the named
+    /// endpoints kept. Reads `limit` todos, and four times as many each
+    /// round while the ones read name too few endpoints (an endpoint with
+    /// many due rings, or due rings of endpoints hosted elsewhere) and more
+    /// are due: work in proportion to what one tick rings when what is due
+    /// is hosted here, and at worst a few reads of everything due.
+    async fn due_endpoints_by_clock(
+        &self,
+        endpoint_ids: &[String],
+        steps: &[Duration],
+        limit: i64,
+    ) -> StoreResult<Vec<String>> {
+        let named: HashSet<&str> = endpoint_ids.iter().map(String::as_str).collect();
+        let wanted = usize::try_from(limit).unwrap_or(usize::MAX);
+        let sql = due_by_clock(4, steps.len());
+        // On the hot path's connections: no bitmap scans there (see
+        // `due_by_clock`).
+        let mut conn = self.hot_connection().await?;
+        let mut todos = limit;
+        let found = loop {
+            // Params: $1 now, $2 budget, $3 how many todos, then one per step.
+            let mut q = sqlx::query(AssertSqlSafe(sql.as_str()))
+                .bind(self.now().as_millis())
+                .bind(steps.len() as i64)
+                .bind(todos);
+            for step in steps {
+                q = q.bind(step.as_millis() as i64);
+            }
+            // A failed statement drops its connection (`put_hot_connection`).
+            let rows = q.fetch_all(&mut *conn).await?;
+            let mut found: Vec<String> = Vec::new();
+            let mut seen: HashSet<&str> = HashSet::new();
+            for row in &rows {
+                let endpoint: &str = row.try_get(0)?;
+                if named.contains(endpoint) && seen.insert(endpoint) {
+                    found.push(endpoint.to_owned());
+                    if found.len() == wanted {
+                        break;
+                    }
+                }
+            }
+            let exhausted = usize::try_from(todos).map_or(true, |t| rows.len() < t);
+            if found.len() >= wanted || exhausted {
+                break found;
+            }
+            todos = todos.saturating_mul(4);
+        };
+        self.put_hot_connection(conn);
+        Ok(found)
     }
 }

@@ -228,6 +228,75 @@ async fn due_endpoints_come_in_the_order_the_claim_rings_them(store: &dyn Store,
     );
 }
 
+/// Across endpoints, the ring that has waited longest goes first: by ring
+/// clock (the last ring, else creation), not by creation or id, so an
+/// endpoint whose ring has waited cannot be passed over tick after tick by
+/// newer work elsewhere.
+async fn the_longest_waiting_ring_goes_first(store: &dyn Store, ts: &TestStore) {
+    let a = fixture(store, "ada").await;
+    let b = endpoint_for(store, a.human.clone(), "bee", &["inbox"]).await;
+    create(store, rung_todo(&a.endpoint.id, "older, rung since")).await;
+    advance_secs(ts, 1);
+    let waited = create(store, rung_todo(&b.endpoint.id, "newer, never rung")).await;
+    advance_secs(ts, 301);
+    // Only `a` is hosted yet: its todo rings, `b`'s keeps waiting.
+    assert_eq!(due(ts, std::slice::from_ref(&a.endpoint.id)).await.len(), 1);
+    advance_secs(ts, 20 * 60 + 1);
+    // Both due now: `a`'s second ring, `b`'s first, which has waited longer.
+    let hosted = vec![a.endpoint.id.clone(), b.endpoint.id.clone()];
+    let named = ts
+        .store
+        .unscoped_endpoints_with_due_rings(&hosted, &steps(), 2)
+        .await
+        .unwrap();
+    assert_eq!(named, vec![b.endpoint.id.clone(), a.endpoint.id.clone()]);
+    let first = ts
+        .store
+        .unscoped_claim_due_rings(&hosted, &steps(), 1)
+        .await
+        .unwrap();
+    let first: Vec<&str> = first.iter().map(|c| c.id.as_str()).collect();
+    assert_eq!(first, vec![waited.id.as_str()], "the claim agrees");
+}
+
+/// The due read names endpoints, not todos: an endpoint with many rings
+/// due ahead of another's, and due rings of endpoints not named (hosted
+/// elsewhere), do not use up its `limit`.
+async fn the_due_read_looks_past_a_busy_endpoint_and_unnamed_ones(
+    store: &dyn Store,
+    ts: &TestStore,
+) {
+    let a = fixture(store, "ada").await;
+    let elsewhere = endpoint_for(store, a.human.clone(), "far", &["inbox"]).await;
+    let b = endpoint_for(store, a.human.clone(), "bee", &["inbox"]).await;
+    for i in 0..20 {
+        create(store, rung_todo(&a.endpoint.id, &format!("a{i}"))).await;
+        create(store, rung_todo(&elsewhere.endpoint.id, &format!("far{i}"))).await;
+        advance_secs(ts, 1);
+    }
+    create(store, rung_todo(&b.endpoint.id, "b0")).await;
+    advance_secs(ts, 301);
+    let hosted = vec![a.endpoint.id.clone(), b.endpoint.id.clone()];
+    for limit in [2, 3] {
+        let named = ts
+            .store
+            .unscoped_endpoints_with_due_rings(&hosted, &steps(), limit)
+            .await
+            .unwrap();
+        assert_eq!(
+            named,
+            vec![a.endpoint.id.clone(), b.endpoint.id.clone()],
+            "limit {limit}"
+        );
+    }
+    let one = ts
+        .store
+        .unscoped_endpoints_with_due_rings(&hosted, &steps(), 1)
+        .await
+        .unwrap();
+    assert_eq!(one, vec![a.endpoint.id.clone()]);
+}
+
 async fn a_ready_todo_is_claimed_for_ringing_once_per_readiness(store: &dyn Store, ts: &TestStore) {
     let f = fixture(store, "ada").await;
     let todo = create(store, rung_todo(&f.endpoint.id, "ring once")).await;
@@ -343,6 +412,8 @@ async fn the_unrung_read_names_todos_created_since_that_nobody_rang(
 }
 
 exercise_on_both_backends!(
+    the_longest_waiting_ring_goes_first,
+    the_due_read_looks_past_a_busy_endpoint_and_unnamed_ones,
     a_ready_todo_is_claimed_for_ringing_once_per_readiness,
     pull_only_claimed_and_revoked_todos_are_never_claimed_for_ringing,
     the_unrung_read_names_todos_created_since_that_nobody_rang,
