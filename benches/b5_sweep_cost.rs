@@ -1036,48 +1036,28 @@ fn pending_todos(backend: Backend) -> &'static str {
     }
 }
 
-fn ring_select(cfg: &Config, backend: Backend) -> String {
+/// `due_by_clock` (`rings.rs`): one range of the ring clock per ring count,
+/// each read in clock order and cut at what the tick asks for (its first
+/// round: 100 todos). The same text on both backends.
+fn ring_select() -> String {
     let steps = SweepConfig::default().steps;
-    // `due_condition`: one range of the ring clock per ring count.
     let ranges = steps
         .iter()
         .enumerate()
         .map(|(i, s)| {
             format!(
-                "(ring_attempts = {i} AND COALESCE(last_ringed_at, created_at) <= {})",
+                "SELECT * FROM (SELECT endpoint_id, COALESCE(last_ringed_at, created_at) AS clock, \
+                 id FROM todos WHERE state = 'pending' AND event_id IS NOT NULL \
+                 AND ring_attempts < {} AND ring_attempts = {i} \
+                 AND COALESCE(last_ringed_at, created_at) <= {} \
+                 ORDER BY clock, id LIMIT 100) AS due_{i}",
+                steps.len(),
                 NOW_MS - s.as_millis() as i64
             )
         })
         .collect::<Vec<_>>()
-        .join(" OR ");
-    let ids = (0..cfg.endpoints)
-        .map(|i| format!("'{}'", endpoint_id(i)))
-        .collect::<Vec<_>>()
-        .join(",");
-    let due = format!(
-        "state = 'pending' AND event_id IS NOT NULL AND ring_attempts < {} AND ({ranges})",
-        steps.len()
-    );
-    match backend {
-        Backend::Sqlite => format!(
-            "SELECT endpoint_id FROM ( \
-               SELECT endpoint_id, id, \
-                 ROW_NUMBER() OVER (PARTITION BY endpoint_id ORDER BY created_at, id) AS turn \
-               FROM {} WHERE endpoint_id IN ({ids}) AND {due} \
-             ) ranked WHERE turn = 1 ORDER BY id LIMIT 100",
-            pending_todos(backend)
-        ),
-        // `unscoped_endpoints_with_due_rings` on PostgreSQL: the due todos
-        // first (ring-clock index), then the hosted ones among them.
-        Backend::Postgres => format!(
-            "WITH due AS MATERIALIZED (SELECT endpoint_id, id, created_at FROM todos WHERE {due}) \
-             SELECT endpoint_id FROM ( \
-               SELECT endpoint_id, id, \
-                 ROW_NUMBER() OVER (PARTITION BY endpoint_id ORDER BY created_at, id) AS turn \
-               FROM due WHERE endpoint_id IN ({ids}) \
-             ) ranked WHERE turn = 1 ORDER BY id LIMIT 100"
-        ),
-    }
+        .join(" UNION ALL ");
+    format!("{ranges} ORDER BY clock, id LIMIT 100")
 }
 
 async fn explain(backend: Backend, pool: &AnyPool, cfg: &Config) -> Result<Vec<String>> {
@@ -1088,8 +1068,8 @@ async fn explain(backend: Backend, pool: &AnyPool, cfg: &Config) -> Result<Vec<S
         .join(",");
     let statements = [
         (
-            "sweep: which hosted endpoints have a ring due",
-            ring_select(cfg, backend),
+            "sweep: which rings are due, longest-waiting first",
+            ring_select(),
         ),
         (
             "sweep: the hosted endpoints",

@@ -64,6 +64,11 @@ pub static SQLITE_MIGRATIONS: &[Migration] = &[
         name: "attempts_one_open_by_writer",
         sql: include_str!("migrations/sqlite/0009_attempts_one_open_by_writer.sql"),
     },
+    Migration {
+        version: 10,
+        name: "ring_clock",
+        sql: include_str!("migrations/sqlite/0010_ring_clock.sql"),
+    },
 ];
 
 pub static POSTGRES_MIGRATIONS: &[Migration] = &[

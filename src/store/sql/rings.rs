@@ -9,7 +9,7 @@ use crate::store::prelude::*;
 use crate::store::rows::todo_columns;
 use crate::store::{StoreError, StoreResult};
 use async_trait::async_trait;
-use sqlx::{AssertSqlSafe, Row};
+use sqlx::{AnyConnection, AssertSqlSafe, Row};
 use std::collections::HashSet;
 use std::time::Duration;
 
@@ -19,9 +19,9 @@ use std::time::Duration;
 ///
 /// Written as one range per ring count (`ring_attempts = i AND clock <=
 /// now minus step(i)`) rather than `clock + CASE ring_attempts … END <= now`:
-/// the same rows, but each range is a range of PostgreSQL's
-/// `todos_ring_clock` index (migration 0008), so a tick reads only what is
-/// due. The budget bound is implied by the ranges and kept as the rule's
+/// the same rows, but each range is a range of the `todos_ring_clock` index
+/// (PostgreSQL's migration 0008, SQLite's 0010), so a tick reads only what
+/// is due. The budget bound is implied by the ranges and kept as the rule's
 /// plain statement.
 fn due_condition(steps_at: usize, steps: usize) -> String {
     let ranges: Vec<String> = (0..steps)
@@ -48,24 +48,26 @@ fn due_range(i: usize, steps_at: usize) -> String {
 }
 
 /// The due todos' `endpoint_id`s with their ring clocks, longest-waiting
-/// first, at most `$3` of them: for PostgreSQL's due read, one index range
-/// scan of `todos_ring_clock` per ring count, each in clock order and cut at
-/// `$3`, merged. So a tick reads as many entries as it asks for, however
-/// many rings are due (B5: with 5 000 due, reading them all and ranking them
-/// per endpoint took 12–30 ms of a 45 ms tick).
+/// first, at most `$3` of them, for the due read: one index range scan of
+/// `todos_ring_clock` per ring count, each in clock order and cut at `$3`,
+/// merged. So a tick reads as many entries as it asks for, however many
+/// rings are due (B5: with 5 000 due, reading them all and ranking them per
+/// endpoint took 12–30 ms of a 45 ms tick on PostgreSQL).
 ///
-/// Plain index scans, never a bitmap scan: a bitmap scan never marks an
+/// On PostgreSQL plain index scans, never a bitmap scan: a bitmap scan never marks an
 /// index entry dead. A ring moves a todo's key, so each ring leaves an entry
 /// pointing at the old row version; a plain index scan marks those as it
 /// meets them (the connection runs without bitmap scans, `hot.rs`), so the
 /// next tick skips them (before: ~5 ms instead of ~0.5 with 5 000 todos just
 /// rung among 1 000 000 finished ones, B5).
 fn due_by_clock(steps_at: usize, steps: usize) -> String {
+    // Each range a subquery of its own: SQLite allows no ORDER BY or LIMIT
+    // on a bare member of a compound SELECT.
     let ranges: Vec<String> = (0..steps)
         .map(|i| {
             format!(
-                "(SELECT endpoint_id, {RING_CLOCK} AS clock, id FROM todos \
-                 WHERE {RINGABLE} AND {} ORDER BY clock, id LIMIT $3)",
+                "SELECT * FROM (SELECT endpoint_id, {RING_CLOCK} AS clock, id FROM todos \
+                 WHERE {RINGABLE} AND {} ORDER BY clock, id LIMIT $3) AS due_{i}",
                 due_range(i, steps_at)
             )
         })
@@ -159,16 +161,8 @@ impl RingStore for SqlStore {
         if endpoint_ids.is_empty() || steps.is_empty() || limit <= 0 {
             return Ok(Vec::new());
         }
-        match self.dialect {
-            Dialect::Sqlite => {
-                self.due_endpoints_by_probe(endpoint_ids, steps, limit)
-                    .await
-            }
-            Dialect::Postgres => {
-                self.due_endpoints_by_clock(endpoint_ids, steps, limit)
-                    .await
-            }
-        }
+        self.due_endpoints_by_clock(endpoint_ids, steps, limit)
+            .await
     }
 
     async fn unscoped_claim_due_rings(
@@ -281,89 +275,75 @@ impl RingStore for SqlStore {
 }
 
 impl SqlStore {
-    /// SQLite's due read: a probe of the pending index per named endpoint,
-    /// cheap there and independent of history (B5); ranked as the claim
-    /// ranks.
-    async fn due_endpoints_by_probe(
-        &self,
-        endpoint_ids: &[String],
-        steps: &[Duration],
-        limit: i64,
-    ) -> StoreResult<Vec<String>> {
-        // Params: $1 now, $2 budget, $3 limit, then one per step, then the ids.
-        let sql = format!(
-            "SELECT endpoint_id FROM ( \
-               SELECT endpoint_id, id, {RING_CLOCK} AS clock, \
-                 ROW_NUMBER() OVER (PARTITION BY endpoint_id ORDER BY {RING_CLOCK}, id) AS turn \
-               FROM {todos} WHERE endpoint_id IN ({ids}) AND {due} \
-             ) ranked WHERE turn = 1 ORDER BY clock, id LIMIT $3",
-            todos = self.dialect.pending_todos_by_endpoint(),
-            ids = self.dialect.json_text_list(4 + steps.len()),
-            due = due_condition(4, steps.len()),
-        );
-        let mut q = sqlx::query(AssertSqlSafe(sql))
-            .bind(self.now().as_millis())
-            .bind(steps.len() as i64)
-            .bind(limit);
-        for step in steps {
-            q = q.bind(step.as_millis() as i64);
-        }
-        let rows = q
-            .bind(json_list(endpoint_ids))
-            .fetch_all(self.reader()?)
-            .await?;
-        Ok(rows.iter().map(|r| r.get::<String, _>(0)).collect())
-    }
-
-    /// PostgreSQL's due read: the due todos longest-waiting first
+    /// The due read: the due todos longest-waiting first
     /// ([`due_by_clock`]), each endpoint named at its first one, the named
-    /// endpoints kept. Reads `limit` todos, and four times as many each
-    /// round while the ones read name too few endpoints (an endpoint with
-    /// many due rings, or due rings of endpoints hosted elsewhere) and more
-    /// are due: work in proportion to what one tick rings when what is due
-    /// is hosted here, and at worst a few reads of everything due.
+    /// endpoints kept.
     async fn due_endpoints_by_clock(
         &self,
         endpoint_ids: &[String],
         steps: &[Duration],
         limit: i64,
     ) -> StoreResult<Vec<String>> {
-        let named: HashSet<&str> = endpoint_ids.iter().map(String::as_str).collect();
-        let wanted = usize::try_from(limit).unwrap_or(usize::MAX);
-        let sql = due_by_clock(4, steps.len());
-        // On the hot path's connections: no bitmap scans there (see
-        // `due_by_clock`).
-        let mut conn = self.hot_connection().await?;
-        let mut todos = limit;
-        let found = loop {
-            // Params: $1 now, $2 budget, $3 how many todos, then one per step.
-            let mut q = sqlx::query(AssertSqlSafe(sql.as_str()))
-                .bind(self.now().as_millis())
-                .bind(steps.len() as i64)
-                .bind(todos);
-            for step in steps {
-                q = q.bind(step.as_millis() as i64);
+        match self.dialect {
+            Dialect::Sqlite => {
+                let mut conn = self.reader()?.acquire().await?;
+                due_endpoints_in_rounds(&mut conn, self.now(), endpoint_ids, steps, limit).await
             }
-            // A failed statement drops its connection (`put_hot_connection`).
-            let rows = q.fetch_all(&mut *conn).await?;
-            let mut found: Vec<String> = Vec::new();
-            let mut seen: HashSet<&str> = HashSet::new();
-            for row in &rows {
-                let endpoint: &str = row.try_get(0)?;
-                if named.contains(endpoint) && seen.insert(endpoint) {
-                    found.push(endpoint.to_owned());
-                    if found.len() == wanted {
-                        break;
-                    }
+            // On the hot path's connections: no bitmap scans there (see
+            // `due_by_clock`). A failed statement drops its connection.
+            Dialect::Postgres => {
+                let mut conn = self.hot_connection().await?;
+                let found =
+                    due_endpoints_in_rounds(&mut conn, self.now(), endpoint_ids, steps, limit)
+                        .await?;
+                self.put_hot_connection(conn);
+                Ok(found)
+            }
+        }
+    }
+}
+
+/// Reads `limit` due todos, and four times as many each round while the
+/// ones read name too few of `endpoint_ids` (an endpoint with many due
+/// rings, or due rings of endpoints hosted elsewhere) and more are due:
+/// work in proportion to what one tick rings when what is due is hosted
+/// here, and at worst a few reads of everything due.
+async fn due_endpoints_in_rounds(
+    conn: &mut AnyConnection,
+    now: Timestamp,
+    endpoint_ids: &[String],
+    steps: &[Duration],
+    limit: i64,
+) -> StoreResult<Vec<String>> {
+    let named: HashSet<&str> = endpoint_ids.iter().map(String::as_str).collect();
+    let wanted = usize::try_from(limit).unwrap_or(usize::MAX);
+    let sql = due_by_clock(4, steps.len());
+    let mut todos = limit;
+    loop {
+        // Params: $1 now, $2 budget, $3 how many todos, then one per step.
+        let mut q = sqlx::query(AssertSqlSafe(sql.as_str()))
+            .bind(now.as_millis())
+            .bind(steps.len() as i64)
+            .bind(todos);
+        for step in steps {
+            q = q.bind(step.as_millis() as i64);
+        }
+        let rows = q.fetch_all(&mut *conn).await?;
+        let mut found: Vec<String> = Vec::new();
+        let mut seen: HashSet<&str> = HashSet::new();
+        for row in &rows {
+            let endpoint: &str = row.try_get(0)?;
+            if named.contains(endpoint) && seen.insert(endpoint) {
+                found.push(endpoint.to_owned());
+                if found.len() == wanted {
+                    break;
                 }
             }
-            let exhausted = usize::try_from(todos).map_or(true, |t| rows.len() < t);
-            if found.len() >= wanted || exhausted {
-                break found;
-            }
-            todos = todos.saturating_mul(4);
-        };
-        self.put_hot_connection(conn);
-        Ok(found)
+        }
+        let exhausted = usize::try_from(todos).map_or(true, |t| rows.len() < t);
+        if found.len() >= wanted || exhausted {
+            return Ok(found);
+        }
+        todos = todos.saturating_mul(4);
     }
 }
