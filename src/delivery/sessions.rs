@@ -502,6 +502,26 @@ impl SessionRegistry {
 mod tests {
     use super::*;
 
+    #[test]
+    fn the_hosted_list_follows_every_way_an_endpoint_gains_or_loses_its_sessions() {
+        let reg = SessionRegistry::with_max_per_endpoint(1);
+        let hosted = |reg: &SessionRegistry| reg.hosted_endpoints().to_vec();
+        assert!(hosted(&reg).is_empty());
+        let b = reg.create("ep_b", "w-b", "2025-06-18", None);
+        reg.create("ep_a", "w-a", "2025-06-18", None);
+        assert_eq!(hosted(&reg), ["ep_a", "ep_b"], "sorted, both");
+        // A second session over the cap evicts the first: still hosted.
+        let b2 = reg.create("ep_b", "w-b2", "2025-06-18", None);
+        assert!(reg.get(&b.id).is_none());
+        assert_eq!(hosted(&reg), ["ep_a", "ep_b"]);
+        assert!(reg.close(&b2.id));
+        assert_eq!(hosted(&reg), ["ep_a"], "its last session closed");
+        assert_eq!(reg.close_endpoint("ep_a"), 1);
+        assert!(hosted(&reg).is_empty(), "every session of it ended");
+        reg.create("ep_c", "w-c", "2025-06-18", None);
+        assert_eq!(hosted(&reg), ["ep_c"], "a first session again");
+    }
+
     #[tokio::test]
     async fn attached_and_streaming_follow_the_connections() {
         let reg = SessionRegistry::new();
