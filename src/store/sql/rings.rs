@@ -54,11 +54,11 @@ fn due_range(i: usize, steps_at: usize) -> String {
 /// rings are due (B5: with 5 000 due, reading them all and ranking them per
 /// endpoint took 12–30 ms of a 45 ms tick on PostgreSQL).
 ///
-/// On PostgreSQL plain index scans, never a bitmap scan: a bitmap scan never marks an
-/// index entry dead. A ring moves a todo's key, so each ring leaves an entry
-/// pointing at the old row version; a plain index scan marks those as it
-/// meets them (the connection runs without bitmap scans, `hot.rs`), so the
-/// next tick skips them (before: ~5 ms instead of ~0.5 with 5 000 todos just
+/// On PostgreSQL plain index scans, never a bitmap scan: a bitmap scan never
+/// marks an index entry dead. A ring moves a todo's key, so each ring leaves
+/// an entry pointing at the old row version; a plain index scan marks those
+/// as it meets them (the connection runs without bitmap scans, `hot.rs`), so
+/// the next tick skips them (before: ~5 ms instead of ~0.5 with 5 000 todos just
 /// rung among 1 000 000 finished ones, B5).
 fn due_by_clock(steps_at: usize, steps: usize) -> String {
     // Each range a subquery of its own: SQLite allows no ORDER BY or LIMIT
@@ -161,8 +161,22 @@ impl RingStore for SqlStore {
         if endpoint_ids.is_empty() || steps.is_empty() || limit <= 0 {
             return Ok(Vec::new());
         }
-        self.due_endpoints_by_clock(endpoint_ids, steps, limit)
-            .await
+        let now = self.now();
+        match self.dialect {
+            Dialect::Sqlite => {
+                let mut conn = self.reader()?.acquire().await?;
+                due_endpoints_in_rounds(&mut conn, now, endpoint_ids, steps, limit).await
+            }
+            // On the hot path's connections: no bitmap scans there (see
+            // `due_by_clock`). A failed statement drops its connection.
+            Dialect::Postgres => {
+                let mut conn = self.hot_connection().await?;
+                let found =
+                    due_endpoints_in_rounds(&mut conn, now, endpoint_ids, steps, limit).await?;
+                self.put_hot_connection(conn);
+                Ok(found)
+            }
+        }
     }
 
     async fn unscoped_claim_due_rings(
@@ -274,40 +288,13 @@ impl RingStore for SqlStore {
     }
 }
 
-impl SqlStore {
-    /// The due read: the due todos longest-waiting first
-    /// ([`due_by_clock`]), each endpoint named at its first one, the named
-    /// endpoints kept.
-    async fn due_endpoints_by_clock(
-        &self,
-        endpoint_ids: &[String],
-        steps: &[Duration],
-        limit: i64,
-    ) -> StoreResult<Vec<String>> {
-        match self.dialect {
-            Dialect::Sqlite => {
-                let mut conn = self.reader()?.acquire().await?;
-                due_endpoints_in_rounds(&mut conn, self.now(), endpoint_ids, steps, limit).await
-            }
-            // On the hot path's connections: no bitmap scans there (see
-            // `due_by_clock`). A failed statement drops its connection.
-            Dialect::Postgres => {
-                let mut conn = self.hot_connection().await?;
-                let found =
-                    due_endpoints_in_rounds(&mut conn, self.now(), endpoint_ids, steps, limit)
-                        .await?;
-                self.put_hot_connection(conn);
-                Ok(found)
-            }
-        }
-    }
-}
-
-/// Reads `limit` due todos, and four times as many each round while the
-/// ones read name too few of `endpoint_ids` (an endpoint with many due
-/// rings, or due rings of endpoints hosted elsewhere) and more are due:
-/// work in proportion to what one tick rings when what is due is hosted
-/// here, and at worst a few reads of everything due.
+/// The due read: the due todos longest-waiting first ([`due_by_clock`]),
+/// each endpoint named at its first one, the named endpoints kept. Reads
+/// `limit` due todos, and four times as many each round while the ones read
+/// name too few of `endpoint_ids` (an endpoint with many due rings, or due
+/// rings of endpoints hosted elsewhere) and more are due: work in
+/// proportion to what one tick rings when what is due is hosted here, and
+/// at worst a few reads of everything due.
 async fn due_endpoints_in_rounds(
     conn: &mut AnyConnection,
     now: Timestamp,
