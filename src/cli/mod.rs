@@ -314,7 +314,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Serve(args) => serve(*args, cli.log_format).await,
         Command::Migrate(args) => migrate(args).await,
         Command::Version => {
-            // The dialects' migration lists differ (PostgreSQL-only steps).
+            // Each dialect has its own migration list, with steps the other lacks.
             println!(
                 "switchboard {} (schema version {} on SQLite, {} on PostgreSQL)",
                 env!("CARGO_PKG_VERSION"),
