@@ -385,8 +385,59 @@ async fn human_verbs_on_a_foreign_todo_are_not_found(store: &dyn Store, _ts: &Te
     assert_eq!(after, before);
 }
 
+/// An agent's listing by state and queue, newest first: each live state
+/// reads its own index on SQLite, so every combination is checked.
+async fn an_agents_listing_filters_by_state_and_queue(store: &dyn Store, ts: &TestStore) {
+    let f = fixture(store, "ada").await;
+    let mut made = Vec::new();
+    for queue in ["inbox", "reviews", "inbox", "reviews"] {
+        made.push(
+            create(store, NewTodo::new(&f.endpoint.id, queue, queue))
+                .await
+                .id,
+        );
+        advance_secs(ts, 1);
+    }
+    let [done, reviews_pending, inbox_pending, claimed] = made.clone().try_into().unwrap();
+    claim(store, &f.caller, &done).await;
+    store
+        .complete(&f.caller, &done, Finish::default())
+        .await
+        .unwrap();
+    claim(store, &f.caller, &claimed).await;
+
+    let caller = &f.caller;
+    let listed = |queue: Option<&'static str>, state: Option<TodoState>| async move {
+        store
+            .list_todos(caller, queue, state, 50)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|t| t.id)
+            .collect::<Vec<_>>()
+    };
+    let pending = Some(TodoState::Pending);
+    let held = Some(TodoState::Claimed);
+    assert_eq!(
+        listed(None, pending).await,
+        [inbox_pending.clone(), reviews_pending.clone()]
+    );
+    assert_eq!(
+        listed(Some("inbox"), pending).await,
+        [inbox_pending.clone()]
+    );
+    assert_eq!(listed(Some("reviews"), pending).await, [reviews_pending]);
+    assert_eq!(listed(None, held).await, [claimed.clone()]);
+    assert_eq!(listed(Some("reviews"), held).await, [claimed.clone()]);
+    assert!(listed(Some("inbox"), held).await.is_empty());
+    assert_eq!(listed(None, Some(TodoState::Done)).await, [done]);
+    made.reverse();
+    assert_eq!(listed(None, None).await, made);
+}
+
 exercise_on_both_backends!(
     create_makes_a_pending_todo,
+    an_agents_listing_filters_by_state_and_queue,
     claim_sets_owner_lease_and_attempt,
     claim_next_is_fifo_within_the_granted_queues,
     heartbeat_extends_the_lease_without_consuming_an_attempt,

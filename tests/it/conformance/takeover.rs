@@ -144,6 +144,77 @@ async fn a_failed_todo_is_claimable_once_its_window_elapses(store: &dyn Store, t
     assert_closed_as(&history[1], Outcome::Failed, Disposition::RetryScheduled);
 }
 
+/// A takeover takes the oldest candidate, whichever kind: lapsed leases and
+/// elapsed retry windows are looked up apart (SQLite reads each from its
+/// own index) and merged by age; then the queue is empty.
+async fn a_takeover_takes_the_oldest_lapsed_lease_or_elapsed_retry(
+    store: &dyn Store,
+    ts: &TestStore,
+) {
+    let f = fixture(store, "ada").await;
+    let oldest = add_todo(store, &f, "lapsed first").await;
+    advance_secs(ts, 1);
+    let middle = add_todo(store, &f, "retry second").await;
+    advance_secs(ts, 1);
+    let newest = add_todo(store, &f, "lapsed third").await;
+    claim_with_ttl(store, &f.caller, &oldest.id, 60).await;
+    claim(store, &f.caller, &middle.id).await;
+    store
+        .fail(&f.caller, &middle.id, Finish::default())
+        .await
+        .unwrap();
+    claim_with_ttl(store, &f.caller, &newest.id, 60).await;
+    advance_secs(ts, 61);
+
+    let mut taken = Vec::new();
+    while let Some(claimed) = store
+        .claim_next(&f.caller, None, ClaimOptions::default())
+        .await
+        .unwrap()
+    {
+        assert_eq!(claimed.todo.attempt, 2, "{}", claimed.todo.title);
+        taken.push(claimed.todo.id);
+    }
+    assert_eq!(taken, [oldest.id, middle.id, newest.id]);
+}
+
+/// A claim on a named queue takes over only that queue's candidates, of
+/// either kind.
+async fn a_takeover_on_a_named_queue_stays_in_it(store: &dyn Store, ts: &TestStore) {
+    let f = fixture(store, "ada").await;
+    let elsewhere = add_todo(store, &f, "inbox, lapsed").await;
+    let lapsed = create(
+        store,
+        NewTodo::new(&f.endpoint.id, "reviews", "reviews, lapsed"),
+    )
+    .await;
+    advance_secs(ts, 1);
+    let retry = create(
+        store,
+        NewTodo::new(&f.endpoint.id, "reviews", "reviews, retry"),
+    )
+    .await;
+    claim_with_ttl(store, &f.caller, &elsewhere.id, 60).await;
+    claim_with_ttl(store, &f.caller, &lapsed.id, 60).await;
+    claim(store, &f.caller, &retry.id).await;
+    store
+        .fail(&f.caller, &retry.id, Finish::default())
+        .await
+        .unwrap();
+    advance_secs(ts, 61);
+
+    let mut taken = Vec::new();
+    while let Some(claimed) = store
+        .claim_next(&f.caller, Some("reviews"), ClaimOptions::default())
+        .await
+        .unwrap()
+    {
+        taken.push(claimed.todo.id);
+    }
+    assert_eq!(taken, [lapsed.id, retry.id]);
+    assert_eq!(get(store, &f.caller, &elsewhere.id).await.attempt, 1);
+}
+
 exercise_on_both_backends!(
     claim_next_takes_over_a_lapsed_lease,
     claim_by_id_takes_over_a_lapsed_lease,
@@ -151,4 +222,6 @@ exercise_on_both_backends!(
     a_live_lease_is_not_taken_over,
     a_lapsed_lease_at_the_cap_is_left_to_the_reaper,
     a_failed_todo_is_claimable_once_its_window_elapses,
+    a_takeover_takes_the_oldest_lapsed_lease_or_elapsed_retry,
+    a_takeover_on_a_named_queue_stays_in_it,
 );

@@ -1,7 +1,7 @@
 //! Claims: by id, or the oldest claimable todo (a takeover included).
 
 use super::fast::ClaimBinds;
-use super::lane::{self, LaneClaim};
+use super::lane::{self, LaneClaim, LaneClaimed};
 use super::*;
 
 pub(super) enum ClaimTarget<'a> {
@@ -60,18 +60,22 @@ impl SqlStore {
                 token_hash: token_hash.clone(),
                 claimant: claimant.clone(),
             };
-            if let Some((todo, prior_attempts)) = writer
+            match writer
                 .run(move |conn| lane::claim_pending(conn, claim))
                 .await?
             {
-                return Ok(Some(Claimed {
-                    attempt_seq: todo.attempts_total,
-                    todo,
-                    prior_attempts,
-                    lease_token,
-                }));
+                LaneClaimed::Claimed(todo, prior_attempts) => {
+                    return Ok(Some(Claimed {
+                        attempt_seq: todo.attempts_total,
+                        todo,
+                        prior_attempts,
+                        lease_token,
+                    }));
+                }
+                LaneClaimed::Empty => return Ok(None),
+                // The transaction below takes it over.
+                LaneClaimed::TakeoverDue => {}
             }
-            // Nothing pending: the transaction below tries a takeover.
         }
 
         let mut tx = self.begin().await?;
@@ -146,15 +150,11 @@ impl SqlStore {
                     // retry directly, so recovery never waits for the reaper.
                     let takeover_sql = format!(
                         concat!(
-                            "UPDATE todos SET {set} WHERE id = (SELECT id FROM todos ",
-                            "WHERE endpoint_id = $5{filter} AND {cond} ",
-                            "ORDER BY created_at, id LIMIT 1{skip}) RETURNING ",
+                            "UPDATE todos SET {set} WHERE id = ({oldest}) RETURNING ",
                             todo_columns!()
                         ),
                         set = CLAIM_SET,
-                        filter = queue_filter,
-                        cond = TAKEOVER_CONDITION,
-                        skip = self.dialect.skip_locked(),
+                        oldest = oldest_takeover(self.dialect, &queue_filter),
                     );
                     let mut q = bind_claim(takeover_sql).bind(caller.endpoint_id.clone());
                     if queue.is_some() {

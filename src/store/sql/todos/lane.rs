@@ -83,6 +83,28 @@ fn claim_pending_sql(one_queue: bool) -> String {
 static CLAIM_ANY_QUEUE: LazyLock<String> = LazyLock::new(|| claim_pending_sql(false));
 static CLAIM_ONE_QUEUE: LazyLock<String> = LazyLock::new(|| claim_pending_sql(true));
 
+// Whether a takeover is due, with the transaction path's own subquery.
+static TAKEOVER_ANY_QUEUE: LazyLock<String> =
+    LazyLock::new(|| numbered(&oldest_takeover(Dialect::Sqlite, "")));
+static TAKEOVER_ONE_QUEUE: LazyLock<String> =
+    LazyLock::new(|| numbered(&oldest_takeover(Dialect::Sqlite, " AND queue = $6")));
+
+/// What a claim on the lane found.
+#[expect(
+    clippy::large_enum_variant,
+    reason = "made once per claim and moved once, to its caller; boxing would add an allocation"
+)]
+pub(super) enum LaneClaimed {
+    /// The oldest pending todo, claimed, and its prior attempts.
+    Claimed(Todo, Vec<Attempt>),
+    /// Nothing pending and nothing to take over.
+    Empty,
+    /// Nothing pending, but a lapsed lease or an elapsed retry window is
+    /// waiting: the transaction path takes it over (and closes the attempt
+    /// its holder left open).
+    TakeoverDue,
+}
+
 const OPEN_ATTEMPT: &str = "INSERT INTO todo_attempts (todo_id, seq, attempt, claimant, claimed_at) \
      VALUES (?1, ?2, ?3, ?4, ?5)";
 
@@ -142,12 +164,10 @@ fn prune(tx: &Connection, todo: &Todo) -> StoreResult<i64> {
 }
 
 /// Claims the oldest pending todo and opens its attempt, in one
-/// transaction. `None` when nothing is pending (the caller then tries a
-/// takeover on the transaction path).
-pub(super) fn claim_pending(
-    tx: &Connection,
-    claim: LaneClaim,
-) -> StoreResult<Option<(Todo, Vec<Attempt>)>> {
+/// transaction. When nothing is pending it says whether a takeover is due,
+/// so that an empty queue (how every drain ends) costs no second
+/// transaction on the sqlx writer connection.
+pub(super) fn claim_pending(tx: &Connection, claim: LaneClaim) -> StoreResult<LaneClaimed> {
     let common = (
         claim.now.as_millis(),
         &claim.owner,
@@ -168,7 +188,19 @@ pub(super) fn claim_pending(
         )?,
     };
     let Some(todo) = todo else {
-        return Ok(None);
+        let due = match &claim.queue {
+            Some(queue) => tx.prepare_cached(&TAKEOVER_ONE_QUEUE)?.exists(params![
+                common.0, common.1, common.2, common.3, common.4, queue
+            ])?,
+            None => tx
+                .prepare_cached(&TAKEOVER_ANY_QUEUE)?
+                .exists(params![common.0, common.1, common.2, common.3, common.4])?,
+        };
+        return Ok(if due {
+            LaneClaimed::TakeoverDue
+        } else {
+            LaneClaimed::Empty
+        });
     };
     tx.prepare_cached(OPEN_ATTEMPT)?.execute(params![
         todo.id,
@@ -188,7 +220,7 @@ pub(super) fn claim_pending(
     } else {
         Vec::new()
     };
-    Ok(Some((todo, prior)))
+    Ok(LaneClaimed::Claimed(todo, prior))
 }
 
 /// The holder's completion and the closing of its attempt. `None` when the
