@@ -21,7 +21,7 @@
 //!
 //! Configuration (environment): `B2_SECONDS` (default 20), `B2_REPEATS`
 //! (default 3), `B2_CONCURRENCY` (default `1,4,16`), `B2_BACKENDS` (default
-//! `sqlite,postgres`), `B2_PRELOAD` (default 400 000), `B2_RESULTS` (also
+//! `sqlite,postgres`), `B2_PRELOAD` (default 1 000 000), `B2_RESULTS` (also
 //! write the Markdown report there), `B2_FLOOR_BESIDE` (default 1: after
 //! every PostgreSQL run at c = 4, the true floor of `common/pg_floor.rs` runs
 //! as long at the same concurrency on a fresh database, and the 50 % target
@@ -151,7 +151,7 @@ impl Config {
             repeats: env_num("B2_REPEATS", 3)?,
             concurrency,
             backends,
-            preload: env_num("B2_PRELOAD", 400_000)?,
+            preload: env_num("B2_PRELOAD", 1_000_000)?,
             pg_admin_url,
             results: std::env::var("B2_RESULTS").ok().filter(|v| !v.is_empty()),
             floor_from: std::env::var("B2_FLOOR_FROM")
