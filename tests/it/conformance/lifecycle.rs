@@ -418,17 +418,16 @@ async fn an_agents_listing_filters_by_state_and_queue(store: &dyn Store, ts: &Te
     };
     let pending = Some(TodoState::Pending);
     let held = Some(TodoState::Claimed);
+    let (inbox_pending, reviews_pending) = (inbox_pending.as_str(), reviews_pending.as_str());
+    let (claimed, done) = (claimed.as_str(), done.as_str());
     assert_eq!(
         listed(None, pending).await,
-        [inbox_pending.clone(), reviews_pending.clone()]
+        [inbox_pending, reviews_pending]
     );
-    assert_eq!(
-        listed(Some("inbox"), pending).await,
-        [inbox_pending.clone()]
-    );
+    assert_eq!(listed(Some("inbox"), pending).await, [inbox_pending]);
     assert_eq!(listed(Some("reviews"), pending).await, [reviews_pending]);
-    assert_eq!(listed(None, held).await, [claimed.clone()]);
-    assert_eq!(listed(Some("reviews"), held).await, [claimed.clone()]);
+    assert_eq!(listed(None, held).await, [claimed]);
+    assert_eq!(listed(Some("reviews"), held).await, [claimed]);
     assert!(listed(Some("inbox"), held).await.is_empty());
     assert_eq!(listed(None, Some(TodoState::Done)).await, [done]);
     made.reverse();

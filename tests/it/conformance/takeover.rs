@@ -144,6 +144,19 @@ async fn a_failed_todo_is_claimable_once_its_window_elapses(store: &dyn Store, t
     assert_closed_as(&history[1], Outcome::Failed, Disposition::RetryScheduled);
 }
 
+/// What `claim_next` hands out, in order, until it answers empty.
+async fn claim_until_empty(store: &dyn Store, caller: &Caller, queue: Option<&str>) -> Vec<Todo> {
+    let mut taken = Vec::new();
+    while let Some(claimed) = store
+        .claim_next(caller, queue, ClaimOptions::default())
+        .await
+        .unwrap()
+    {
+        taken.push(claimed.todo);
+    }
+    taken
+}
+
 /// A takeover takes the oldest candidate, whichever kind: lapsed leases and
 /// elapsed retry windows are looked up apart (SQLite reads each from its
 /// own index) and merged by age; then the queue is empty.
@@ -166,16 +179,10 @@ async fn a_takeover_takes_the_oldest_lapsed_lease_or_elapsed_retry(
     claim_with_ttl(store, &f.caller, &newest.id, 60).await;
     advance_secs(ts, 61);
 
-    let mut taken = Vec::new();
-    while let Some(claimed) = store
-        .claim_next(&f.caller, None, ClaimOptions::default())
-        .await
-        .unwrap()
-    {
-        assert_eq!(claimed.todo.attempt, 2, "{}", claimed.todo.title);
-        taken.push(claimed.todo.id);
-    }
-    assert_eq!(taken, [oldest.id, middle.id, newest.id]);
+    let taken = claim_until_empty(store, &f.caller, None).await;
+    let ids: Vec<_> = taken.iter().map(|t| t.id.clone()).collect();
+    assert_eq!(ids, [oldest.id, middle.id, newest.id]);
+    assert!(taken.iter().all(|t| t.attempt == 2), "{taken:#?}");
 }
 
 /// A claim on a named queue takes over only that queue's candidates, of
@@ -203,15 +210,9 @@ async fn a_takeover_on_a_named_queue_stays_in_it(store: &dyn Store, ts: &TestSto
         .unwrap();
     advance_secs(ts, 61);
 
-    let mut taken = Vec::new();
-    while let Some(claimed) = store
-        .claim_next(&f.caller, Some("reviews"), ClaimOptions::default())
-        .await
-        .unwrap()
-    {
-        taken.push(claimed.todo.id);
-    }
-    assert_eq!(taken, [lapsed.id, retry.id]);
+    let taken = claim_until_empty(store, &f.caller, Some("reviews")).await;
+    let ids: Vec<_> = taken.iter().map(|t| t.id.clone()).collect();
+    assert_eq!(ids, [lapsed.id, retry.id]);
     assert_eq!(get(store, &f.caller, &elsewhere.id).await.attempt, 1);
 }
 
