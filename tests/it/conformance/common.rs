@@ -59,6 +59,16 @@ pub async fn claim(store: &dyn Store, caller: &Caller, id: &str) -> Claimed {
         .expect("claim")
 }
 
+/// Claims `id` and fails it (default options): below the attempt cap it
+/// waits out a retry window.
+pub async fn claim_and_fail(store: &dyn Store, caller: &Caller, id: &str) -> Todo {
+    claim(store, caller, id).await;
+    store
+        .fail(caller, id, Finish::default())
+        .await
+        .expect("fail")
+}
+
 pub async fn claim_with_ttl(store: &dyn Store, caller: &Caller, id: &str, ttl: i64) -> Claimed {
     store
         .claim(

@@ -122,11 +122,7 @@ async fn retrying_a_dead_letter_whose_key_is_taken_conflicts(store: &dyn Store, 
         },
     )
     .await;
-    claim(store, &f.caller, &dead.id).await;
-    store
-        .fail(&f.caller, &dead.id, Finish::default())
-        .await
-        .unwrap();
+    claim_and_fail(store, &f.caller, &dead.id).await;
     let newer = create(store, keyed_todo(&f, "t", "delivery-1")).await;
     let before = (
         snapshot(store, &f.caller, &dead.id).await,

@@ -247,11 +247,7 @@ async fn reaper_dead_letters_a_lapsed_lease_at_the_cap(store: &dyn Store, ts: &T
 async fn retry_scheduler_requeues_an_elapsed_window(store: &dyn Store, ts: &TestStore) {
     let f = fixture(store, "ada").await;
     let todo = add_todo(store, &f, "t").await;
-    claim(store, &f.caller, &todo.id).await;
-    store
-        .fail(&f.caller, &todo.id, Finish::default())
-        .await
-        .unwrap();
+    claim_and_fail(store, &f.caller, &todo.id).await;
 
     advance_secs(ts, 29);
     let early = store.unscoped_schedule_due_retries(100).await.unwrap();
@@ -353,11 +349,7 @@ async fn human_verbs_on_a_foreign_todo_are_not_found(store: &dyn Store, _ts: &Te
     let f = fixture(store, "ada").await;
     let stranger = store.create_human("eve").await.unwrap();
     let failed = create(store, capped_todo(&f, "failed", 1)).await;
-    claim(store, &f.caller, &failed.id).await;
-    store
-        .fail(&f.caller, &failed.id, Finish::default())
-        .await
-        .unwrap();
+    claim_and_fail(store, &f.caller, &failed.id).await;
     let claimed = add_todo(store, &f, "claimed").await;
     claim(store, &f.caller, &claimed.id).await;
     let before = (

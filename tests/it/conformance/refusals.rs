@@ -122,11 +122,7 @@ async fn claim_of_a_live_lease_conflicts(store: &dyn Store, ts: &TestStore) {
 async fn claim_within_the_retry_window_conflicts(store: &dyn Store, ts: &TestStore) {
     let f = fixture(store, "ada").await;
     let todo = add_todo(store, &f, "t").await;
-    claim(store, &f.caller, &todo.id).await;
-    store
-        .fail(&f.caller, &todo.id, Finish::default())
-        .await
-        .unwrap();
+    claim_and_fail(store, &f.caller, &todo.id).await;
     advance_secs(ts, 29);
     let before = snapshot(store, &f.caller, &todo.id).await;
 
@@ -146,11 +142,7 @@ async fn claim_within_the_retry_window_conflicts(store: &dyn Store, ts: &TestSto
 async fn claim_of_a_dead_letter_conflicts(store: &dyn Store, ts: &TestStore) {
     let f = fixture(store, "ada").await;
     let todo = create(store, capped_todo(&f, "t", 1)).await;
-    claim(store, &f.caller, &todo.id).await;
-    store
-        .fail(&f.caller, &todo.id, Finish::default())
-        .await
-        .unwrap();
+    claim_and_fail(store, &f.caller, &todo.id).await;
     advance_secs(ts, 86_400);
     let before = snapshot(store, &f.caller, &todo.id).await;
 

@@ -56,11 +56,7 @@ async fn pruning_deletes_only_old_terminal_todos(store: &dyn Store, ts: &TestSto
     let old_claimed = add_todo(store, &f, "old claimed").await;
     claim(store, &f.caller, &old_claimed.id).await;
     let old_waiting = add_todo(store, &f, "old waiting for retry").await;
-    claim(store, &f.caller, &old_waiting.id).await;
-    store
-        .fail(&f.caller, &old_waiting.id, Finish::default())
-        .await
-        .unwrap();
+    claim_and_fail(store, &f.caller, &old_waiting.id).await;
 
     advance_secs(ts, 31 * DAY);
     let recent_done = done_todo(store, &f, inbox_todo(&f, "recent done")).await;

@@ -23,11 +23,7 @@ async fn one_todo_in_each_state(store: &dyn Store, f: &Fixture) -> Board {
     let claimed = add_todo(store, f, "claimed").await;
     claim(store, &f.caller, &claimed.id).await;
     let waiting_retry = add_todo(store, f, "waiting").await;
-    claim(store, &f.caller, &waiting_retry.id).await;
-    store
-        .fail(&f.caller, &waiting_retry.id, Finish::default())
-        .await
-        .unwrap();
+    claim_and_fail(store, &f.caller, &waiting_retry.id).await;
     let done = add_todo(store, f, "done").await;
     claim(store, &f.caller, &done.id).await;
     store

@@ -322,11 +322,7 @@ async fn a_ready_todo_is_claimed_for_ringing_once_per_readiness(store: &dyn Stor
         "already rung for this readiness"
     );
     // A failed attempt whose retry window elapses is ready again: once more.
-    claim(store, &f.caller, &todo.id).await;
-    store
-        .fail(&f.caller, &todo.id, Finish::default())
-        .await
-        .unwrap();
+    claim_and_fail(store, &f.caller, &todo.id).await;
     advance_secs(ts, 3_600);
     assert_eq!(
         store.unscoped_schedule_due_retries(10).await.unwrap().len(),

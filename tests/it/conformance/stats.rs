@@ -33,11 +33,7 @@ async fn queue_stats_count_every_state_across_endpoints(store: &dyn Store, ts: &
     assert_eq!(stats.oldest_pending_created_at, Some(first.created_at));
 
     claim(store, &f.caller, &first.id).await;
-    claim(store, &f.caller, &to_retry.id).await;
-    store
-        .fail(&f.caller, &to_retry.id, Finish::default())
-        .await
-        .unwrap();
+    claim_and_fail(store, &f.caller, &to_retry.id).await;
     claim(store, &f.caller, &to_bury.id).await;
     let buried = store
         .fail(&f.caller, &to_bury.id, Finish::default())

@@ -123,11 +123,7 @@ async fn a_lapsed_lease_at_the_cap_is_left_to_the_reaper(store: &dyn Store, ts: 
 async fn a_failed_todo_is_claimable_once_its_window_elapses(store: &dyn Store, ts: &TestStore) {
     let f = fixture(store, "ada").await;
     let todo = add_todo(store, &f, "t").await;
-    claim(store, &f.caller, &todo.id).await;
-    store
-        .fail(&f.caller, &todo.id, Finish::default())
-        .await
-        .unwrap();
+    claim_and_fail(store, &f.caller, &todo.id).await;
     advance_secs(ts, 30);
 
     let claimed = store
@@ -171,11 +167,7 @@ async fn a_takeover_takes_the_oldest_lapsed_lease_or_elapsed_retry(
     advance_secs(ts, 1);
     let newest = add_todo(store, &f, "lapsed third").await;
     claim_with_ttl(store, &f.caller, &oldest.id, 60).await;
-    claim(store, &f.caller, &middle.id).await;
-    store
-        .fail(&f.caller, &middle.id, Finish::default())
-        .await
-        .unwrap();
+    claim_and_fail(store, &f.caller, &middle.id).await;
     claim_with_ttl(store, &f.caller, &newest.id, 60).await;
     advance_secs(ts, 61);
 
@@ -203,11 +195,7 @@ async fn a_takeover_on_a_named_queue_stays_in_it(store: &dyn Store, ts: &TestSto
     .await;
     claim_with_ttl(store, &f.caller, &elsewhere.id, 60).await;
     claim_with_ttl(store, &f.caller, &lapsed.id, 60).await;
-    claim(store, &f.caller, &retry.id).await;
-    store
-        .fail(&f.caller, &retry.id, Finish::default())
-        .await
-        .unwrap();
+    claim_and_fail(store, &f.caller, &retry.id).await;
     advance_secs(ts, 61);
 
     let taken = claim_until_empty(store, &f.caller, Some("reviews")).await;
