@@ -44,11 +44,35 @@ const CLAIM_SET: &str = "state = 'claimed', owner = $2, lease_expires_at = $3, \
     lease_token_hash = $4, attempt = attempt + 1, attempts_total = attempts_total + 1, \
     claimed_at = $1, updated_at = $1, next_retry_at = NULL, last_note = NULL";
 
+// The two kinds of todo a takeover may claim besides a pending one; `$1` is
+// now. Macros so that the one condition and SQLite's one-branch-per-index
+// form below are built from the same text.
+macro_rules! lapsed_lease {
+    () => {
+        "state = 'claimed' AND lease_expires_at <= $1"
+    };
+}
+macro_rules! elapsed_retry {
+    () => {
+        "state = 'failed' AND next_retry_at <= $1"
+    };
+}
+macro_rules! below_attempt_cap {
+    () => {
+        "attempt < max_attempts"
+    };
+}
+
 /// What a takeover may claim besides a pending todo: a lapsed lease or an
 /// elapsed retry window, below the attempt cap. `$1` is now.
-const TAKEOVER_CONDITION: &str = "attempt < max_attempts AND \
-    ((state = 'claimed' AND lease_expires_at <= $1) \
-     OR (state = 'failed' AND next_retry_at <= $1))";
+const TAKEOVER_CONDITION: &str = concat!(
+    below_attempt_cap!(),
+    " AND ((",
+    lapsed_lease!(),
+    ") OR (",
+    elapsed_retry!(),
+    "))"
+);
 
 /// An agent's listing: `$1` the endpoint, `$2` the limit, `$3` the queue
 /// when named. The state, one of a closed set, is written as a literal so
@@ -105,15 +129,22 @@ fn list_todos_sql(dialect: Dialect, queue_named: bool, state: Option<TodoState>)
 fn oldest_takeover(dialect: Dialect, filter: &str) -> String {
     match dialect {
         Dialect::Sqlite => format!(
-            "SELECT id FROM (\
-               SELECT id, created_at FROM todos INDEXED BY todos_claimed_by_endpoint \
-                WHERE endpoint_id = $5{filter} AND state = 'claimed' \
-                  AND lease_expires_at <= $1 AND attempt < max_attempts \
-               UNION ALL \
-               SELECT id, created_at FROM todos INDEXED BY todos_retry_by_endpoint \
-                WHERE endpoint_id = $5{filter} AND state = 'failed' \
-                  AND next_retry_at <= $1 AND attempt < max_attempts) \
-             ORDER BY created_at, id LIMIT 1"
+            concat!(
+                "SELECT id FROM (",
+                "SELECT id, created_at FROM todos INDEXED BY todos_claimed_by_endpoint ",
+                "WHERE endpoint_id = $5{filter} AND ",
+                lapsed_lease!(),
+                " AND ",
+                below_attempt_cap!(),
+                " UNION ALL ",
+                "SELECT id, created_at FROM todos INDEXED BY todos_retry_by_endpoint ",
+                "WHERE endpoint_id = $5{filter} AND ",
+                elapsed_retry!(),
+                " AND ",
+                below_attempt_cap!(),
+                ") ORDER BY created_at, id LIMIT 1"
+            ),
+            filter = filter
         ),
         Dialect::Postgres => format!(
             "SELECT id FROM todos WHERE endpoint_id = $5{filter} AND {TAKEOVER_CONDITION} \
