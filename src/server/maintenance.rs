@@ -12,7 +12,7 @@ use crate::delivery::sweep::{SweepConfig, sweep_tick};
 use crate::delivery::{AttemptEnd, Delivery};
 use crate::mcp::McpConfig;
 use crate::metrics::Metrics;
-use crate::store::{Revoked, Store, TodoRef};
+use crate::store::{RetentionCursor, Revoked, Store, TodoRef};
 
 #[derive(Debug, Clone)]
 pub struct MaintenanceConfig {
@@ -220,15 +220,17 @@ pub async fn maintenance_tick(store: &dyn Store, config: &MaintenanceConfig) -> 
 /// Deletes finished history older than the retention age, in batches.
 pub async fn retention_pass(store: &dyn Store, config: &MaintenanceConfig) {
     let mut total = 0;
+    let mut after = RetentionCursor::start();
     for _ in 0..config.retention_max_batches {
         match store
-            .unscoped_prune_terminal_todos(config.retention, config.batch)
+            .unscoped_prune_terminal_todos(config.retention, config.batch, &after)
             .await
         {
-            Ok(n) => {
-                total += n;
-                if (n as i64) < config.batch {
-                    break;
+            Ok(pruned) => {
+                total += pruned.deleted;
+                match pruned.resume_after {
+                    Some(next) if (pruned.deleted as i64) >= config.batch => after = next,
+                    _ => break,
                 }
             }
             Err(e) => {

@@ -69,6 +69,11 @@ pub static SQLITE_MIGRATIONS: &[Migration] = &[
         name: "ring_clock",
         sql: include_str!("migrations/sqlite/0010_ring_clock.sql"),
     },
+    Migration {
+        version: 11,
+        name: "retention_by_listing",
+        sql: include_str!("migrations/sqlite/0011_retention_by_listing.sql"),
+    },
 ];
 
 pub static POSTGRES_MIGRATIONS: &[Migration] = &[
@@ -121,6 +126,11 @@ pub static POSTGRES_MIGRATIONS: &[Migration] = &[
         version: 10,
         name: "checks_as_domains",
         sql: include_str!("migrations/postgres/0010_checks_as_domains.sql"),
+    },
+    Migration {
+        version: 11,
+        name: "retention_by_listing",
+        sql: include_str!("migrations/postgres/0011_retention_by_listing.sql"),
     },
 ];
 

@@ -374,12 +374,16 @@ pub trait SweepStore: Send + Sync {
     async fn unscoped_schedule_due_retries(&self, limit: i64) -> StoreResult<Vec<TodoRef>>;
     /// Revokes every active endpoint whose `expires_at` has passed.
     async fn unscoped_expire_endpoints(&self, limit: i64) -> StoreResult<Vec<Revoked>>;
-    /// Deletes terminal todos (done, dead letter) finished longer ago than `older_than`.
+    /// Deletes up to `limit` terminal todos (done, dead letter, cancelled)
+    /// finished longer ago than `older_than`, from those after `after` in
+    /// listing order; a pass starts at [`RetentionCursor::start`] and hands
+    /// each batch's `resume_after` to the next.
     async fn unscoped_prune_terminal_todos(
         &self,
         older_than: Duration,
         limit: i64,
-    ) -> StoreResult<u64>;
+        after: &RetentionCursor,
+    ) -> StoreResult<Pruned>;
 }
 
 /// Metrics reads (`/metrics`, read at scrape time).

@@ -323,6 +323,36 @@ pub struct Revoked {
     pub dead_lettered: u64,
 }
 
+/// Where a retention pass resumes: the listing key (endpoint, creation
+/// time, id) of the last todo its previous batch deleted. Retention walks
+/// the listings' index in that order, so a pass reads each old todo once
+/// however many batches it takes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RetentionCursor {
+    pub endpoint_id: String,
+    pub created_at: Timestamp,
+    pub id: String,
+}
+
+impl RetentionCursor {
+    /// Before every todo: the empty id sorts first in every collation.
+    pub fn start() -> Self {
+        Self {
+            endpoint_id: String::new(),
+            created_at: Timestamp::from_millis(i64::MIN),
+            id: String::new(),
+        }
+    }
+}
+
+/// One retention batch: how many todos it deleted, and where the next batch
+/// of the same pass resumes (`None` when it deleted nothing).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pruned {
+    pub deleted: u64,
+    pub resume_after: Option<RetentionCursor>,
+}
+
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct ReapReport {
     pub requeued: Vec<TodoRef>,

@@ -452,6 +452,28 @@ impl StoreBase for SqlStore {
     }
 }
 
+/// What SQLite's planner does with `sql` on the product's schema, one line
+/// per step: the plan checks of the modules' tests.
+#[cfg(test)]
+fn sqlite_plan(sql: &str) -> Vec<String> {
+    let conn = rusqlite::Connection::open_in_memory().unwrap();
+    for migration in crate::store::migrate::SQLITE_MIGRATIONS {
+        conn.execute_batch(migration.sql).unwrap();
+    }
+    let mut stmt = conn
+        .prepare(&format!(
+            "EXPLAIN QUERY PLAN {}",
+            sqlite_lane::numbered(sql)
+        ))
+        .unwrap();
+    let mut rows = stmt.raw_query();
+    let mut plan = Vec::new();
+    while let Some(row) = rows.next().unwrap() {
+        plan.push(row.get::<_, String>(3).unwrap());
+    }
+    plan
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,9 +5,10 @@
 
 use super::SqlStore;
 use super::endpoints::RevokeReason;
+use crate::domain::Timestamp;
 use crate::domain::todo::{Disposition, Outcome};
 use crate::store::StoreResult;
-use crate::store::dialect::placeholders;
+use crate::store::dialect::{Dialect, placeholders};
 use crate::store::model::{ReapReport, TodoRef, *};
 use crate::store::prelude::*;
 use async_trait::async_trait;
@@ -21,6 +22,29 @@ fn todo_ref(row: &AnyRow) -> TodoRef {
         endpoint_id: row.get("endpoint_id"),
         queue: row.get("queue"),
     }
+}
+
+/// A retention batch's candidates: `$1` the cutoff, `$2` the limit, `$3`…`$5`
+/// the cursor (endpoint, creation time, id) it resumes after.
+///
+/// It walks the listings' index, `todos_by_endpoint_created`, from the cursor,
+/// rather than an index of its own keyed by `completed_at`: that index took an
+/// entry at every completion, on its right-most page from every completing
+/// connection at once, and dropping it made the PostgreSQL agent loop ~19 %
+/// faster at 16 connections (docs/decisions.md, "Retention walks the
+/// listings' index"). `created_at < $1` is an index condition: only todos
+/// created before the cutoff are read from the table, and a todo is finished
+/// after it is created. (With clocks skewed between instances a todo may be
+/// stamped finished before it was created; it is then pruned one pass later.)
+fn prune_candidates_sql(dialect: Dialect) -> String {
+    format!(
+        "SELECT id, endpoint_id, created_at, event_id FROM todos \
+         WHERE (endpoint_id, created_at, id) > ($3, $4, $5) AND created_at < $1 \
+           AND (state IN ('done', 'cancelled') OR (state = 'failed' AND next_retry_at IS NULL)) \
+           AND completed_at < $1 \
+         ORDER BY endpoint_id, created_at, id LIMIT $2{}",
+        dialect.skip_locked()
+    )
 }
 
 #[async_trait]
@@ -115,24 +139,39 @@ impl SweepStore for SqlStore {
         &self,
         older_than: Duration,
         limit: i64,
-    ) -> StoreResult<u64> {
+        after: &RetentionCursor,
+    ) -> StoreResult<Pruned> {
         let cutoff = self.now().saturating_sub(older_than);
         let mut tx = self.begin().await?;
-        // `completed_at` is when a todo became terminal (done, dead letter or cancelled);
-        // pending and claimed todos never match.
-        let rows = sqlx::query(AssertSqlSafe(format!(
-            "DELETE FROM todos WHERE id IN (SELECT id FROM todos \
-               WHERE (state IN ('done', 'cancelled') OR (state = 'failed' AND next_retry_at IS NULL)) \
-                 AND completed_at < $1 \
-               ORDER BY completed_at LIMIT $2{}) \
-             RETURNING event_id",
-            self.dialect.skip_locked()
-        )))
-        .bind(cutoff.as_millis())
-        .bind(limit)
-        .fetch_all(&mut *tx)
-        .await?;
-        let event_ids: Vec<String> = rows
+        let doomed = sqlx::query(AssertSqlSafe(prune_candidates_sql(self.dialect)))
+            .bind(cutoff.as_millis())
+            .bind(limit)
+            .bind(after.endpoint_id.clone())
+            .bind(after.created_at.as_millis())
+            .bind(after.id.clone())
+            .fetch_all(&mut *tx)
+            .await?;
+        let Some(last) = doomed.last() else {
+            return Ok(Pruned {
+                deleted: 0,
+                resume_after: None,
+            });
+        };
+        let resume_after = RetentionCursor {
+            endpoint_id: last.get("endpoint_id"),
+            created_at: Timestamp::from_millis(last.get("created_at")),
+            id: last.get("id"),
+        };
+        let ids: Vec<String> = doomed.iter().map(|r| r.get("id")).collect();
+        let mut delete = sqlx::query(AssertSqlSafe(format!(
+            "DELETE FROM todos WHERE id IN ({})",
+            placeholders(1, ids.len())
+        )));
+        for id in &ids {
+            delete = delete.bind(id.clone());
+        }
+        delete.execute(&mut *tx).await?;
+        let event_ids: Vec<String> = doomed
             .iter()
             .filter_map(|r| r.get::<Option<String>, _>("event_id"))
             .collect();
@@ -148,7 +187,10 @@ impl SweepStore for SqlStore {
             q.execute(&mut *tx).await?;
         }
         tx.commit().await?;
-        Ok(rows.len() as u64)
+        Ok(Pruned {
+            deleted: ids.len() as u64,
+            resume_after: Some(resume_after),
+        })
     }
 
     async fn unscoped_expire_endpoints(&self, limit: i64) -> StoreResult<Vec<Revoked>> {
@@ -193,5 +235,25 @@ impl SweepStore for SqlStore {
             });
         }
         Ok(expired)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::sql::sqlite_plan;
+
+    #[test]
+    fn on_sqlite_retention_walks_the_listings_index_without_sorting() {
+        let plan = sqlite_plan(&prune_candidates_sql(Dialect::Sqlite));
+        assert!(
+            plan.iter().any(|step| step
+                .contains("USING INDEX todos_by_endpoint_created ((endpoint_id,created_at,id)>")),
+            "{plan:#?}"
+        );
+        assert!(
+            !plan.iter().any(|step| step.contains("TEMP B-TREE")),
+            "sorts: {plan:#?}"
+        );
     }
 }

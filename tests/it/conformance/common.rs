@@ -69,6 +69,15 @@ pub async fn claim_and_fail(store: &dyn Store, caller: &Caller, id: &str) -> Tod
         .expect("fail")
 }
 
+/// One retention batch from the start of a pass: how many todos it deleted.
+pub async fn prune_from_start(store: &dyn Store, older_than: Duration, limit: i64) -> u64 {
+    store
+        .unscoped_prune_terminal_todos(older_than, limit, &RetentionCursor::start())
+        .await
+        .expect("prune")
+        .deleted
+}
+
 pub async fn claim_with_ttl(store: &dyn Store, caller: &Caller, id: &str, ttl: i64) -> Claimed {
     store
         .claim(

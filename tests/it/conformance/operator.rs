@@ -562,21 +562,9 @@ async fn retention_prunes_old_cancelled_todos(store: &dyn Store, ts: &TestStore)
     let live = add_todo(store, &f, "keep me").await;
     store.human_cancel(&f.human.id, &todo.id).await.unwrap();
     let thirty_days = Duration::from_secs(30 * 86_400);
-    assert_eq!(
-        store
-            .unscoped_prune_terminal_todos(thirty_days, 100)
-            .await
-            .unwrap(),
-        0
-    );
+    assert_eq!(prune_from_start(store, thirty_days, 100).await, 0);
     advance_secs(ts, 31 * 86_400);
-    assert_eq!(
-        store
-            .unscoped_prune_terminal_todos(thirty_days, 100)
-            .await
-            .unwrap(),
-        1
-    );
+    assert_eq!(prune_from_start(store, thirty_days, 100).await, 1);
     assert!(matches!(
         store.get_todo(&f.caller, &todo.id).await,
         Err(StoreError::NotFound)

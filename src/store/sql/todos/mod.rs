@@ -719,26 +719,7 @@ impl TodoStore for SqlStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::migrate::SQLITE_MIGRATIONS;
-    use crate::store::sql::sqlite_lane::numbered;
-
-    /// What SQLite's planner does with `sql` on the product's schema, one
-    /// line per step.
-    fn sqlite_plan(sql: &str) -> Vec<String> {
-        let conn = rusqlite::Connection::open_in_memory().unwrap();
-        for migration in SQLITE_MIGRATIONS {
-            conn.execute_batch(migration.sql).unwrap();
-        }
-        let mut stmt = conn
-            .prepare(&format!("EXPLAIN QUERY PLAN {}", numbered(sql)))
-            .unwrap();
-        let mut rows = stmt.raw_query();
-        let mut plan = Vec::new();
-        while let Some(row) = rows.next().unwrap() {
-            plan.push(row.get::<_, String>(3).unwrap());
-        }
-        plan
-    }
+    use crate::store::sql::sqlite_plan;
 
     #[test]
     fn on_sqlite_a_takeover_reads_the_live_claims_and_retries_not_the_history() {

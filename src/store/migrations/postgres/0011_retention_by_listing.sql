@@ -1,0 +1,12 @@
+-- Retention walks the listings' index, and the index kept for it goes
+-- (issue 14; docs/decisions.md, "Retention walks the listings' index").
+--
+-- `todos_terminal_by_age` (completed_at, over finished todos) took a new
+-- entry at every completion, always on its right-most leaf page, so every
+-- connection completing a todo queued for the same page. A/B at 16
+-- connections on a throwaway cluster, 45 s runs, alternated: 2 138 and
+-- 2 077 loops/s with it, 2 545 and 2 478 without; PostgreSQL CPU per loop
+-- 705–716 µs against 558–566 µs. Retention, an hourly sweep, now reads
+-- `todos_by_endpoint_created` from a cursor (`sweeps.rs`,
+-- `prune_candidates_sql`), which every todo is in anyway.
+DROP INDEX todos_terminal_by_age;
