@@ -8,6 +8,26 @@
 //! writer thread ([`sqlite_lane`]); PostgreSQL gets one pool and row locks,
 //! and the loop's transitions as one statement each (`todos/fast.rs`).
 
+// The conditions a takeover and the sweeps share; `$1` is now. Macros so
+// that every statement naming them (the takeover's one condition, SQLite's
+// one-branch-per-index form of it, the reaper, the retry scheduler) is built
+// from the same text, with `concat!`.
+macro_rules! lapsed_lease {
+    () => {
+        "state = 'claimed' AND lease_expires_at <= $1"
+    };
+}
+macro_rules! elapsed_retry {
+    () => {
+        "state = 'failed' AND next_retry_at <= $1"
+    };
+}
+macro_rules! below_attempt_cap {
+    () => {
+        "attempt < max_attempts"
+    };
+}
+
 mod agents;
 mod endpoints;
 mod hot;

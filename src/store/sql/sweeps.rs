@@ -58,15 +58,21 @@ impl SweepStore for SqlStore {
         .to_string();
         let mut tx = self.begin().await?;
         let rows = sqlx::query(AssertSqlSafe(format!(
-            "UPDATE todos SET \
-               state = CASE WHEN attempt < max_attempts THEN 'pending' ELSE 'failed' END, \
-               completed_at = CASE WHEN attempt < max_attempts THEN NULL ELSE $1 END, \
-               result = CASE WHEN attempt < max_attempts THEN result ELSE $2 END, \
-               owner = NULL, lease_expires_at = NULL, lease_token_hash = NULL, \
-               next_retry_at = NULL, updated_at = $1 \
-             WHERE id IN (SELECT id FROM todos WHERE state = 'claimed' AND lease_expires_at <= $1 \
-               ORDER BY lease_expires_at LIMIT $3{}) \
-             RETURNING id, endpoint_id, queue, state, attempts_total, attempts_pruned",
+            concat!(
+                "UPDATE todos SET state = CASE WHEN ",
+                below_attempt_cap!(),
+                " THEN 'pending' ELSE 'failed' END, completed_at = CASE WHEN ",
+                below_attempt_cap!(),
+                " THEN NULL ELSE $1 END, result = CASE WHEN ",
+                below_attempt_cap!(),
+                " THEN result ELSE $2 END, \
+                 owner = NULL, lease_expires_at = NULL, lease_token_hash = NULL, \
+                 next_retry_at = NULL, updated_at = $1 \
+                 WHERE id IN (SELECT id FROM todos WHERE ",
+                lapsed_lease!(),
+                " ORDER BY lease_expires_at LIMIT $3{}) \
+                 RETURNING id, endpoint_id, queue, state, attempts_total, attempts_pruned"
+            ),
             self.dialect.skip_locked()
         )))
         .bind(now.as_millis())

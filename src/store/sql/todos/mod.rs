@@ -44,25 +44,6 @@ const CLAIM_SET: &str = "state = 'claimed', owner = $2, lease_expires_at = $3, \
     lease_token_hash = $4, attempt = attempt + 1, attempts_total = attempts_total + 1, \
     claimed_at = $1, updated_at = $1, next_retry_at = NULL, last_note = NULL";
 
-// The two kinds of todo a takeover may claim besides a pending one; `$1` is
-// now. Macros so that the one condition and SQLite's one-branch-per-index
-// form below are built from the same text.
-macro_rules! lapsed_lease {
-    () => {
-        "state = 'claimed' AND lease_expires_at <= $1"
-    };
-}
-macro_rules! elapsed_retry {
-    () => {
-        "state = 'failed' AND next_retry_at <= $1"
-    };
-}
-macro_rules! below_attempt_cap {
-    () => {
-        "attempt < max_attempts"
-    };
-}
-
 /// What a takeover may claim besides a pending todo: a lapsed lease or an
 /// elapsed retry window, below the attempt cap. `$1` is now.
 const TAKEOVER_CONDITION: &str = concat!(
