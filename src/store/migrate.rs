@@ -74,6 +74,11 @@ pub static SQLITE_MIGRATIONS: &[Migration] = &[
         name: "retention_by_listing",
         sql: include_str!("migrations/sqlite/0011_retention_by_listing.sql"),
     },
+    Migration {
+        version: 12,
+        name: "foreign_keys_indexed",
+        sql: include_str!("migrations/sqlite/0012_foreign_keys_indexed.sql"),
+    },
 ];
 
 pub static POSTGRES_MIGRATIONS: &[Migration] = &[
@@ -131,6 +136,11 @@ pub static POSTGRES_MIGRATIONS: &[Migration] = &[
         version: 11,
         name: "retention_by_listing",
         sql: include_str!("migrations/postgres/0011_retention_by_listing.sql"),
+    },
+    Migration {
+        version: 12,
+        name: "foreign_keys_indexed",
+        sql: include_str!("migrations/postgres/0012_foreign_keys_indexed.sql"),
     },
 ];
 

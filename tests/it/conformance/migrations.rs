@@ -278,7 +278,116 @@ async fn the_database_refuses_values_outside_their_domain(store: &dyn Store, ts:
     assert_eq!(history[0].outcome, Some(Outcome::Completed));
 }
 
+/// Foreign keys and the indexes of their referencing tables, as
+/// `(table, name, columns, partial-index predicate)` rows, one per column in
+/// key order (`name` is the key's or the index's; `predicate` is empty for a
+/// key and for a whole-table index).
+fn keys_and_indexes_queries(backend: Backend) -> [&'static str; 2] {
+    match backend {
+        Backend::Sqlite => [
+            "SELECT m.name, CAST(f.id AS TEXT), f.\"from\", '' \
+             FROM sqlite_master m JOIN pragma_foreign_key_list(m.name) f \
+             WHERE m.type = 'table' ORDER BY m.name, f.id, f.seq",
+            "SELECT m.name, i.name, COALESCE(c.name, ''), \
+               COALESCE((SELECT s.sql FROM sqlite_master s WHERE s.name = i.name \
+                 AND i.partial = 1), '') \
+             FROM sqlite_master m JOIN pragma_index_list(m.name) i \
+               JOIN pragma_index_info(i.name) c \
+             WHERE m.type = 'table' ORDER BY m.name, i.name, c.seqno",
+        ],
+        Backend::Postgres => [
+            "SELECT c.conrelid::regclass::text, c.conname::text, a.attname::text, '' \
+             FROM pg_constraint c CROSS JOIN LATERAL unnest(c.conkey) WITH ORDINALITY k(attnum, n) \
+               JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = k.attnum \
+             WHERE c.contype = 'f' AND c.connamespace = 'public'::regnamespace \
+             ORDER BY 1, 2, k.n",
+            "SELECT i.indrelid::regclass::text, i.indexrelid::regclass::text, \
+               COALESCE(a.attname::text, ''), COALESCE(pg_get_expr(i.indpred, i.indrelid), '') \
+             FROM pg_index i JOIN pg_class t ON t.oid = i.indrelid \
+               CROSS JOIN LATERAL unnest(i.indkey::int2[]) WITH ORDINALITY k(attnum, n) \
+               LEFT JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum \
+             WHERE t.relnamespace = 'public'::regnamespace AND k.n <= i.indnkeyatts \
+             ORDER BY 1, 2, k.n",
+        ],
+    }
+}
+
+/// A key or an index: its table, name, columns in order, and (an index)
+/// the predicate of a partial one.
+#[derive(Debug)]
+struct Columns {
+    table: String,
+    name: String,
+    columns: Vec<String>,
+    predicate: String,
+}
+
+async fn columns_of(store: &SqlStore, sql: &'static str) -> Vec<Columns> {
+    let rows = sqlx::query(sql)
+        .fetch_all(store.pool())
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    let mut out: Vec<Columns> = Vec::new();
+    for row in rows {
+        let (table, name, column, predicate): (String, String, String, String) =
+            (row.get(0), row.get(1), row.get(2), row.get(3));
+        match out.last_mut() {
+            Some(last) if last.table == table && last.name == name => last.columns.push(column),
+            _ => out.push(Columns {
+                table,
+                name,
+                columns: vec![column],
+                predicate,
+            }),
+        }
+    }
+    out
+}
+
+/// Whether a partial index's predicate (PostgreSQL's deparsed expression or
+/// SQLite's `CREATE INDEX` text) is `column IS NOT NULL`, which every lookup
+/// `column = $1` implies: such an index serves the key too.
+fn only_excludes_nulls(predicate: &str, column: &str) -> bool {
+    let condition = predicate
+        .rsplit_once(" WHERE ")
+        .map_or(predicate, |(_, after)| after);
+    condition.trim_matches(|c: char| c == '(' || c == ')' || c.is_whitespace())
+        == format!("{column} IS NOT NULL")
+}
+
+/// Deleting a referenced row makes the database look up the rows that refer
+/// to it (to cascade, set null, or refuse). Without an index leading with
+/// the key's columns each lookup scans the whole referencing table: retention
+/// deleting intake events once scanned every todo for each event.
+async fn every_foreign_key_leads_an_index(_store: &dyn Store, ts: &TestStore) {
+    let [keys_sql, indexes_sql] = keys_and_indexes_queries(ts.store.backend());
+    let keys = columns_of(&ts.store, keys_sql).await;
+    let indexes = columns_of(&ts.store, indexes_sql).await;
+    assert!(
+        keys.iter().any(|k| k.table == "todos"),
+        "the catalog queries see the keys: {keys:?}"
+    );
+    let unserved: Vec<String> = keys
+        .iter()
+        .filter(|key| {
+            !indexes.iter().any(|index| {
+                index.table == key.table
+                    && index.columns.starts_with(&key.columns)
+                    && (index.predicate.is_empty()
+                        || (key.columns.len() == 1
+                            && only_excludes_nulls(&index.predicate, &key.columns[0])))
+            })
+        })
+        .map(|key| format!("{}({})", key.table, key.columns.join(", ")))
+        .collect();
+    assert!(
+        unserved.is_empty(),
+        "foreign keys without an index leading with their columns: {unserved:?}"
+    );
+}
+
 exercise_on_both_backends!(
+    every_foreign_key_leads_an_index,
     the_database_refuses_values_outside_their_domain,
     todos_and_their_history_survive_the_cancelled_migration,
     migrating_step_by_step_matches_migrating_at_once,
