@@ -54,9 +54,10 @@ impl Conditions {
             let p = self.bind(queue.clone());
             self.push(format!("queue = {p}"));
         }
+        // A literal (the state is one of a closed set), so that the planner
+        // can match it to a live state's partial index; a bound value cannot.
         if let Some(state) = filter.state {
-            let p = self.bind(state.as_str().to_owned());
-            self.push(format!("state = {p}"));
+            self.push(format!("state = '{}'", state.as_str()));
         }
         match filter.dead_letter {
             Some(true) => self.push("(state = 'failed' AND next_retry_at IS NULL)"),
