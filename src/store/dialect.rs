@@ -78,6 +78,18 @@ impl Dialect {
         }
     }
 
+    /// `todos` as the `FROM` item of a read that must use `index`, a live
+    /// state's partial index: named with `INDEXED BY` on SQLite, which has
+    /// no statistics and may otherwise serve the read from the listings'
+    /// index over the whole history (as [`Self::pending_todos_by_endpoint`]
+    /// explains); PostgreSQL picks by its statistics.
+    pub fn todos_by_index(self, index: &str) -> String {
+        match self {
+            Self::Sqlite => format!("todos INDEXED BY {index}"),
+            Self::Postgres => "todos".to_owned(),
+        }
+    }
+
     /// A subquery yielding the strings of a JSON array bound at `$param`:
     /// one parameter however long the list (SQLite's cost per `$n`
     /// placeholder grows with their number; a 10 000-id list costs ~100 ms

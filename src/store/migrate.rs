@@ -79,6 +79,11 @@ pub static SQLITE_MIGRATIONS: &[Migration] = &[
         name: "foreign_keys_indexed",
         sql: include_str!("migrations/sqlite/0012_foreign_keys_indexed.sql"),
     },
+    Migration {
+        version: 13,
+        name: "dead_letters_by_endpoint",
+        sql: include_str!("migrations/sqlite/0013_dead_letters_by_endpoint.sql"),
+    },
 ];
 
 pub static POSTGRES_MIGRATIONS: &[Migration] = &[
@@ -141,6 +146,11 @@ pub static POSTGRES_MIGRATIONS: &[Migration] = &[
         version: 12,
         name: "foreign_keys_indexed",
         sql: include_str!("migrations/postgres/0012_foreign_keys_indexed.sql"),
+    },
+    Migration {
+        version: 13,
+        name: "dead_letters_by_endpoint",
+        sql: include_str!("migrations/postgres/0013_dead_letters_by_endpoint.sql"),
     },
 ];
 

@@ -7,7 +7,7 @@ use super::{SqlStore, paging};
 use crate::domain::scope::normalize_scope;
 use crate::domain::{Invalid, Timestamp, lease};
 use crate::mint::new_id;
-use crate::store::dialect::placeholders;
+use crate::store::dialect::{Dialect, placeholders};
 use crate::store::error::is_unique_violation;
 use crate::store::model::*;
 use crate::store::prelude::*;
@@ -72,6 +72,33 @@ impl SqlStore {
         .await?;
         Ok(done.rows_affected())
     }
+}
+
+/// The live work counts of the endpoints bound at `$1`…`$n`: rows of
+/// (endpoint, kind, count), one branch per kind, each reading only its
+/// state's partial index. The board re-reads them every two seconds per open
+/// page; as one pass over the endpoints' todos (`state <> 'done'`) they read
+/// the whole history the retention window keeps (31 ms over 300 000 todos
+/// on PostgreSQL, a scan of the table).
+fn activity_counts_sql(dialect: Dialect, endpoints: usize) -> String {
+    let list = placeholders(1, endpoints);
+    [
+        ("pending", "todos_pending_by_endpoint", "state = 'pending'"),
+        ("claimed", "todos_claimed_by_endpoint", "state = 'claimed'"),
+        (
+            "dead",
+            "todos_dead_by_endpoint",
+            "state = 'failed' AND next_retry_at IS NULL",
+        ),
+    ]
+    .map(|(kind, index, condition)| {
+        format!(
+            "SELECT endpoint_id, '{kind}' AS kind, COUNT(*) AS n FROM {} \
+             WHERE endpoint_id IN ({list}) AND {condition} GROUP BY endpoint_id",
+            dialect.todos_by_index(index)
+        )
+    })
+    .join(" UNION ALL ")
 }
 
 /// The credential lookup, as SQLite's writer thread runs it (`?n` placeholders).
@@ -340,7 +367,7 @@ impl EndpointStore for SqlStore {
         })
     }
 
-    /// Work counts of several endpoints in one pass over their live todos.
+    /// Work counts of several endpoints from their live todos' indexes.
     async fn endpoint_activity(
         &self,
         endpoint_ids: &[String],
@@ -352,27 +379,26 @@ impl EndpointStore for SqlStore {
         if endpoint_ids.is_empty() {
             return Ok(out);
         }
-        let list = placeholders(1, endpoint_ids.len());
-        let sql = format!(
-            "SELECT endpoint_id, \
-               SUM(CASE WHEN state = 'pending' THEN 1 ELSE 0 END) AS pending, \
-               SUM(CASE WHEN state = 'claimed' THEN 1 ELSE 0 END) AS claimed, \
-               SUM(CASE WHEN state = 'failed' AND next_retry_at IS NULL THEN 1 ELSE 0 END) AS dead \
-             FROM todos WHERE endpoint_id IN ({list}) AND state <> 'done' \
-             GROUP BY endpoint_id"
-        );
-        let mut q = sqlx::query(AssertSqlSafe(sql));
+        let mut q = sqlx::query(AssertSqlSafe(activity_counts_sql(
+            self.dialect,
+            endpoint_ids.len(),
+        )));
         for id in endpoint_ids {
             q = q.bind(id.clone());
         }
         for row in q.fetch_all(self.reader()?).await? {
-            let id: String = row.get("endpoint_id");
+            let id: String = row.try_get("endpoint_id")?;
+            let kind: String = row.try_get("kind")?;
+            let n: i64 = row.try_get("n")?;
             if let Some(a) = out.get_mut(&id) {
-                a.pending = row.try_get::<Option<i64>, _>("pending")?.unwrap_or(0);
-                a.claimed = row.try_get::<Option<i64>, _>("claimed")?.unwrap_or(0);
-                a.dead_letters = row.try_get::<Option<i64>, _>("dead")?.unwrap_or(0);
+                match kind.as_str() {
+                    "pending" => a.pending = n,
+                    "claimed" => a.claimed = n,
+                    _ => a.dead_letters = n,
+                }
             }
         }
+        let list = placeholders(1, endpoint_ids.len());
         let sql = format!(
             "SELECT endpoint_id, MIN(id) AS todo_id FROM todos \
              WHERE endpoint_id IN ({list}) AND state = 'claimed' AND lease_expires_at > ${n} \
@@ -474,5 +500,28 @@ impl EndpointStore for SqlStore {
         .fetch_one(self.reader()?)
         .await?;
         Ok(row.get::<i64, _>(0))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::sql::sqlite_plan;
+
+    #[test]
+    fn on_sqlite_the_work_counts_read_the_live_indexes_not_the_history() {
+        let plan = sqlite_plan(&activity_counts_sql(Dialect::Sqlite, 3));
+        let uses = |index: &str| plan.iter().any(|step| step.contains(index));
+        for index in [
+            "todos_pending_by_endpoint",
+            "todos_claimed_by_endpoint",
+            "todos_dead_by_endpoint",
+        ] {
+            assert!(uses(index), "{index}: {plan:#?}");
+        }
+        assert!(
+            !uses("todos_by_endpoint_created") && !uses("SCAN todos"),
+            "the counts walk the history: {plan:#?}"
+        );
     }
 }

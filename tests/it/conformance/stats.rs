@@ -152,7 +152,68 @@ async fn mine_of(store: &dyn Store, endpoint_id: &str) -> LivenessInputs {
         .expect("the endpoint is active")
 }
 
+/// The board's and the endpoint listings' work counts: per endpoint, its
+/// pending, claimed and dead-lettered todos and the oldest one it works on,
+/// read from the live states' indexes; finished history and other endpoints
+/// count for nothing.
+async fn work_counts_follow_each_endpoints_live_todos(store: &dyn Store, ts: &TestStore) {
+    let f = fixture(store, "ada").await;
+    let human = store.get_human(&f.human.id).await.unwrap();
+    let quiet = endpoint_for(store, human.clone(), "quiet", &["inbox"]).await;
+    let idle = endpoint_for(store, human, "idle", &["inbox"]).await;
+
+    let worked = add_todo(store, &f, "worked on").await;
+    advance_secs(ts, 1);
+    let also_worked = add_todo(store, &f, "also worked on").await;
+    add_todo(store, &f, "waiting").await;
+    let retried = create(store, capped_todo(&f, "retried", 5)).await;
+    let buried = create(store, capped_todo(&f, "buried", 1)).await;
+    let finished = add_todo(store, &f, "finished").await;
+    add_todo(store, &quiet, "elsewhere").await;
+
+    claim(store, &f.caller, &worked.id).await;
+    claim(store, &f.caller, &also_worked.id).await;
+    claim_and_fail(store, &f.caller, &retried.id).await;
+    claim_and_fail(store, &f.caller, &buried.id).await;
+    claim(store, &f.caller, &finished.id).await;
+    store
+        .complete(&f.caller, &finished.id, Finish::default())
+        .await
+        .unwrap();
+
+    let ids = [&f, &quiet, &idle].map(|e| e.endpoint.id.clone());
+    let counts = store.endpoint_activity(&ids).await.unwrap();
+    let busy = &counts[&f.endpoint.id];
+    assert_eq!(
+        (busy.pending, busy.claimed, busy.dead_letters),
+        (1, 2, 1),
+        "a scheduled retry is neither pending nor dead; a done todo is nothing: {busy:?}"
+    );
+    assert_eq!(
+        busy.working_on.as_deref(),
+        Some(worked.id.as_str()).min(Some(also_worked.id.as_str())),
+        "the lowest id among the live claims"
+    );
+    let elsewhere = &counts[&quiet.endpoint.id];
+    assert_eq!(
+        (elsewhere.pending, elsewhere.claimed, elsewhere.dead_letters),
+        (1, 0, 0)
+    );
+    assert_eq!(elsewhere.working_on, None);
+    let nothing = &counts[&idle.endpoint.id];
+    assert_eq!(
+        (nothing.pending, nothing.claimed, nothing.dead_letters),
+        (0, 0, 0)
+    );
+
+    // A human's retry takes the dead letter out of the count.
+    store.human_retry(&f.human.id, &buried.id).await.unwrap();
+    let busy = &store.endpoint_activity(&ids[..1]).await.unwrap()[&f.endpoint.id];
+    assert_eq!((busy.pending, busy.dead_letters), (2, 0), "{busy:?}");
+}
+
 exercise_on_both_backends!(
+    work_counts_follow_each_endpoints_live_todos,
     queue_stats_count_every_state_across_endpoints,
     liveness_inputs_describe_active_endpoints,
 );

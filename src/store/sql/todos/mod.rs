@@ -73,9 +73,9 @@ fn sqlite_live_index(state: Option<TodoState>, queue_named: bool) -> Option<&'st
 
 /// `todos`, naming the live state's index on SQLite ([`sqlite_live_index`]).
 fn listing_source(dialect: Dialect, state: Option<TodoState>, queue_named: bool) -> String {
-    match (dialect, sqlite_live_index(state, queue_named)) {
-        (Dialect::Sqlite, Some(index)) => format!("todos INDEXED BY {index}"),
-        _ => "todos".to_owned(),
+    match sqlite_live_index(state, queue_named) {
+        Some(index) => dialect.todos_by_index(index),
+        None => "todos".to_owned(),
     }
 }
 
