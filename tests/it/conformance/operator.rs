@@ -556,6 +556,78 @@ async fn kind_and_source_filter_the_listing_with_keyset_pages(store: &dyn Store,
     assert!(titles(store, &f, cancelled).await.is_empty());
 }
 
+/// Every page of `filter`'s listing for `f`'s human, `limit` at a time, in order.
+async fn every_page(store: &dyn Store, f: &Fixture, filter: &TodoFilter, limit: i64) -> Vec<Todo> {
+    let mut seen = Vec::new();
+    let mut page = PageRequest { limit, after: None };
+    loop {
+        let got = store
+            .human_list_todos(&f.human.id, filter, &page)
+            .await
+            .unwrap();
+        assert!(got.items.len() as i64 <= limit);
+        seen.extend(got.items);
+        match got.next_cursor {
+            Some(cursor) => page.after = Some(cursor),
+            None => return seen,
+        }
+    }
+}
+
+/// A human's listing spans their endpoints, newest first (ties by id), in
+/// keyset pages that neither repeat nor skip a todo, however the endpoints'
+/// todos interleave in time; filtered by state it is the same order.
+async fn a_humans_listing_pages_across_endpoints_newest_first(store: &dyn Store, ts: &TestStore) {
+    let f = fixture(store, "ada").await;
+    let human = store.get_human(&f.human.id).await.unwrap();
+    let second = endpoint_for(store, human.clone(), "second", &["inbox"]).await;
+    let third = endpoint_for(store, human, "third", &["inbox"]).await;
+    let stranger = fixture(store, "grace").await;
+    let mut made = Vec::new();
+    for round in 0..4 {
+        // Within a round the three endpoints' todos share one creation time.
+        for (i, endpoint) in [&f, &second, &third].into_iter().enumerate() {
+            made.push(add_todo(store, endpoint, &format!("r{round} e{i}")).await);
+        }
+        add_todo(store, &stranger, "not ada's").await;
+        advance_secs(ts, 1);
+    }
+    made.push(add_todo(store, &third, "newest").await);
+    let mut newest_first = made.clone();
+    newest_first.sort_by(|a, b| (b.created_at, &b.id).cmp(&(a.created_at, &a.id)));
+    let ids = |todos: &[Todo]| todos.iter().map(|t| t.id.clone()).collect::<Vec<_>>();
+
+    for limit in [1, 2, 5, 50] {
+        let listed = every_page(store, &f, &filter(), limit).await;
+        assert_eq!(ids(&listed), ids(&newest_first), "pages of {limit}");
+    }
+
+    for todo in [&made[1], &made[5], &made[6]] {
+        let holder = [&f, &second, &third]
+            .into_iter()
+            .find(|e| e.endpoint.id == todo.endpoint_id)
+            .unwrap();
+        claim(store, &holder.caller, &todo.id).await;
+    }
+    let claimed = TodoFilter {
+        state: Some(TodoState::Claimed),
+        ..filter()
+    };
+    let expected: Vec<String> = ids(&newest_first)
+        .into_iter()
+        .filter(|id| [&made[1].id, &made[5].id, &made[6].id].contains(&id))
+        .collect();
+    assert_eq!(ids(&every_page(store, &f, &claimed, 2).await), expected);
+    let pending = TodoFilter {
+        state: Some(TodoState::Pending),
+        ..filter()
+    };
+    assert_eq!(
+        every_page(store, &f, &pending, 4).await.len(),
+        made.len() - 3
+    );
+}
+
 async fn retention_prunes_old_cancelled_todos(store: &dyn Store, ts: &TestStore) {
     let f = fixture(store, "ada").await;
     let todo = add_todo(store, &f, "cancel me").await;
@@ -587,6 +659,7 @@ exercise_on_both_backends!(
     one_bulk_call_changes_at_most_a_thousand,
     title_search_is_literal_and_ascii_case_insensitive,
     kind_and_source_filter_the_listing_with_keyset_pages,
+    a_humans_listing_pages_across_endpoints_newest_first,
     retention_prunes_old_cancelled_todos,
     a_bulk_cancel_racing_claimers_leaves_nothing_claimed,
     two_bulk_cancels_at_once_split_the_work,

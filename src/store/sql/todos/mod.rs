@@ -106,23 +106,54 @@ fn list_todos_sql(dialect: Dialect, queue_named: bool, state: Option<TodoState>)
 /// A human's listing across their endpoints, newest first: `$1` the human,
 /// `$2` and `$3` the cursor, `$4` the limit, then the filter's values
 /// (returned beside the text, in order).
+///
+/// No index gives the order across several endpoints: the listings' index
+/// is ordered within each. PostgreSQL would read every todo of the human's
+/// endpoints and sort them for each page (a parallel sequential scan and a
+/// top-N sort, 65 ms over 300 000 todos — and the board's live fingerprint
+/// reads the newest todo every two seconds per open page), so it takes the
+/// page's worth from each endpoint's end of the index and sorts only those
+/// (0.6 ms for 10 endpoints; the cost grows with the human's endpoints, not
+/// their history). SQLite does that by itself for an `IN` list ordered by
+/// the index's next column with a `LIMIT`: each endpoint's range stops once
+/// it has filled the page.
 fn human_list_todos_sql(
     dialect: Dialect,
     filter: &TodoFilter,
 ) -> StoreResult<(String, Vec<String>)> {
     let mut conditions = filter::Conditions::starting_at(5);
-    conditions.push("endpoint_id IN (SELECT id FROM endpoints WHERE human_id = $1)");
-    conditions.push("(created_at < $2 OR (created_at = $2 AND id < $3))");
-    conditions.filter(dialect, filter)?;
-    let sql = format!(
-        concat!(
-            "SELECT ",
-            todo_columns!(),
-            " FROM {} WHERE {} ORDER BY created_at DESC, id DESC LIMIT $4"
-        ),
-        listing_source(dialect, filter.state, filter.queue.is_some()),
-        conditions.joined()
-    );
+    let from = listing_source(dialect, filter.state, filter.queue.is_some());
+    let sql = match dialect {
+        Dialect::Postgres => {
+            conditions.push("(created_at, id) < ($2, $3)");
+            conditions.filter(dialect, filter)?;
+            format!(
+                concat!(
+                    "SELECT t.* FROM endpoints e CROSS JOIN LATERAL (SELECT ",
+                    todo_columns!(),
+                    " FROM {} WHERE endpoint_id = e.id AND {} ",
+                    "ORDER BY created_at DESC, id DESC LIMIT $4) t ",
+                    "WHERE e.human_id = $1 ORDER BY t.created_at DESC, t.id DESC LIMIT $4"
+                ),
+                from,
+                conditions.joined()
+            )
+        }
+        Dialect::Sqlite => {
+            conditions.push("endpoint_id IN (SELECT id FROM endpoints WHERE human_id = $1)");
+            conditions.push("(created_at < $2 OR (created_at = $2 AND id < $3))");
+            conditions.filter(dialect, filter)?;
+            format!(
+                concat!(
+                    "SELECT ",
+                    todo_columns!(),
+                    " FROM {} WHERE {} ORDER BY created_at DESC, id DESC LIMIT $4"
+                ),
+                from,
+                conditions.joined()
+            )
+        }
+    };
     Ok((sql, conditions.binds))
 }
 
