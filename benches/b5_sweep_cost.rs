@@ -1,7 +1,7 @@
-//! B5 and B6 (`09-quality.md`): the cost of one maintenance sweep tick and
-//! one presence evaluator tick with 10 000 endpoints, over an empty history
-//! and over 1 000 000 finished todos; and `claim_next` latency over the same
-//! two histories.
+//! B5 and B6 (`09-quality.md`): the cost of one maintenance sweep tick, one
+//! presence evaluator tick and one retention batch with 10 000 endpoints, over
+//! an empty history and over 1 000 000 finished todos; and `claim_next`
+//! latency over the same two histories.
 //!
 //! In process, through the library: a [`SqlStore`] on SQLite (a temp file)
 //! or PostgreSQL (a fresh database), a [`ManualClock`] fixed at Monday
@@ -42,7 +42,21 @@
 //!    that many endpoints with waiting work get `presence_seen = 'out'`, so
 //!    the tick claims each out→in transition and sends each a digest;
 //! 5. B6: `B6_CLAIMS` × `claim_next` on endpoint 0 (each followed by an
-//!    untimed `complete`).
+//!    untimed `complete`);
+//! 6. retention, one batch per tick: before it (untimed), each side gets
+//!    `B5_TICKS` × the server's retention batch (`MaintenanceConfig`'s
+//!    `batch`, 500) finished intake todos on endpoint 0, each with its own
+//!    intake event, created 31–32 days before the clock (the default
+//!    retention is 30 days; the history is younger, so none of it is due);
+//!    each tick is one `unscoped_prune_terminal_todos` call of the server's
+//!    retention pass (`retention_pass`'s loop, mirrored so each batch is timed
+//!    alone, the cursor handed from batch to batch), deleting a full batch of
+//!    todos and their events (a foreign key without an index once made each
+//!    deleted intake event scan every todo; a read over the listings' index
+//!    from the cursor to its end once planned as a scan and a sort of the
+//!    whole table). Then, as a probe, the pass's last batch, nothing more
+//!    due, which reads one index range per endpoint up to the cutoff, not the
+//!    history (timed `min(B5_TICKS, 10)` times; it deletes nothing).
 //!
 //! Breakdowns (nothing due): the sweep's statements alone (the due-endpoints
 //! read over the hosted list, then what a due tick adds: presence of the
@@ -53,17 +67,22 @@
 //! alone, and on
 //! SQLite a probe: one `IN` list of 10 000 ids with `$n` placeholders (as the
 //! store writes them) and with anonymous `?`. At the end, the plans of those
-//! statements (EXPLAIN (ANALYZE, BUFFERS) on PostgreSQL, EXPLAIN QUERY PLAN
-//! on SQLite) go into the report.
+//! statements and of retention's candidate read from the start of a pass
+//! (EXPLAIN (ANALYZE, BUFFERS) on PostgreSQL, EXPLAIN QUERY PLAN on SQLite) go
+//! into the report.
 //!
 //! Correctness, checked after each scenario: every due todo rang exactly once
 //! (doorbells read from the session streams and ring counts in the database),
 //! nothing rang when nothing was due, no presence changed when none was due,
-//! every due transition was claimed once with one digest, and B6 claimed each
-//! of its todos exactly once. Exits non-zero when a check fails.
+//! every due transition was claimed once with one digest, B6 claimed each
+//! of its todos exactly once, every retention batch deleted a full batch and
+//! the pass's last one nothing, and afterwards every due todo and its intake
+//! event are gone while the history, the live todos and their intake event are
+//! all still there. Exits non-zero when a check fails.
 //!
 //! Environment: `B5_ENDPOINTS` (10 000), `B5_HISTORY` (1 000 000), `B5_TICKS`
-//! (50), `B5_TRANSITIONS` (10), `B6_CLAIMS` (500), `B5_BACKENDS`
+//! (50; also the retention batches, so `B5_TICKS` × 500 todos past retention
+//! per side), `B5_TRANSITIONS` (10), `B6_CLAIMS` (500), `B5_BACKENDS`
 //! (`sqlite,postgres`), `B5_RESULTS` (also write the Markdown report there),
 //! `B5_KEEP=1` (keep the databases for EXPLAIN and print where they are).
 //! PostgreSQL: `SWITCHBOARD_BENCH_DATABASE_URL`, else
@@ -89,10 +108,12 @@ use switchboard::delivery::sessions::{SessionRegistry, StreamGuard};
 use switchboard::delivery::sweep::{SweepConfig, sweep_tick};
 use switchboard::delivery::{Doorbells, Trigger};
 use switchboard::domain::Timestamp;
+use switchboard::server::maintenance::MaintenanceConfig;
 use switchboard::store::prelude::*;
 use switchboard::store::sql::DatabaseLocation;
 use switchboard::store::{
-    AgentKind, ClaimOptions, Finish, NewEndpoint, RingCandidate, SqlStore, StoreOptions,
+    AgentKind, ClaimOptions, Finish, NewEndpoint, RetentionCursor, RingCandidate, SqlStore,
+    StoreOptions,
 };
 use tokio::sync::mpsc::Receiver;
 
@@ -175,6 +196,43 @@ const SQLITE_HISTORY: &str = "WITH RECURSIVE s(i) AS (SELECT 0 UNION ALL SELECT 
        CASE WHEN s.i % 20 = 1 THEN 'failed' ELSE 'done' END, 'agent:b5', 1, 1, 1, s.i % 6, \
        CASE WHEN s.i % 6 = 0 THEN NULL ELSE $2 + s.i * $3 + 1000 END, \
        $2 + s.i * $3, $2 + s.i * $3 + 60000, $2 + s.i * $3 + 1000, $2 + s.i * $3 + 60000 \
+     FROM s";
+
+/// Retention's due rows, one intake event each (`ev_o` + i): event i received
+/// on endpoint 0 at $1 + i × $2, for $3 events.
+const PG_OLD_EVENTS: &str = "INSERT INTO intake_events (id, endpoint_id, trust_mode, actor, \
+       received_at, headers, body_size) \
+     SELECT 'ev_o' || lpad(to_hex(s.i), 31, '0'), 'ep_' || lpad(to_hex(0), 32, '0'), 'token', \
+       'webhook:b5', $1 + s.i * $2, '{}', 0 \
+     FROM generate_series(0::bigint, $3::bigint - 1) AS s(i)";
+
+const SQLITE_OLD_EVENTS: &str = "WITH RECURSIVE s(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM s WHERE i + 1 < $3) \
+     INSERT INTO intake_events (id, endpoint_id, trust_mode, actor, received_at, headers, \
+       body_size) \
+     SELECT printf('ev_o%031x', s.i), printf('ep_%032x', 0), 'token', 'webhook:b5', \
+       $1 + s.i * $2, '{}', 0 \
+     FROM s";
+
+/// Retention's due todos (`td_o` + i), made by intake event i: on endpoint 0,
+/// created when their event was received, finished a minute later; 1 in 20
+/// dead lettered, as in the history.
+const PG_OLD_TODOS: &str = "INSERT INTO todos (id, endpoint_id, queue, title, kind, source, event_id, \
+       state, owner, attempt, max_attempts, attempts_total, ring_attempts, last_ringed_at, \
+       created_at, updated_at, claimed_at, completed_at) \
+     SELECT 'td_o' || lpad(to_hex(s.i), 31, '0'), 'ep_' || lpad(to_hex(0), 32, '0'), \
+       'inbox', 'b5 old ' || s.i, 'operator', 'operator', 'ev_o' || lpad(to_hex(s.i), 31, '0'), \
+       CASE WHEN s.i % 20 = 1 THEN 'failed' ELSE 'done' END, 'agent:b5', 1, 1, 1, 0, NULL, \
+       $1 + s.i * $2, $1 + s.i * $2 + 60000, $1 + s.i * $2 + 1000, $1 + s.i * $2 + 60000 \
+     FROM generate_series(0::bigint, $3::bigint - 1) AS s(i)";
+
+const SQLITE_OLD_TODOS: &str = "WITH RECURSIVE s(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM s WHERE i + 1 < $3) \
+     INSERT INTO todos (id, endpoint_id, queue, title, kind, source, event_id, \
+       state, owner, attempt, max_attempts, attempts_total, ring_attempts, last_ringed_at, \
+       created_at, updated_at, claimed_at, completed_at) \
+     SELECT printf('td_o%031x', s.i), printf('ep_%032x', 0), \
+       'inbox', 'b5 old ' || s.i, 'operator', 'operator', printf('ev_o%031x', s.i), \
+       CASE WHEN s.i % 20 = 1 THEN 'failed' ELSE 'done' END, 'agent:b5', 1, 1, 1, 0, NULL, \
+       $1 + s.i * $2, $1 + s.i * $2 + 60000, $1 + s.i * $2 + 1000, $1 + s.i * $2 + 60000 \
      FROM s";
 
 fn endpoint_id(i: i64) -> String {
@@ -271,6 +329,11 @@ impl Config {
     /// Due pending todos: enough for every "100 due" tick.
     fn pending(&self) -> i64 {
         self.ticks as i64 * SweepConfig::default().per_tick
+    }
+
+    /// Todos past retention: one full batch of the server's for every tick.
+    fn retention_due(&self) -> i64 {
+        self.ticks as i64 * MaintenanceConfig::default().batch
     }
 }
 
@@ -526,6 +589,44 @@ async fn load_history(cfg: &Config, backend: Backend, pool: &AnyPool) -> Result<
     Ok(started.elapsed())
 }
 
+/// Retention's due rows: `cfg.retention_due()` finished intake todos, each
+/// with its own intake event (retention deletes both), created over the day
+/// from 32 to 31 days before the clock and finished a minute after, so all are
+/// past the 30-day cutoff while the history (created from the cutoff on) is
+/// not.
+///
+/// All on endpoint 0, one endpoint's backlog: retention reads each
+/// endpoint's range of the listings' index (endpoint, created_at, id) up to
+/// the cutoff, so every batch reads just the todos it deletes on both sides,
+/// and the timed difference between the sides is what the history costs it.
+async fn load_retention_due(cfg: &Config, backend: Backend, pool: &AnyPool) -> Result<Duration> {
+    let started = Instant::now();
+    let n = cfg.retention_due();
+    let first = NOW_MS - 32 * DAY_MS;
+    let step = (DAY_MS / n.max(1)).max(1);
+    let (events, todos) = match backend {
+        Backend::Postgres => (PG_OLD_EVENTS, PG_OLD_TODOS),
+        Backend::Sqlite => (SQLITE_OLD_EVENTS, SQLITE_OLD_TODOS),
+    };
+    let mut tx = pool.begin().await?;
+    for (what, sql) in [("intake events", events), ("todos", todos)] {
+        let inserted = sqlx::query(sql)
+            .bind(first)
+            .bind(step)
+            .bind(n)
+            .execute(&mut *tx)
+            .await
+            .with_context(|| format!("inserting retention's due {what}"))?
+            .rows_affected();
+        ensure!(
+            inserted == n as u64,
+            "retention's due {what}: {inserted} inserted, {n} expected"
+        );
+    }
+    tx.commit().await?;
+    Ok(started.elapsed())
+}
+
 // ---------------------------------------------------------------------------
 // Sessions.
 
@@ -603,7 +704,12 @@ fn medians(series: &[Series; 2]) -> String {
     )
 }
 
-async fn scenarios(cfg: &Config, backend: Backend, sides: &mut [Side; 2]) -> Result<()> {
+async fn scenarios(
+    cfg: &Config,
+    backend: Backend,
+    sides: &mut [Side; 2],
+    notes: &mut Vec<String>,
+) -> Result<()> {
     let sweep = SweepConfig::default();
     let name = backend.name();
 
@@ -1000,10 +1106,195 @@ async fn scenarios(cfg: &Config, backend: Backend, sides: &mut [Side; 2]) -> Res
     eprintln!("B5 {name}: B6 claim_next: {}", medians(&series));
     put(sides, 110, "B6 claim_next", "endpoint 0", series);
 
+    retention(cfg, backend, sides, notes).await?;
+
     for side in sides.iter_mut() {
         side.plans = explain(backend, side.store.pool(), cfg).await?;
     }
     Ok(())
+}
+
+/// Scenario 6, retention, one batch per tick: each deletes a full batch of
+/// the server's (`MaintenanceConfig::default().batch` todos past retention,
+/// each with its intake event); then the pass's last batch, which finds
+/// nothing more due.
+///
+/// The calls are those of `maintenance::retention_pass`, whose loop is
+/// mirrored here rather than called: it runs a whole pass in one call, and
+/// each batch is timed alone. As there, every batch starts at the cursor the
+/// previous one handed back, from `RetentionCursor::start()`.
+async fn retention(
+    cfg: &Config,
+    backend: Backend,
+    sides: &mut [Side; 2],
+    notes: &mut Vec<String>,
+) -> Result<()> {
+    let maintenance = MaintenanceConfig::default();
+    let name = backend.name();
+    let due = cfg.retention_due();
+    // Everything retention must leave: the history, the live todos and the
+    // intake event they point at.
+    let mut kept = [RetentionSurvivors::default(); 2];
+    for ((kept, side), history) in kept.iter_mut().zip(sides.iter()).zip([0, cfg.history]) {
+        *kept = RetentionSurvivors::count(side.store.pool())
+            .await
+            .with_context(|| format!("{}: counting rows before retention", side.tag))?;
+        ensure!(
+            kept.history == history,
+            "{}: {} history todos before retention, {history} loaded",
+            side.tag,
+            kept.history
+        );
+    }
+    let mut load_times = Vec::new();
+    for side in sides.iter() {
+        let took = load_retention_due(cfg, backend, side.store.pool())
+            .await
+            .with_context(|| side.tag.clone())?;
+        settle_tables(backend, side.store.pool()).await?;
+        load_times.push(format!("{:.1} s", took.as_secs_f64()));
+    }
+    notes.push(format!(
+        "retention's due rows, per side: {due} finished intake todos and their {due} intake \
+         events on endpoint 0, 31–32 days old: {} insert (empty / full)",
+        load_times.join(" / ")
+    ));
+
+    let mut series: [Series; 2] = Default::default();
+    let mut cursors = [RetentionCursor::start(), RetentionCursor::start()];
+    let mut deleted = [0u64; 2];
+    for t in 0..cfg.ticks {
+        for k in order(t) {
+            let side = &sides[k];
+            let t0 = Instant::now();
+            let pruned = side
+                .store
+                .unscoped_prune_terminal_todos(
+                    maintenance.retention,
+                    maintenance.batch,
+                    &cursors[k],
+                )
+                .await
+                .with_context(|| format!("{}: retention batch {t}", side.tag))?;
+            series[k].push(t0.elapsed());
+            ensure!(
+                pruned.deleted as i64 == maintenance.batch,
+                "{}: retention batch {t} deleted {}, not a full batch of {}",
+                side.tag,
+                pruned.deleted,
+                maintenance.batch
+            );
+            deleted[k] += pruned.deleted;
+            // A full batch hands the pass on to the next from its cursor.
+            cursors[k] = pruned.resume_after.with_context(|| {
+                format!("{}: a full retention batch without a cursor", side.tag)
+            })?;
+        }
+    }
+    eprintln!("B5 {name}: retention, one batch: {}", medians(&series));
+    let work = format!(
+        "one batch: {} past retention → {} deleted, each with its intake event",
+        maintenance.batch, maintenance.batch
+    );
+    put(sides, 120, "retention", &work, series);
+
+    // The pass's last batch: nothing more is due; it reads each remaining
+    // endpoint's range up to the cutoff (one index probe each, with all
+    // 10 000 endpoints after the cursor's), never the history created since.
+    // Its cost follows the endpoints: over a history each probe lands on a
+    // leaf page of its own, over an empty one they all share a few, so the
+    // full ÷ empty ratio says nothing here and the row is a probe (compare
+    // its full-history figure across history sizes instead). Once a pass;
+    // it deletes nothing, so it can be repeated.
+    let mut last: [Series; 2] = Default::default();
+    for t in 0..cfg.ticks.min(10) {
+        for k in order(t) {
+            let side = &sides[k];
+            let t0 = Instant::now();
+            let pruned = side
+                .store
+                .unscoped_prune_terminal_todos(
+                    maintenance.retention,
+                    maintenance.batch,
+                    &cursors[k],
+                )
+                .await
+                .with_context(|| format!("{}: the retention pass's last batch", side.tag))?;
+            last[k].push(t0.elapsed());
+            ensure!(
+                pruned.deleted == 0 && pruned.resume_after.is_none(),
+                "{}: the retention pass's last batch deleted {} with nothing due",
+                side.tag,
+                pruned.deleted
+            );
+        }
+    }
+    put(
+        sides,
+        121,
+        "· probe: retention's last batch of a pass, nothing more due (one index probe per endpoint)",
+        "nothing due",
+        last,
+    );
+
+    for ((side, kept), deleted) in sides.iter().zip(kept).zip(deleted) {
+        let pool = side.store.pool();
+        let todos_left = count(
+            pool,
+            "SELECT COUNT(*) FROM todos WHERE substr(id, 1, 4) = 'td_o'",
+        )
+        .await?;
+        let events_left = count(
+            pool,
+            "SELECT COUNT(*) FROM intake_events WHERE substr(id, 1, 4) = 'ev_o'",
+        )
+        .await?;
+        ensure!(
+            deleted as i64 == due && todos_left == 0 && events_left == 0,
+            "{}: retention deleted {deleted} of {due} due todos; {todos_left} of them and \
+             {events_left} of their intake events are left",
+            side.tag
+        );
+        let after = RetentionSurvivors::count(pool).await?;
+        ensure!(
+            after == kept,
+            "{}: retention deleted what was not due: {kept:?} before, {after:?} after",
+            side.tag
+        );
+    }
+    Ok(())
+}
+
+/// What retention must leave, counted before its due rows are loaded and
+/// again after the pass.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct RetentionSurvivors {
+    todos: i64,
+    /// The finished history, created from the cutoff on (`td_h…`).
+    history: i64,
+    /// Pending and claimed todos.
+    live: i64,
+    /// The history's and the live todos' one intake event (`ev_b5`).
+    intake_events: i64,
+}
+
+impl RetentionSurvivors {
+    async fn count(pool: &AnyPool) -> Result<Self> {
+        Ok(Self {
+            todos: count(pool, "SELECT COUNT(*) FROM todos").await?,
+            history: count(
+                pool,
+                "SELECT COUNT(*) FROM todos WHERE substr(id, 1, 4) = 'td_h'",
+            )
+            .await?,
+            live: count(
+                pool,
+                "SELECT COUNT(*) FROM todos WHERE state IN ('pending', 'claimed')",
+            )
+            .await?,
+            intake_events: count(pool, "SELECT COUNT(*) FROM intake_events").await?,
+        })
+    }
 }
 
 /// One `SELECT COUNT(*) … IN (…)` over `n` ids with `$n` or `?` placeholders.
@@ -1025,8 +1316,9 @@ async fn probe_in_list(pool: &AnyPool, n: i64, dollar: bool) -> Result<Duration>
 }
 
 // ---------------------------------------------------------------------------
-// Plans: the statements the ticks and claim_next run, with literal values
-// (copies of the text in src/store/sql/rings.rs, presence.rs and todos.rs).
+// Plans: the statements the ticks, claim_next and retention run, with literal
+// values (copies of the text in src/store/sql/rings.rs, presence.rs, todos.rs
+// and sweeps.rs).
 
 /// The `FROM` item of the store's pending-todo reads (`Dialect::pending_todos_by_endpoint`).
 fn pending_todos(backend: Backend) -> &'static str {
@@ -1059,6 +1351,45 @@ fn ring_select() -> String {
         .join(" UNION ALL ");
     format!("{ranges} ORDER BY clock, id LIMIT 100")
 }
+
+/// `prune_candidates_sql` (`sweeps.rs`) as the first batch of a pass runs it:
+/// the server's cutoff and batch, the cursor at `RetentionCursor::start()`.
+/// PostgreSQL runs it with [`RETENTION_PLAN`]'s settings, as the store does.
+fn retention_select(backend: Backend) -> String {
+    let maintenance = MaintenanceConfig::default();
+    let cutoff = NOW_MS - maintenance.retention.as_millis() as i64;
+    let start = RetentionCursor::start();
+    let due = format!(
+        "created_at < {cutoff} \
+         AND (state IN ('done', 'cancelled') OR (state = 'failed' AND next_retry_at IS NULL)) \
+         AND completed_at < {cutoff} AND (endpoint_id, created_at, id) > ('{}', {}, '{}')",
+        start.endpoint_id,
+        start.created_at.as_millis(),
+        start.id,
+    );
+    let limit = maintenance.batch;
+    match backend {
+        Backend::Postgres => format!(
+            "SELECT t.id, t.endpoint_id, t.created_at, t.event_id FROM endpoints e \
+             CROSS JOIN LATERAL (SELECT id, endpoint_id, created_at, event_id FROM todos \
+               WHERE endpoint_id = e.id AND {due} \
+               ORDER BY created_at, id LIMIT {limit} FOR UPDATE SKIP LOCKED) t \
+             WHERE e.id >= '{}' ORDER BY e.id LIMIT {limit}",
+            start.endpoint_id
+        ),
+        Backend::Sqlite => format!(
+            "SELECT id, endpoint_id, created_at, event_id \
+             FROM todos INDEXED BY todos_by_endpoint_created \
+             WHERE endpoint_id IN (SELECT id FROM endpoints WHERE id >= '{}') AND {due} \
+             ORDER BY endpoint_id, created_at, id LIMIT {limit}",
+            start.endpoint_id
+        ),
+    }
+}
+
+/// The session settings the store's retention batch runs with on PostgreSQL
+/// (a copy of `RETENTION_PLAN` in `sweeps.rs`).
+const RETENTION_PLAN: &str = "SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off";
 
 async fn explain(backend: Backend, pool: &AnyPool, cfg: &Config) -> Result<Vec<String>> {
     let ep0 = endpoint_id(0);
@@ -1107,12 +1438,24 @@ async fn explain(backend: Backend, pool: &AnyPool, cfg: &Config) -> Result<Vec<S
             ),
         ),
     ];
+    // Each with the session settings the store runs it with (PostgreSQL).
+    let statements = statements
+        .into_iter()
+        .map(|(what, sql)| (what, sql, None))
+        .chain([(
+            "retention: a batch's candidates, from the start of a pass (nothing due by now)",
+            retention_select(backend),
+            Some(RETENTION_PLAN),
+        )]);
     let mut out = Vec::new();
-    for (what, sql) in statements {
+    for (what, sql, settings) in statements {
         out.push(format!("{what}:"));
         match backend {
             Backend::Postgres => {
                 let mut tx = pool.begin().await?;
+                if let Some(settings) = settings {
+                    sqlx::raw_sql(settings).execute(&mut *tx).await?;
+                }
                 let rows = sqlx::query(AssertSqlSafe(format!("EXPLAIN (ANALYZE, BUFFERS) {sql}")))
                     .fetch_all(&mut *tx)
                     .await?;
@@ -1252,7 +1595,7 @@ async fn run_sides(
         plans: Vec::new(),
         tag: format!("B5 {name} {}", ["empty", "full"][k]),
     });
-    let outcome = scenarios(cfg, backend, &mut sides).await;
+    let outcome = scenarios(cfg, backend, &mut sides, &mut notes).await;
     for store in &stores {
         store.close().await;
     }
@@ -1477,6 +1820,21 @@ async fn run() -> Result<()> {
          ({EVALUATOR_LIMIT}); {} out→in transitions per tick in the evaluator's due case; \
          B6: {} `claim_next` calls on endpoint 0, each followed by an untimed `complete`",
         cfg.ticks, cfg.transitions, cfg.claims
+    );
+    let maintenance = MaintenanceConfig::default();
+    let _ = writeln!(
+        header,
+        "- retention: before it, untimed, {} finished intake todos on endpoint 0 on each side, \
+         each with its own intake event, created 31–32 days before the clock (retention {} \
+         days; the history is younger and stays); each tick one batch of the server's \
+         retention pass (`unscoped_prune_terminal_todos`, batch {}, the cursor handed on), \
+         deleting {} todos and their events; then the pass's last batch, nothing more due, \
+         {} times",
+        cfg.retention_due(),
+        maintenance.retention.as_secs() / 86_400,
+        maintenance.batch,
+        maintenance.batch,
+        cfg.ticks.min(10)
     );
     if cfg.backends.contains(&Backend::Sqlite) {
         let _ = writeln!(
