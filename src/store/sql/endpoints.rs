@@ -7,7 +7,7 @@ use super::{SqlStore, paging};
 use crate::domain::scope::normalize_scope;
 use crate::domain::{Invalid, Timestamp, lease};
 use crate::mint::new_id;
-use crate::store::dialect::{Dialect, placeholders};
+use crate::store::dialect::{Dialect, json_list, placeholders};
 use crate::store::error::is_unique_violation;
 use crate::store::model::*;
 use crate::store::prelude::*;
@@ -74,14 +74,14 @@ impl SqlStore {
     }
 }
 
-/// The live work counts of the endpoints bound at `$1`…`$n`: rows of
+/// The live work counts of the endpoints whose ids are the JSON array bound
+/// at `$1` (one parameter however many: a human's whole fleet): rows of
 /// (endpoint, kind, count), one branch per kind, each reading only its
 /// state's partial index. The board re-reads them every two seconds per open
 /// page; as one pass over the endpoints' todos (`state <> 'done'`) they read
 /// the whole history the retention window keeps (31 ms over 300 000 todos
 /// on PostgreSQL, a scan of the table).
-fn activity_counts_sql(dialect: Dialect, endpoints: usize) -> String {
-    let list = placeholders(1, endpoints);
+fn activity_counts_sql(dialect: Dialect) -> String {
     [
         ("pending", "todos_pending_by_endpoint", "state = 'pending'"),
         ("claimed", "todos_claimed_by_endpoint", "state = 'claimed'"),
@@ -94,8 +94,9 @@ fn activity_counts_sql(dialect: Dialect, endpoints: usize) -> String {
     .map(|(kind, index, condition)| {
         format!(
             "SELECT endpoint_id, '{kind}' AS kind, COUNT(*) AS n FROM {} \
-             WHERE endpoint_id IN ({list}) AND {condition} GROUP BY endpoint_id",
-            dialect.todos_by_index(index)
+             WHERE endpoint_id {} AND {condition} GROUP BY endpoint_id",
+            dialect.todos_by_index(index),
+            dialect.in_short_json_list(1)
         )
     })
     .join(" UNION ALL ")
@@ -379,14 +380,12 @@ impl EndpointStore for SqlStore {
         if endpoint_ids.is_empty() {
             return Ok(out);
         }
-        let mut q = sqlx::query(AssertSqlSafe(activity_counts_sql(
-            self.dialect,
-            endpoint_ids.len(),
-        )));
-        for id in endpoint_ids {
-            q = q.bind(id.clone());
-        }
-        for row in q.fetch_all(self.reader()?).await? {
+        let ids = json_list(endpoint_ids);
+        let counts = sqlx::query(AssertSqlSafe(activity_counts_sql(self.dialect)))
+            .bind(ids.clone())
+            .fetch_all(self.reader()?)
+            .await?;
+        for row in counts {
             let id: String = row.try_get("endpoint_id")?;
             let kind: String = row.try_get("kind")?;
             let n: i64 = row.try_get("n")?;
@@ -398,18 +397,14 @@ impl EndpointStore for SqlStore {
                 }
             }
         }
-        let list = placeholders(1, endpoint_ids.len());
         let sql = format!(
             "SELECT endpoint_id, MIN(id) AS todo_id FROM todos \
-             WHERE endpoint_id IN ({list}) AND state = 'claimed' AND lease_expires_at > ${n} \
+             WHERE endpoint_id {} AND state = 'claimed' AND lease_expires_at > $2 \
              GROUP BY endpoint_id",
-            n = endpoint_ids.len() + 1
+            self.dialect.in_short_json_list(1)
         );
-        let mut q = sqlx::query(AssertSqlSafe(sql));
-        for id in endpoint_ids {
-            q = q.bind(id.clone());
-        }
-        for row in q
+        for row in sqlx::query(AssertSqlSafe(sql))
+            .bind(ids)
             .bind(self.now().as_millis())
             .fetch_all(self.reader()?)
             .await?
@@ -510,7 +505,7 @@ mod tests {
 
     #[test]
     fn on_sqlite_the_work_counts_read_the_live_indexes_not_the_history() {
-        let plan = sqlite_plan(&activity_counts_sql(Dialect::Sqlite, 3));
+        let plan = sqlite_plan(&activity_counts_sql(Dialect::Sqlite));
         let uses = |index: &str| plan.iter().any(|step| step.contains(index));
         for index in [
             "todos_pending_by_endpoint",
