@@ -602,6 +602,28 @@ async fn a_humans_listing_pages_across_endpoints_newest_first(store: &dyn Store,
         assert_eq!(ids(&listed), ids(&newest_first), "pages of {limit}");
     }
 
+    let one_endpoint = TodoFilter {
+        endpoint_id: Some(second.endpoint.id.clone()),
+        ..filter()
+    };
+    let expected: Vec<String> = newest_first
+        .iter()
+        .filter(|t| t.endpoint_id == second.endpoint.id)
+        .map(|t| t.id.clone())
+        .collect();
+    assert_eq!(
+        ids(&every_page(store, &f, &one_endpoint, 3).await),
+        expected
+    );
+    let foreign = TodoFilter {
+        endpoint_id: Some(stranger.endpoint.id.clone()),
+        ..filter()
+    };
+    assert!(
+        every_page(store, &f, &foreign, 3).await.is_empty(),
+        "another human's endpoint"
+    );
+
     for todo in [&made[1], &made[5], &made[6]] {
         let holder = [&f, &second, &third]
             .into_iter()

@@ -127,16 +127,25 @@ fn human_list_todos_sql(
         Dialect::Postgres => {
             conditions.push("(created_at, id) < ($2, $3)");
             conditions.filter(dialect, filter)?;
+            // Filtered to one endpoint (the board's endpoint page), only
+            // that endpoint is visited, not every one of the human's.
+            let only = match &filter.endpoint_id {
+                Some(endpoint_id) => {
+                    format!(" AND e.id = {}", conditions.bind(endpoint_id.clone()))
+                }
+                None => String::new(),
+            };
             format!(
                 concat!(
                     "SELECT t.* FROM endpoints e CROSS JOIN LATERAL (SELECT ",
                     todo_columns!(),
                     " FROM {} WHERE endpoint_id = e.id AND {} ",
                     "ORDER BY created_at DESC, id DESC LIMIT $4) t ",
-                    "WHERE e.human_id = $1 ORDER BY t.created_at DESC, t.id DESC LIMIT $4"
+                    "WHERE e.human_id = $1{} ORDER BY t.created_at DESC, t.id DESC LIMIT $4"
                 ),
                 from,
-                conditions.joined()
+                conditions.joined(),
+                only
             )
         }
         Dialect::Sqlite => {
