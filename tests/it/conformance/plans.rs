@@ -257,6 +257,38 @@ async fn on_postgres_the_due_read_skips_what_a_ring_left_behind() {
     ts.finish().await;
 }
 
+/// Inserts `count` done todos of `endpoint_id` (ids and titles `label` + n),
+/// created and finished at `first` + n milliseconds.
+async fn insert_done(
+    db: &mut PgConnection,
+    endpoint_id: &str,
+    label: &str,
+    count: i64,
+    first: i64,
+) {
+    sqlx::query(
+        "INSERT INTO todos (id, endpoint_id, queue, title, state, created_at, updated_at, \
+           completed_at) \
+         SELECT $1 || $2 || n, $1, 'inbox', $2, 'done', $3 + n, $3 + n, $3 + n \
+         FROM generate_series(1, $4) n",
+    )
+    .bind(endpoint_id)
+    .bind(label)
+    .bind(first)
+    .bind(count)
+    .execute(db)
+    .await
+    .expect("insert done todos");
+}
+
+/// `(sequential scans of todos, entries read from the listings' index)` as
+/// PostgreSQL's statistics have them.
+async fn listing_reads(db: &mut PgConnection) -> (i64, i64) {
+    let (seq_scans, _) = scans(db, "todos").await;
+    let (_, entries) = index_use(db, "todos_by_endpoint_created").await;
+    (seq_scans, entries)
+}
+
 /// Finished todos of each of the human's endpoints before the listing.
 const HISTORY: i64 = 2_000;
 /// The listing's page.
@@ -279,17 +311,7 @@ async fn on_postgres_a_humans_listing_reads_a_page_per_endpoint_not_the_history(
     let second = support::endpoint_for(store, human, "second", &["inbox"]).await;
     let mut db = PgConnection::connect(&url).await.expect("connect");
     for endpoint in [&f, &second] {
-        sqlx::query(
-            "INSERT INTO todos (id, endpoint_id, queue, title, state, created_at, updated_at, \
-               completed_at) \
-             SELECT $1 || n, $1, 'inbox', 'history', 'done', n, n, n \
-             FROM generate_series(1, $2) n",
-        )
-        .bind(&endpoint.endpoint.id)
-        .bind(HISTORY)
-        .execute(&mut db)
-        .await
-        .unwrap();
+        insert_done(&mut db, &endpoint.endpoint.id, "history", HISTORY, 0).await;
     }
     sqlx::raw_sql("ANALYZE todos")
         .execute(&mut db)
@@ -297,8 +319,7 @@ async fn on_postgres_a_humans_listing_reads_a_page_per_endpoint_not_the_history(
         .unwrap();
     store.close().await;
     until_the_store_has_disconnected(&mut db).await;
-    let (seq_before, _) = scans(&mut db, "todos").await;
-    let (_, read_before) = index_use(&mut db, "todos_by_endpoint_created").await;
+    let (seq_before, read_before) = listing_reads(&mut db).await;
 
     let store = second_handle(&ts).await;
     let mut page = PageRequest {
@@ -316,8 +337,7 @@ async fn on_postgres_a_humans_listing_reads_a_page_per_endpoint_not_the_history(
     store.close().await;
     until_the_store_has_disconnected(&mut db).await;
 
-    let (seq_after, _) = scans(&mut db, "todos").await;
-    let (_, read_after) = index_use(&mut db, "todos_by_endpoint_created").await;
+    let (seq_after, read_after) = listing_reads(&mut db).await;
     assert_eq!(seq_after, seq_before, "the listing scanned the todos table");
     let bound = 2 * 2 * (PAGE + 1);
     assert!(
@@ -354,25 +374,9 @@ async fn on_postgres_retention_reads_what_is_old_not_the_history() {
     let day: i64 = 86_400_000;
     let mut db = PgConnection::connect(&url).await.expect("connect");
     for endpoint in [&f, &second] {
-        // `$3` days old: the history a day old, the due todos forty.
-        for (prefix, count, age) in [("recent", HISTORY, 1), ("old", DUE, 40)] {
-            sqlx::query(
-                "INSERT INTO todos (id, endpoint_id, queue, title, state, created_at, updated_at, \
-                   completed_at) \
-                 SELECT $1 || $2 || n, $1, 'inbox', $2, 'done', $4 - $3 * $5 + n, \
-                   $4 - $3 * $5 + n, $4 - $3 * $5 + n \
-                 FROM generate_series(1, $6) n",
-            )
-            .bind(&endpoint.endpoint.id)
-            .bind(prefix)
-            .bind(age)
-            .bind(now)
-            .bind(day)
-            .bind(count)
-            .execute(&mut db)
-            .await
-            .unwrap();
-        }
+        let id = &endpoint.endpoint.id;
+        insert_done(&mut db, id, "recent", HISTORY, now - day).await;
+        insert_done(&mut db, id, "old", DUE, now - 40 * day).await;
     }
     sqlx::raw_sql("ANALYZE todos")
         .execute(&mut db)
@@ -380,8 +384,7 @@ async fn on_postgres_retention_reads_what_is_old_not_the_history() {
         .unwrap();
     store.close().await;
     until_the_store_has_disconnected(&mut db).await;
-    let (seq_before, _) = scans(&mut db, "todos").await;
-    let (_, read_before) = index_use(&mut db, "todos_by_endpoint_created").await;
+    let (seq_before, read_before) = listing_reads(&mut db).await;
 
     let store = second_handle(&ts).await;
     let (mut deleted, mut batches) = (0, 0);
@@ -402,8 +405,7 @@ async fn on_postgres_retention_reads_what_is_old_not_the_history() {
     until_the_store_has_disconnected(&mut db).await;
 
     assert_eq!(deleted, 2 * DUE, "every old todo, and nothing else");
-    let (seq_after, _) = scans(&mut db, "todos").await;
-    let (_, read_after) = index_use(&mut db, "todos_by_endpoint_created").await;
+    let (seq_after, read_after) = listing_reads(&mut db).await;
     assert_eq!(seq_after, seq_before, "retention scanned the todos table");
     // Each batch reads the old todos it deletes and, per endpoint it visits,
     // the first entry past the cutoff.
