@@ -112,7 +112,7 @@ use switchboard::server::maintenance::MaintenanceConfig;
 use switchboard::store::prelude::*;
 use switchboard::store::sql::DatabaseLocation;
 use switchboard::store::{
-    AgentKind, ClaimOptions, Finish, NewEndpoint, RetentionCursor, RingCandidate, SqlStore,
+    AgentKind, ClaimOptions, Finish, NewEndpoint, Pruned, RetentionCursor, RingCandidate, SqlStore,
     StoreOptions,
 };
 use tokio::sync::mpsc::Receiver;
@@ -1166,17 +1166,10 @@ async fn retention(
     for t in 0..cfg.ticks {
         for k in order(t) {
             let side = &sides[k];
-            let t0 = Instant::now();
-            let pruned = side
-                .store
-                .unscoped_prune_terminal_todos(
-                    maintenance.retention,
-                    maintenance.batch,
-                    &cursors[k],
-                )
+            let (took, pruned) = retention_batch(side, &maintenance, &cursors[k])
                 .await
                 .with_context(|| format!("{}: retention batch {t}", side.tag))?;
-            series[k].push(t0.elapsed());
+            series[k].push(took);
             ensure!(
                 pruned.deleted as i64 == maintenance.batch,
                 "{}: retention batch {t} deleted {}, not a full batch of {}",
@@ -1210,17 +1203,10 @@ async fn retention(
     for t in 0..cfg.ticks.min(10) {
         for k in order(t) {
             let side = &sides[k];
-            let t0 = Instant::now();
-            let pruned = side
-                .store
-                .unscoped_prune_terminal_todos(
-                    maintenance.retention,
-                    maintenance.batch,
-                    &cursors[k],
-                )
+            let (took, pruned) = retention_batch(side, &maintenance, &cursors[k])
                 .await
                 .with_context(|| format!("{}: the retention pass's last batch", side.tag))?;
-            last[k].push(t0.elapsed());
+            last[k].push(took);
             ensure!(
                 pruned.deleted == 0 && pruned.resume_after.is_none(),
                 "{}: the retention pass's last batch deleted {} with nothing due",
@@ -1263,6 +1249,20 @@ async fn retention(
         );
     }
     Ok(())
+}
+
+/// One batch of the server's retention pass on `side` from `cursor`, timed.
+async fn retention_batch(
+    side: &Side,
+    maintenance: &MaintenanceConfig,
+    cursor: &RetentionCursor,
+) -> Result<(Duration, Pruned)> {
+    let t0 = Instant::now();
+    let pruned = side
+        .store
+        .unscoped_prune_terminal_todos(maintenance.retention, maintenance.batch, cursor)
+        .await?;
+    Ok((t0.elapsed(), pruned))
 }
 
 /// What retention must leave, counted before its due rows are loaded and
