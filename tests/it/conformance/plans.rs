@@ -289,6 +289,64 @@ async fn listing_reads(db: &mut PgConnection) -> (i64, i64) {
     (seq_scans, entries)
 }
 
+/// Finished todos inserted for each endpoint: `count` of them labelled
+/// `label`, created `first` + n milliseconds.
+struct Batch {
+    label: &'static str,
+    count: i64,
+    first: i64,
+}
+
+/// A human with two endpoints and their finished history, analyzed, with the
+/// test's own connection to read what later statements cost.
+struct TwoEndpoints {
+    fixture: Fixture,
+    db: PgConnection,
+    /// `listing_reads` once the history was loaded and its loader gone.
+    before: (i64, i64),
+}
+
+impl TwoEndpoints {
+    /// Loads `history` for both endpoints, analyzes `todos` and closes the
+    /// test store, so that the statistics from here on are the next store's.
+    async fn with_history(ts: &support::TestStore, history: &[Batch]) -> Self {
+        let url = ts.postgres_url().expect("a PostgreSQL store");
+        let store = &*ts.store;
+        let fixture = fixture(store, "ada").await;
+        let human = store.get_human(&fixture.human.id).await.unwrap();
+        let second = support::endpoint_for(store, human, "second", &["inbox"]).await;
+        let mut db = PgConnection::connect(&url).await.expect("connect");
+        for endpoint in [&fixture, &second] {
+            for batch in history {
+                let id = &endpoint.endpoint.id;
+                insert_done(&mut db, id, batch.label, batch.count, batch.first).await;
+            }
+        }
+        sqlx::raw_sql("ANALYZE todos")
+            .execute(&mut db)
+            .await
+            .unwrap();
+        store.close().await;
+        until_the_store_has_disconnected(&mut db).await;
+        let before = listing_reads(&mut db).await;
+        Self {
+            fixture,
+            db,
+            before,
+        }
+    }
+
+    /// Closes `store` and returns `(sequential scans of todos, entries read
+    /// from the listings' index)` since the history was loaded: a backend
+    /// reports its statistics when it exits.
+    async fn reads_once_closed(&mut self, store: SqlStore) -> (i64, i64) {
+        store.close().await;
+        until_the_store_has_disconnected(&mut self.db).await;
+        let (seq_scans, entries) = listing_reads(&mut self.db).await;
+        (seq_scans - self.before.0, entries - self.before.1)
+    }
+}
+
 /// Finished todos of each of the human's endpoints before the listing.
 const HISTORY: i64 = 2_000;
 /// The listing's page.
@@ -304,22 +362,12 @@ async fn on_postgres_a_humans_listing_reads_a_page_per_endpoint_not_the_history(
     let Some(ts) = support::postgres_store("listing_plans").await else {
         return;
     };
-    let url = ts.postgres_url().expect("a PostgreSQL store");
-    let store = &*ts.store;
-    let f = fixture(store, "ada").await;
-    let human = store.get_human(&f.human.id).await.unwrap();
-    let second = support::endpoint_for(store, human, "second", &["inbox"]).await;
-    let mut db = PgConnection::connect(&url).await.expect("connect");
-    for endpoint in [&f, &second] {
-        insert_done(&mut db, &endpoint.endpoint.id, "history", HISTORY, 0).await;
-    }
-    sqlx::raw_sql("ANALYZE todos")
-        .execute(&mut db)
-        .await
-        .unwrap();
-    store.close().await;
-    until_the_store_has_disconnected(&mut db).await;
-    let (seq_before, read_before) = listing_reads(&mut db).await;
+    let history = [Batch {
+        label: "history",
+        count: HISTORY,
+        first: 0,
+    }];
+    let mut two = TwoEndpoints::with_history(&ts, &history).await;
 
     let store = second_handle(&ts).await;
     let mut page = PageRequest {
@@ -328,25 +376,22 @@ async fn on_postgres_a_humans_listing_reads_a_page_per_endpoint_not_the_history(
     };
     for _ in 0..2 {
         let got = store
-            .human_list_todos(&f.human.id, &TodoFilter::default(), &page)
+            .human_list_todos(&two.fixture.human.id, &TodoFilter::default(), &page)
             .await
             .unwrap();
         assert_eq!(got.items.len() as i64, PAGE);
         page.after = got.next_cursor;
     }
-    store.close().await;
-    until_the_store_has_disconnected(&mut db).await;
+    let (seq_scans, entries) = two.reads_once_closed(store).await;
 
-    let (seq_after, read_after) = listing_reads(&mut db).await;
-    assert_eq!(seq_after, seq_before, "the listing scanned the todos table");
+    assert_eq!(seq_scans, 0, "the listing scanned the todos table");
     let bound = 2 * 2 * (PAGE + 1);
     assert!(
-        read_after - read_before <= bound,
-        "two pages read {} entries of the listings' index; a page's worth per endpoint \
-         is at most {bound}",
-        read_after - read_before
+        entries <= bound,
+        "two pages read {entries} entries of the listings' index; a page's worth per \
+         endpoint is at most {bound}"
     );
-    drop(db);
+    drop(two);
     ts.finish().await;
 }
 
@@ -365,26 +410,21 @@ async fn on_postgres_retention_reads_what_is_old_not_the_history() {
     let Some(ts) = support::postgres_store("retention_plans").await else {
         return;
     };
-    let url = ts.postgres_url().expect("a PostgreSQL store");
-    let store = &*ts.store;
-    let f = fixture(store, "ada").await;
-    let human = store.get_human(&f.human.id).await.unwrap();
-    let second = support::endpoint_for(store, human, "second", &["inbox"]).await;
     let now = ts.clock_now().as_millis();
     let day: i64 = 86_400_000;
-    let mut db = PgConnection::connect(&url).await.expect("connect");
-    for endpoint in [&f, &second] {
-        let id = &endpoint.endpoint.id;
-        insert_done(&mut db, id, "recent", HISTORY, now - day).await;
-        insert_done(&mut db, id, "old", DUE, now - 40 * day).await;
-    }
-    sqlx::raw_sql("ANALYZE todos")
-        .execute(&mut db)
-        .await
-        .unwrap();
-    store.close().await;
-    until_the_store_has_disconnected(&mut db).await;
-    let (seq_before, read_before) = listing_reads(&mut db).await;
+    let history = [
+        Batch {
+            label: "recent",
+            count: HISTORY,
+            first: now - day,
+        },
+        Batch {
+            label: "old",
+            count: DUE,
+            first: now - 40 * day,
+        },
+    ];
+    let mut two = TwoEndpoints::with_history(&ts, &history).await;
 
     let store = second_handle(&ts).await;
     let (mut deleted, mut batches) = (0, 0);
@@ -401,23 +441,20 @@ async fn on_postgres_retention_reads_what_is_old_not_the_history() {
             None => break,
         }
     }
-    store.close().await;
-    until_the_store_has_disconnected(&mut db).await;
+    let (seq_scans, entries) = two.reads_once_closed(store).await;
 
     assert_eq!(deleted, 2 * DUE, "every old todo, and nothing else");
-    let (seq_after, read_after) = listing_reads(&mut db).await;
-    assert_eq!(seq_after, seq_before, "retention scanned the todos table");
+    assert_eq!(seq_scans, 0, "retention scanned the todos table");
     // Each batch reads the old todos it deletes and, per endpoint it visits,
     // the first entry past the cutoff.
     let bound = 2 * DUE + batches * 2 * 2;
     assert!(
-        read_after - read_before <= bound,
-        "{batches} batches read {} entries of the listings' index for {} old todos (at most \
-         {bound}); the history is {} todos",
-        read_after - read_before,
+        entries <= bound,
+        "{batches} batches read {entries} entries of the listings' index for {} old todos \
+         (at most {bound}); the history is {} todos",
         2 * DUE,
         2 * HISTORY
     );
-    drop(db);
+    drop(two);
     ts.finish().await;
 }
