@@ -55,6 +55,8 @@
 //! Exits non-zero when a run's correctness check fails (a todo claimed twice
 //! or lost) or the preload ran dry.
 
+#[path = "common/host.rs"]
+mod host;
 #[path = "common/pg_floor.rs"]
 mod pg_floor;
 
@@ -65,6 +67,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result, anyhow, bail, ensure};
+use host::{HostTicks, disk_bytes_written, process_ticks};
 use pg_floor::{TRUE_FLOOR_CLAIM, TRUE_FLOOR_PRELOAD, TRUE_FLOOR_SCHEMA};
 use sqlx::any::AnyPoolOptions;
 use sqlx::pool::PoolConnection;
@@ -296,52 +299,12 @@ impl Config {
 // ---------------------------------------------------------------------------
 // CPU and I/O accounting from /proc.
 
-fn clock_ticks_per_sec() -> f64 {
-    std::process::Command::new("getconf")
-        .arg("CLK_TCK")
-        .output()
-        .ok()
-        .and_then(|o| String::from_utf8(o.stdout).ok())
-        .and_then(|s| s.trim().parse::<f64>().ok())
-        .filter(|&t| t > 0.0)
-        .unwrap_or(100.0)
-}
-
-/// utime + stime + cutime + cstime of a process, in clock ticks.
-fn proc_ticks(pid: &str) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // Fields after the command name, which is in parentheses and may hold spaces.
-    let rest = &stat[stat.rfind(')')? + 1..];
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    // fields[0] is field 3 (state); utime is field 14.
-    let get = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok());
-    Some(get(11)? + get(12)? + get(13)? + get(14)?)
-}
-
-/// (busy, total) jiffies of the whole host, from the first line of /proc/stat.
-fn host_ticks() -> (u64, u64) {
-    let Ok(stat) = std::fs::read_to_string("/proc/stat") else {
-        return (0, 0);
-    };
-    let Some(line) = stat.lines().next() else {
-        return (0, 0);
-    };
-    let v: Vec<u64> = line
-        .split_whitespace()
-        .skip(1)
-        .filter_map(|f| f.parse().ok())
-        .collect();
-    // user nice system idle iowait irq softirq steal (guest is inside user).
-    let get = |i: usize| v.get(i).copied().unwrap_or(0);
-    let idle = get(3) + get(4);
-    let busy = get(0) + get(1) + get(2) + get(5) + get(6) + get(7);
-    (busy, busy + idle)
-}
-
 struct Sample {
     at: Instant,
     self_ticks: u64,
-    host: (u64, u64),
+    host: HostTicks,
+    /// Bytes written to the host's disks so far.
+    disk_written: u64,
     /// pid → (ticks, is a background process rather than a backend of ours).
     pg: HashMap<String, (u64, bool)>,
 }
@@ -366,15 +329,16 @@ async fn sample(pg: Option<&PgPool>) -> Result<Sample> {
     let mut pg_ticks = HashMap::new();
     if let Some(admin) = pg {
         for (pid, background) in pg_pids(admin).await? {
-            if let Some(t) = proc_ticks(&pid) {
+            if let Some(t) = process_ticks(&pid) {
                 pg_ticks.insert(pid, (t, background));
             }
         }
     }
     Ok(Sample {
         at: Instant::now(),
-        self_ticks: proc_ticks("self").unwrap_or(0),
-        host: host_ticks(),
+        self_ticks: process_ticks("self").unwrap_or(0),
+        host: HostTicks::now(),
+        disk_written: disk_bytes_written(),
         pg: pg_ticks,
     })
 }
@@ -467,6 +431,12 @@ struct RunResult {
     /// Host CPU in cores that neither this process nor those PostgreSQL
     /// processes used: other people's work on a shared machine.
     other_cores: f64,
+    /// Bytes the host wrote to its disks during the run (everyone's writes:
+    /// on a quiet machine, the database's WAL and checkpoints).
+    disk_written: u64,
+    /// Host CPU in cores idle while waiting on the disk: a loop bound by its
+    /// writes leaves its cores waiting here rather than busy.
+    iowait_cores: f64,
     /// Loops/s in the first and the last fifth of the run.
     first_rate: f64,
     last_rate: f64,
@@ -495,8 +465,9 @@ fn finish_sample(start: &Sample, end: &Sample, loops: u64, tck: f64) -> RunResul
     };
     let pg_cpu = pg_sum(false);
     let pg_background_cpu = pg_sum(true);
-    let host_busy = end.host.0.saturating_sub(start.host.0) as f64 / tck;
+    let host_busy = end.host.busy.saturating_sub(start.host.busy) as f64 / tck;
     let other = (host_busy - client_cpu - pg_cpu.unwrap_or(0.0)).max(0.0) / secs;
+    let iowait = end.host.iowait.saturating_sub(start.host.iowait) as f64 / tck;
     RunResult {
         loops,
         secs,
@@ -504,6 +475,8 @@ fn finish_sample(start: &Sample, end: &Sample, loops: u64, tck: f64) -> RunResul
         pg_cpu,
         pg_background_cpu,
         other_cores: other,
+        disk_written: end.disk_written.saturating_sub(start.disk_written),
+        iowait_cores: iowait / secs,
         first_rate: f64::NAN,
         last_rate: f64::NAN,
         vacuums: 0,
@@ -1668,8 +1641,9 @@ fn report(cfg: &Config, results: &HashMap<Key, Vec<RunResult>>, header: &str) ->
     md.push_str(
         "\n| backend | path | concurrency | loops/s median | min – max | runs (loops/s) \
          | first → last fifth of a run (loops/s) | bench process CPU µs/loop \
-         | PostgreSQL CPU µs/loop (of which background) | other load (cores) |\n\
-         |---|---|---:|---:|---:|---|---:|---:|---:|---:|\n",
+         | PostgreSQL CPU µs/loop (of which background) | other load (cores) \
+         | disk writes KiB/loop (host iowait, cores) |\n\
+         |---|---|---:|---:|---:|---|---:|---:|---:|---:|---:|\n",
     );
     let mut keys: Vec<Key> = results.keys().copied().collect();
     keys.sort();
@@ -1699,9 +1673,12 @@ fn report(cfg: &Config, results: &HashMap<Key, Vec<RunResult>>, header: &str) ->
         let other = median(&runs.iter().map(|r| r.other_cores).collect::<Vec<_>>());
         let first = median(&runs.iter().map(|r| r.first_rate).collect::<Vec<_>>());
         let last = median(&runs.iter().map(|r| r.last_rate).collect::<Vec<_>>());
+        let disk = per_loop(&|r| r.disk_written as f64 / 1024.0);
+        let iowait = median(&runs.iter().map(|r| r.iowait_cores).collect::<Vec<_>>());
         let _ = writeln!(
             md,
-            "| {} | {} | {} | {:.0} | {:.0} – {:.0} | {} | {:.0} → {:.0} | {:.0} | {} | {:.2} |",
+            "| {} | {} | {} | {:.0} | {:.0} – {:.0} | {} | {:.0} → {:.0} | {:.0} | {} | {:.2} \
+             | {:.1} ({:.2}) |",
             key.0.name(),
             key.2.name(),
             key.1,
@@ -1717,7 +1694,9 @@ fn report(cfg: &Config, results: &HashMap<Key, Vec<RunResult>>, header: &str) ->
             last,
             client,
             pg,
-            other
+            other,
+            disk,
+            iowait
         );
     }
 
@@ -1805,7 +1784,7 @@ async fn main() {
 
 async fn run() -> Result<()> {
     let cfg = Config::from_env()?;
-    let tck = clock_ticks_per_sec();
+    let tck = host::clock_ticks_per_sec();
     let max_conc = cfg.concurrency.iter().copied().max().unwrap_or(1);
 
     let pg = match &cfg.pg_admin_url {
@@ -1896,6 +1875,13 @@ async fn measure(cfg: &Config, pg: Option<&Pg>, tck: f64) -> Result<(String, boo
          background processes (WAL writer, checkpointer, …); other load = host busy CPU minus \
          both, in cores (someone else's work on this machine)"
     );
+    let _ = writeln!(
+        header,
+        "- disk: bytes the host wrote to its whole disks during the run (/proc/diskstats, \
+         everyone's writes: the WAL, checkpoints, and anything else running) per loop; host \
+         iowait = cores idle while a task waited on I/O (/proc/stat). A loop bound by its \
+         writes shows iowait and an idle core rather than CPU per loop"
+    );
 
     let mut plan: Vec<(Backend, Path)> = Vec::new();
     if cfg.run_sqlite {
@@ -1933,7 +1919,8 @@ async fn measure(cfg: &Config, pg: Option<&Pg>, tck: f64) -> Result<(String, boo
                 eprintln!(
                     "[{n}/{total}] {} {} c={conc} repeat {repeat}: {:.0} loops/s \
                      ({} loops in {:.1} s; first fifth {:.0}/s, last fifth {:.0}/s{}), \
-                     bench CPU {:.0} µs/loop, PG CPU {}, other load {:.2} cores — check OK",
+                     bench CPU {:.0} µs/loop, PG CPU {}, other load {:.2} cores, disk {:.1} \
+                     KiB/loop, iowait {:.2} cores — check OK",
                     backend.name(),
                     path.name(),
                     res.rate(),
@@ -1950,7 +1937,9 @@ async fn measure(cfg: &Config, pg: Option<&Pg>, tck: f64) -> Result<(String, boo
                     res.pg_cpu
                         .map(|c| format!("{:.0} µs/loop", c * 1e6 / res.loops.max(1) as f64))
                         .unwrap_or_else(|| "—".into()),
-                    res.other_cores
+                    res.other_cores,
+                    res.disk_written as f64 / 1024.0 / res.loops.max(1) as f64,
+                    res.iowait_cores
                 );
                 results.entry((backend, conc, path)).or_default().push(res);
             }

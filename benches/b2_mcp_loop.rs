@@ -35,6 +35,8 @@
 //!
 //! Exits non-zero when a correctness check fails or the preload ran dry.
 
+#[path = "common/host.rs"]
+mod host;
 #[path = "common/pg_floor.rs"]
 mod pg_floor;
 #[path = "common/server.rs"]
@@ -42,12 +44,12 @@ mod server;
 
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
-use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result, anyhow, bail, ensure};
+use host::{HostTicks, process_ticks};
 use serde_json::{Value, json};
 use sqlx::{AssertSqlSafe, Connection, Row};
 
@@ -164,44 +166,7 @@ impl Config {
 }
 
 // ---------------------------------------------------------------------------
-// CPU accounting from /proc.
-
-fn clock_ticks_per_sec() -> f64 {
-    Command::new("getconf")
-        .arg("CLK_TCK")
-        .output()
-        .ok()
-        .and_then(|o| String::from_utf8(o.stdout).ok())
-        .and_then(|s| s.trim().parse::<f64>().ok())
-        .filter(|&t| t > 0.0)
-        .unwrap_or(100.0)
-}
-
-/// utime + stime + cutime + cstime of a process, in clock ticks.
-fn proc_ticks(pid: &str) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = &stat[stat.rfind(')')? + 1..];
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let get = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok());
-    Some(get(11)? + get(12)? + get(13)? + get(14)?)
-}
-
-/// Busy jiffies of the whole host, from the first line of /proc/stat.
-fn host_busy_ticks() -> u64 {
-    let Ok(stat) = std::fs::read_to_string("/proc/stat") else {
-        return 0;
-    };
-    let v: Vec<u64> = stat
-        .lines()
-        .next()
-        .unwrap_or("")
-        .split_whitespace()
-        .skip(1)
-        .filter_map(|f| f.parse().ok())
-        .collect();
-    let get = |i: usize| v.get(i).copied().unwrap_or(0);
-    get(0) + get(1) + get(2) + get(5) + get(6) + get(7)
-}
+// CPU accounting from /proc (common/host.rs).
 
 #[derive(Debug, Clone)]
 struct Sample {
@@ -216,16 +181,16 @@ async fn sample(server_pid: u32, pg: Option<&PgRun>) -> Result<Sample> {
     let mut pg_ticks = HashMap::new();
     if let Some(pg) = pg {
         for pid in pg.backend_pids().await? {
-            if let Some(t) = proc_ticks(&pid) {
+            if let Some(t) = process_ticks(&pid) {
                 pg_ticks.insert(pid, t);
             }
         }
     }
     Ok(Sample {
         at: Instant::now(),
-        server: proc_ticks(&server_pid.to_string()).unwrap_or(0),
-        this: proc_ticks("self").unwrap_or(0),
-        host: host_busy_ticks(),
+        server: process_ticks(&server_pid.to_string()).unwrap_or(0),
+        this: process_ticks("self").unwrap_or(0),
+        host: HostTicks::now().busy,
         pg: pg_ticks,
     })
 }
@@ -899,7 +864,7 @@ async fn pg_settings(url: &str) -> Result<String> {
 async fn run() -> Result<()> {
     let cfg = Config::from_env()?;
     ensure!(!cfg.backends.is_empty(), "B2: no backend to run");
-    let tck = clock_ticks_per_sec();
+    let tck = host::clock_ticks_per_sec();
 
     let mut header = String::new();
     let _ = writeln!(header, "### Parameters\n");

@@ -69,6 +69,8 @@
 //! `SWITCHBOARD_TEST_DATABASE_URL`; a fresh database per configuration,
 //! dropped after it. Without either, only SQLite runs.
 
+#[path = "common/host.rs"]
+mod host;
 #[path = "common/pg_cluster.rs"]
 mod pg_cluster;
 #[path = "common/server.rs"]
@@ -83,6 +85,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail, ensure};
+use host::{HostTicks, process_ticks};
 use serde_json::Value;
 use sqlx::{AssertSqlSafe, Connection, Row};
 use tokio::sync::mpsc;
@@ -193,44 +196,7 @@ impl Config {
 }
 
 // ---------------------------------------------------------------------------
-// CPU accounting from /proc (as in B2).
-
-fn clock_ticks_per_sec() -> f64 {
-    Command::new("getconf")
-        .arg("CLK_TCK")
-        .output()
-        .ok()
-        .and_then(|o| String::from_utf8(o.stdout).ok())
-        .and_then(|s| s.trim().parse::<f64>().ok())
-        .filter(|&t| t > 0.0)
-        .unwrap_or(100.0)
-}
-
-/// utime + stime + cutime + cstime of a process, in clock ticks.
-fn proc_ticks(pid: &str) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = &stat[stat.rfind(')')? + 1..];
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let get = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok());
-    Some(get(11)? + get(12)? + get(13)? + get(14)?)
-}
-
-/// Busy jiffies of the whole host, from the first line of /proc/stat.
-fn host_busy_ticks() -> u64 {
-    let Ok(stat) = std::fs::read_to_string("/proc/stat") else {
-        return 0;
-    };
-    let v: Vec<u64> = stat
-        .lines()
-        .next()
-        .unwrap_or("")
-        .split_whitespace()
-        .skip(1)
-        .filter_map(|f| f.parse().ok())
-        .collect();
-    let get = |i: usize| v.get(i).copied().unwrap_or(0);
-    get(0) + get(1) + get(2) + get(5) + get(6) + get(7)
-}
+// CPU accounting from /proc (common/host.rs).
 
 #[derive(Debug, Clone)]
 struct Sample {
@@ -246,7 +212,7 @@ async fn sample(server_pids: &[u32], pg: Option<&PgRun>) -> Result<Sample> {
     let mut pg_ticks = HashMap::new();
     if let Some(pg) = pg {
         for pid in pg.backend_pids().await? {
-            if let Some(t) = proc_ticks(&pid) {
+            if let Some(t) = process_ticks(&pid) {
                 pg_ticks.insert(pid, t);
             }
         }
@@ -255,10 +221,10 @@ async fn sample(server_pids: &[u32], pg: Option<&PgRun>) -> Result<Sample> {
         at: Instant::now(),
         server: server_pids
             .iter()
-            .map(|pid| proc_ticks(&pid.to_string()).unwrap_or(0))
+            .map(|pid| process_ticks(&pid.to_string()).unwrap_or(0))
             .sum(),
-        this: proc_ticks("self").unwrap_or(0),
-        host: host_busy_ticks(),
+        this: process_ticks("self").unwrap_or(0),
+        host: HostTicks::now().busy,
         pg: pg_ticks,
     })
 }
@@ -936,7 +902,7 @@ async fn run() -> Result<()> {
              raise `ulimit -n`"
         );
     }
-    let tck = clock_ticks_per_sec();
+    let tck = host::clock_ticks_per_sec();
     if cfg.cluster {
         return cluster_mode(&cfg, tck).await;
     }
