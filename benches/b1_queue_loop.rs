@@ -1819,7 +1819,8 @@ async fn measure(cfg: &Config, pg: Option<&Pg>, tck: f64) -> Result<(String, boo
         let _ = writeln!(
             header,
             "- SQLite {sqlite_version}: a fresh temp file per run, {} pending todos preloaded; \
-             journal_mode=WAL, synchronous=NORMAL; store: its rusqlite writer thread (group \
+             journal_mode=WAL, synchronous=NORMAL, the page size of a file the store creates \
+             (2 KiB; the floors run on the same file); store: its rusqlite writer thread (group \
              commit) for the loop; true floor: one rusqlite connection behind a mutex, \
              autocommit; same SQL: a one-connection SqlitePool, BEGIN IMMEDIATE",
             cfg.sqlite_preload

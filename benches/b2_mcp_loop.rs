@@ -889,7 +889,7 @@ async fn run() -> Result<()> {
         let _ = writeln!(
             header,
             "- SQLite: a temp file per run, the server's defaults (WAL, synchronous=NORMAL, \
-             one writer connection)"
+             2 KiB pages, the writer lane)"
         );
     }
     if let (true, Some((url, var))) = (cfg.backends.contains(&Backend::Postgres), &cfg.pg_admin_url)

@@ -109,6 +109,17 @@ const FOREGROUND_CHECKPOINT_PAGES: i64 = 8_000;
 /// Commits between two background checkpoints.
 const CHECKPOINT_EVERY: u64 = 64;
 
+/// Page size, in bytes, of a database file the store creates (SQLite's
+/// default is 4 096). A commit writes every page it changed to the WAL
+/// whole, and an agent's loop changes about nine pages (the todo's row, its
+/// attempt, and their index entries, in six b-trees) to write a few hundred
+/// bytes: half-size pages halve the bytes each loop writes, copies and
+/// checksums (B1, SQLite store: 37 → 21 KiB per loop at c = 1; on a host
+/// whose disk took ~235 MB/s, those bytes were the limit). A file that
+/// exists keeps the page size it has (`docs/storage.md` says how to change
+/// it).
+const NEW_FILE_PAGE_SIZE: i64 = 2_048;
+
 /// What the lane's thread is asked to do.
 enum Errand {
     /// A batch whose `BEGIN IMMEDIATE` found the write lock held: run it,
@@ -190,6 +201,9 @@ impl Lane {
                 | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )
         .map_err(open_err)?;
+        // Before anything writes the file: after that it is fixed.
+        conn.pragma_update(None, "page_size", NEW_FILE_PAGE_SIZE)
+            .map_err(open_err)?;
         // The same settings as the sqlx connections: WAL lets readers run
         // beside the writer; NORMAL is durable across process crashes in WAL.
         conn.pragma_update(None, "journal_mode", "WAL")
@@ -639,6 +653,41 @@ mod tests {
             .unwrap();
         let lane = Lane::open(&path, Box::new(|| {})).unwrap();
         (dir, lane)
+    }
+
+    fn page_size(path: &Path) -> i64 {
+        Connection::open(path)
+            .unwrap()
+            .query_row("PRAGMA page_size", [], |row| row.get(0))
+            .unwrap()
+    }
+
+    /// A file the lane creates has half-size pages; a file that exists
+    /// keeps its own, and the lane writes it as before.
+    #[tokio::test]
+    async fn a_new_file_gets_small_pages_and_an_existing_one_keeps_its_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let new = dir.path().join("new.db");
+        let lane = Lane::open(&new, Box::new(|| {})).unwrap();
+        lane.run(|conn| {
+            conn.execute_batch("CREATE TABLE t (n INTEGER NOT NULL)")?;
+            Ok(())
+        })
+        .await
+        .unwrap();
+        lane.close().await;
+        assert_eq!(page_size(&new), NEW_FILE_PAGE_SIZE);
+
+        let (dir, lane) = lane_on_a_fresh_file();
+        lane.run(|conn| {
+            conn.execute("INSERT INTO t (n) VALUES (1)", [])?;
+            Ok(())
+        })
+        .await
+        .unwrap();
+        assert_eq!(stored_numbers(&lane).await, [1]);
+        lane.close().await;
+        assert_eq!(page_size(&dir.path().join("lane.db")), 4_096);
     }
 
     /// Every `n` in the test table, in order.
