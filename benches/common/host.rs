@@ -39,8 +39,6 @@ pub struct HostTicks {
     pub busy: u64,
     /// Idle while some task waited on I/O.
     pub iowait: u64,
-    /// busy + idle + iowait.
-    pub total: u64,
 }
 
 impl HostTicks {
@@ -59,11 +57,9 @@ impl HostTicks {
             .collect();
         // user nice system idle iowait irq softirq steal
         let get = |i: usize| v.get(i).copied().unwrap_or(0);
-        let busy = get(0) + get(1) + get(2) + get(5) + get(6) + get(7);
         Self {
-            busy,
+            busy: get(0) + get(1) + get(2) + get(5) + get(6) + get(7),
             iowait: get(4),
-            total: busy + get(3) + get(4),
         }
     }
 }

@@ -112,7 +112,7 @@ const CHECKPOINT_EVERY: u64 = 64;
 /// Page size, in bytes, of a database file the store creates (SQLite's
 /// default is 4 096). A commit writes every page it changed to the WAL
 /// whole, and an agent's loop changes about nine pages (the todo's row, its
-/// attempt, and their index entries, in six b-trees) to write a few hundred
+/// attempt, and their index entries, in five b-trees) to write a few hundred
 /// bytes: half-size pages halve the bytes each loop writes, copies and
 /// checksums (B1, SQLite store: 37 → 21 KiB per loop at c = 1; on a host
 /// whose disk took ~235 MB/s, those bytes were the limit). A file that
