@@ -99,7 +99,7 @@ const MAX_BATCH: usize = 64;
 /// pages through a temporary page number past the file's end; the commit
 /// then drops cached pages past the end by walking the whole cache (its
 /// hash table and every page in it). That walk costs in proportion to the
-/// cache's size: B1 (SQLite store, c = 1, 4, 16) ran 7-20 % more loops/s
+/// cache's size: B1 (SQLite store, c = 1, 4, 16) ran 3-20 % more loops/s
 /// with 2 MiB than with 64 MiB, and a big cache only gets slower as it
 /// fills. The queue's hot pages fit; misses read the OS's page cache.
 const CACHE_KIB: i64 = 2 * 1024;
