@@ -37,7 +37,8 @@
 //! 1. sweep, 100 due per tick: each tick selects, counts and rings 100 todos
 //!    (the per-tick cap), the next tick the next 100;
 //! 2. sweep, nothing due (every pending todo was just rung);
-//! 3. evaluator, nothing due (10 000 candidates, all `in`, nothing to claim);
+//! 3. evaluator, nothing due (10 000 shifted endpoints, all `in`, each
+//!    settled once before, untimed, so none is due before 17:00);
 //! 4. evaluator, `B5_TRANSITIONS` due per tick: before each tick (untimed)
 //!    that many endpoints with waiting work get `presence_seen = 'out'`, so
 //!    the tick claims each out→in transition and sends each a digest;
@@ -64,7 +65,8 @@
 //! `unscoped_claim_due_rings` over them; and, as a probe, presence of every
 //! hosted endpoint, which the sweep read before), 100 × `Doorbells::ring`
 //! alone (the in-memory part of a due tick), the evaluator's candidate read
-//! alone, and on
+//! alone and, as a probe, the same read as the statement was before
+//! 2026-12-05 (one `OR` over the due columns beside `ORDER BY e.id`), and on
 //! SQLite a probe: one `IN` list of 10 000 ids with `$n` placeholders (as the
 //! store writes them) and with anonymous `?`. At the end, the plans of those
 //! statements and of retention's candidate read from the start of a pass
@@ -103,7 +105,7 @@ use sqlx::{AnyPool, AssertSqlSafe, Connection, Row};
 use switchboard::bus::{InProcessBus, InstanceId};
 use switchboard::clock::ManualClock;
 use switchboard::delivery::Delivery;
-use switchboard::delivery::presence::evaluator_tick;
+use switchboard::delivery::presence::{EVALUATOR_PAGE, evaluator_tick};
 use switchboard::delivery::sessions::{SessionRegistry, StreamGuard};
 use switchboard::delivery::sweep::{SweepConfig, sweep_tick};
 use switchboard::delivery::{Doorbells, Trigger};
@@ -121,8 +123,24 @@ use tokio::sync::mpsc::Receiver;
 const NOW_MS: i64 = 1_767_607_200_000;
 const SHIFT: &str = "Mon-Fri 09:00-17:00";
 const AGENTS: i64 = 100;
+/// `unscoped_presence_candidates` before 2026-12-05 (`presence.rs`), the
+/// probe's baseline: the due rows as one `OR` beside `ORDER BY e.id`.
+const CANDIDATES_AS_ONE_OR: &str = "SELECT e.id, e.agent_id, e.human_id, e.slug, \
+       e.credential_prefix, e.scope_queues, e.scope_verbs, e.state, e.created_at, e.revoked_at, \
+       e.expires_at, e.last_seen_at, e.last_contact_at, e.default_lease_ttl_seconds, e.last_note, \
+       e.last_note_at, e.shift, e.presence_override, e.override_until, e.override_set_at, \
+       e.override_by, e.presence_seen, e.presence_changed_at, e.presence_changed_by, \
+       e.server_name, a.name AS agent_name, a.kind AS agent_kind, \
+       a.expected_interval_seconds AS agent_expected_interval_seconds \
+     FROM endpoints e JOIN agents a ON a.id = e.agent_id \
+     WHERE e.state = 'active' AND (e.shift IS NOT NULL \
+       OR e.presence_override IS NOT NULL OR e.presence_seen = 'out') \
+       AND (e.presence_recheck_at IS NULL OR e.presence_recheck_at <= $3) \
+       AND e.id > $1 \
+     ORDER BY e.id LIMIT $2";
+
 /// What the server passes to `evaluator_tick` (src/server/maintenance.rs).
-const EVALUATOR_LIMIT: i64 = 10_000;
+const EVALUATOR_LIMIT: i64 = EVALUATOR_PAGE;
 const MINUTE_MS: i64 = 60_000;
 const DAY_MS: i64 = 24 * 60 * MINUTE_MS;
 
@@ -1010,6 +1028,31 @@ async fn scenarios(
         "nothing due",
         read,
     );
+    // The baseline in the same run: the candidates' statement before
+    // 2026-12-05, one `OR` beside `ORDER BY e.id`, prepared and run on the
+    // store's pool as the store ran it.
+    let mut before: [Series; 2] = Default::default();
+    for t in 0..cfg.ticks {
+        for k in order(t) {
+            let side = &sides[k];
+            let t0 = Instant::now();
+            let rows = sqlx::query(CANDIDATES_AS_ONE_OR)
+                .bind("")
+                .bind(EVALUATOR_LIMIT)
+                .bind(NOW_MS)
+                .fetch_all(side.store.pool())
+                .await?;
+            before[k].push(t0.elapsed());
+            ensure!(rows.is_empty(), "{}: candidates (one OR)", side.tag);
+        }
+    }
+    put(
+        sides,
+        95,
+        "· probe: the candidates as one `OR` (the statement before this change)",
+        "nothing due",
+        before,
+    );
 
     // 4. Evaluator, `transitions` out→in due per tick, each with waiting work.
     let mut series: [Series; 2] = Default::default();
@@ -1413,8 +1456,12 @@ async fn explain(backend: Backend, pool: &AnyPool, cfg: &Config) -> Result<Vec<S
             "evaluator: the candidates",
             format!(
                 "SELECT e.id, a.name FROM endpoints e JOIN agents a ON a.id = e.agent_id \
-                 WHERE e.state = 'active' AND (e.shift IS NOT NULL \
-                 OR e.presence_override IS NOT NULL OR e.presence_seen = 'out') \
+                 WHERE e.id IN (SELECT id FROM endpoints WHERE state = 'active' \
+                 AND presence_recheck_at IS NULL AND id > '' \
+                 UNION ALL SELECT id FROM endpoints WHERE state = 'active' \
+                 AND presence_recheck_at <= {NOW_MS} AND id > '') \
+                 AND (e.shift IS NOT NULL OR e.presence_override IS NOT NULL \
+                 OR e.presence_seen = 'out') \
                  ORDER BY e.id LIMIT {EVALUATOR_LIMIT}"
             ),
         ),

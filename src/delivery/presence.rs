@@ -328,8 +328,6 @@ async fn send_digest(
     true
 }
 
-/// The evaluator: shift starts and override expiries happen with nobody
-/// calling anything, so every period each candidate endpoint is settled.
 /// Endpoints an evaluator tick settles at once. A return is a few
 /// statements each waiting for its commit's WAL flush (the transition
 /// claim, the digest's marks, the next check): one after another, ten
@@ -338,6 +336,12 @@ async fn send_digest(
 /// own steps stay in order.
 const SETTLES_AT_ONCE: usize = 8;
 
+/// Candidates an evaluator tick reads per page (the server's setting).
+pub const EVALUATOR_PAGE: i64 = 1_000;
+
+/// The evaluator: shift starts and override expiries happen with nobody
+/// calling anything, so every period each candidate endpoint that is due
+/// (its recorded next check has come) is settled. Returns how many were.
 pub async fn evaluator_tick(delivery: &Delivery, page: i64) -> usize {
     let store = delivery.store();
     let mut seen = 0;

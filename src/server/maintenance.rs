@@ -90,7 +90,8 @@ pub fn spawn_loops(bg: Background, stop: watch::Receiver<bool>) -> Vec<JoinHandl
         let period = config.presence_interval;
         tokio::spawn(async move {
             every(period, stop, || async {
-                crate::delivery::presence::evaluator_tick(&delivery, 1_000).await;
+                use crate::delivery::presence::{EVALUATOR_PAGE, evaluator_tick};
+                evaluator_tick(&delivery, EVALUATOR_PAGE).await;
             })
             .await;
         })
