@@ -8,7 +8,7 @@ use crate::domain::presence::{
     Effective, Override, OverrideBy, Presence, Schedule, Source, effective,
 };
 use crate::domain::shift::Shift;
-use crate::store::{Endpoint, Store};
+use crate::store::{Endpoint, NextPresenceCheck, Store};
 use futures_util::StreamExt;
 
 use super::Delivery;
@@ -78,22 +78,14 @@ pub async fn settle(delivery: &Delivery, endpoint: &Endpoint, cause: Cause<'_>) 
     let store = delivery.store();
     let now = store.clock().now();
     let outcome = settle_now(delivery, endpoint, cause, now).await;
-    // Tell the evaluator when to look again: when the value can next change,
-    // or at once if this settle could not finish. Guarded on the inputs this
-    // settle read, so a concurrent change of inputs is never hidden.
-    let recheck = if outcome.settled {
-        // The value's next change, or an override's end if sooner (a dead
-        // override is cleared then, even when the value stays the same).
-        [outcome.effective.until, outcome.override_ends]
-            .into_iter()
-            .flatten()
-            .min()
-            .unwrap_or(Timestamp::from_millis(i64::MAX))
-    } else {
-        now
-    };
-    if let Err(e) = store.set_presence_recheck(&outcome.inputs, recheck).await {
-        tracing::warn!(endpoint = %endpoint.slug, error = %e, "could not record the next presence check");
+    if let Some(at) = outcome.next_check_unwritten {
+        let next = NextPresenceCheck {
+            inputs: &outcome.inputs,
+            at,
+        };
+        if let Err(e) = store.set_presence_recheck(next).await {
+            tracing::warn!(endpoint = %endpoint.slug, error = %e, "could not record the next presence check");
+        }
     }
     outcome.effective
 }
@@ -101,12 +93,13 @@ pub async fn settle(delivery: &Delivery, endpoint: &Endpoint, cause: Cause<'_>) 
 /// What one settle decided, and from which inputs.
 struct Settled {
     effective: Effective,
-    /// `presence_seen` now matches `effective` (or the endpoint is gone).
-    settled: bool,
     /// The presence inputs as this settle left them.
     inputs: Endpoint,
-    /// When the live override (if any) stops deciding.
-    override_ends: Option<Timestamp>,
+    /// When the evaluator must look again, if the transition claim did not
+    /// already record it: when the value can next change, or at once if this
+    /// settle could not finish. Guarded on `inputs`, so a concurrent change
+    /// of inputs is never hidden.
+    next_check_unwritten: Option<Timestamp>,
 }
 
 async fn settle_now(
@@ -147,14 +140,20 @@ async fn settle_now(
         .as_ref()
         .filter(|o| o.is_live(schedule, now))
         .and_then(|o| o.ends_at(schedule));
-    let done = |settled| Settled {
+    // The value's next change, or an override's end if sooner (a dead
+    // override is cleared then, even when the value stays the same).
+    let next_check = [now_effective.until, override_ends]
+        .into_iter()
+        .flatten()
+        .min()
+        .unwrap_or(Timestamp::from_millis(i64::MAX));
+    let done = |next_check_unwritten| Settled {
         effective: now_effective,
-        settled,
         inputs: inputs.clone(),
-        override_ends,
+        next_check_unwritten,
     };
     if now_effective.presence == seen || !endpoint.is_active() {
-        return done(true);
+        return done(Some(next_check));
     }
     // Who changed it: the agent's own verb is the agent's doing even when
     // the shift or the default decides afterwards (clock_in clearing an out).
@@ -168,19 +167,27 @@ async fn settle_now(
         (Cause::Clock, Source::Shift) => "shift".to_owned(),
         (Cause::Clock, Source::Default) => "default".to_owned(),
     };
-    let claimed = match store
-        .claim_presence_transition(&endpoint.id, now_effective.presence, &by, now)
-        .await
-    {
+    let claim = store.claim_presence_transition(
+        &endpoint.id,
+        now_effective.presence,
+        &by,
+        now,
+        Some(NextPresenceCheck {
+            inputs: &inputs,
+            at: next_check,
+        }),
+    );
+    let claimed = match claim.await {
         Ok(claimed) => claimed,
         Err(e) => {
             tracing::warn!(endpoint = %endpoint.slug, error = %e, "could not claim a presence transition");
-            return done(false);
+            return done(Some(now));
         }
     };
     if !claimed {
-        // Another instance claimed it: the row now says what we computed.
-        return done(true);
+        // Another instance claimed it: the row now says what we computed,
+        // and the next check is still ours to record.
+        return done(Some(next_check));
     }
     tracing::info!(
         endpoint = %endpoint.slug,
@@ -211,7 +218,7 @@ async fn settle_now(
         };
         send_return_digest(delivery, &claimed_row, reason).await;
     }
-    done(true)
+    done(None)
 }
 
 /// Why an out→in happened, as the digest tells it.
@@ -330,7 +337,7 @@ async fn send_digest(
 
 /// Endpoints an evaluator tick settles at once. A return is a few
 /// statements each waiting for its commit's WAL flush (the transition
-/// claim, the digest's marks, the next check): one after another, ten
+/// claim with the next check, the digest's marks): one after another, ten
 /// returns in one tick took 35–60 ms on PostgreSQL (B5), against a 50 ms
 /// budget for the whole tick. Endpoints settle independently; each one's
 /// own steps stay in order.

@@ -286,13 +286,17 @@ pub trait PresenceStore: Send + Sync {
     ) -> StoreResult<Endpoint>;
     /// Claims a presence transition that happened `at` (stored as
     /// `presence_changed_at`): true only for the caller whose update changed
-    /// `presence_seen` (exactly once across instances).
+    /// `presence_seen` (exactly once across instances). A claim that wins
+    /// also records `next_check` in the same statement (guarded as in
+    /// [`PresenceStore::set_presence_recheck`]), so a transition costs one
+    /// commit, not two.
     async fn claim_presence_transition(
         &self,
         endpoint_id: &str,
         new: crate::domain::presence::Presence,
         by: &str,
         at: crate::domain::Timestamp,
+        next_check: Option<NextPresenceCheck<'_>>,
     ) -> StoreResult<bool>;
     /// Active endpoints whose presence may change by itself (a shift, an
     /// override, or last seen out), by id, after `after_id` (keyset pages).
@@ -302,12 +306,8 @@ pub trait PresenceStore: Send + Sync {
         limit: i64,
     ) -> StoreResult<Vec<Endpoint>>;
     /// When the evaluator must next settle this endpoint; written only if
-    /// its presence inputs are still the ones in `endpoint`.
-    async fn set_presence_recheck(
-        &self,
-        endpoint: &Endpoint,
-        at: crate::domain::Timestamp,
-    ) -> StoreResult<()>;
+    /// its presence inputs are still `next.inputs`.
+    async fn set_presence_recheck(&self, next: NextPresenceCheck<'_>) -> StoreResult<()>;
     async fn unscoped_endpoints_by_ids(&self, ids: &[String]) -> StoreResult<Vec<Endpoint>>;
 }
 

@@ -130,6 +130,16 @@ impl Endpoint {
     }
 }
 
+/// When the evaluator must next settle an endpoint, decided from the
+/// presence inputs in `inputs`: written only while the row still holds those
+/// inputs, so a concurrent change of them is never hidden behind a later
+/// check.
+#[derive(Debug, Clone, Copy)]
+pub struct NextPresenceCheck<'a> {
+    pub inputs: &'a Endpoint,
+    pub at: Timestamp,
+}
+
 /// An agent-facing call's scope: every agent verb takes one, and every query
 /// it runs is limited to this endpoint's todos.
 #[derive(Debug, Clone)]

@@ -130,17 +130,25 @@ impl PresenceStore for SqlStore {
         new: Presence,
         by: &str,
         at: Timestamp,
+        next_check: Option<NextPresenceCheck<'_>>,
     ) -> StoreResult<bool> {
-        let claimed = sqlx::query(
+        let inputs_unchanged = self.presence_inputs_unchanged(6);
+        let sql = format!(
             "UPDATE endpoints SET presence_seen = $1, presence_changed_at = $2, \
-               presence_changed_by = $3 WHERE id = $4 AND presence_seen <> $1 RETURNING id",
-        )
-        .bind(new.as_str())
-        .bind(at.as_millis())
-        .bind(by)
-        .bind(endpoint_id)
-        .fetch_optional(self.writer()?)
-        .await?;
+               presence_changed_by = $3, \
+               presence_recheck_at = CASE WHEN $5 IS NOT NULL AND {inputs_unchanged} \
+                 THEN $5 ELSE presence_recheck_at END \
+             WHERE id = $4 AND presence_seen <> $1 RETURNING id"
+        );
+        let query = sqlx::query(AssertSqlSafe(sql))
+            .bind(new.as_str())
+            .bind(at.as_millis())
+            .bind(by)
+            .bind(endpoint_id)
+            .bind(next_check.map(|next| next.at.as_millis()));
+        let claimed = bind_presence_inputs(query, next_check.map(|next| next.inputs))
+            .fetch_optional(self.writer()?)
+            .await?;
         if claimed.is_some() {
             self.endpoints_changed();
         }
@@ -164,20 +172,15 @@ impl PresenceStore for SqlStore {
     /// Records when the evaluator must next look at the endpoint, unless its
     /// presence inputs changed since they were read (then another settle,
     /// or the next tick, decides).
-    async fn set_presence_recheck(&self, endpoint: &Endpoint, at: Timestamp) -> StoreResult<()> {
-        let eq = self.dialect.null_safe_eq();
+    async fn set_presence_recheck(&self, next: NextPresenceCheck<'_>) -> StoreResult<()> {
+        let inputs_unchanged = self.presence_inputs_unchanged(3);
         let sql = format!(
-            "UPDATE endpoints SET presence_recheck_at = $1 WHERE id = $2 \
-               AND shift {eq} $3 AND presence_override {eq} $4 AND override_set_at {eq} $5 \
-               AND override_until {eq} $6"
+            "UPDATE endpoints SET presence_recheck_at = $1 WHERE id = $2 AND {inputs_unchanged}"
         );
-        sqlx::query(AssertSqlSafe(sql))
-            .bind(at.as_millis())
-            .bind(&endpoint.id)
-            .bind(&endpoint.shift)
-            .bind(endpoint.presence_override.map(|p| p.as_str()))
-            .bind(endpoint.override_set_at.map(Timestamp::as_millis))
-            .bind(endpoint.override_until.map(Timestamp::as_millis))
+        let query = sqlx::query(AssertSqlSafe(sql))
+            .bind(next.at.as_millis())
+            .bind(&next.inputs.id);
+        bind_presence_inputs(query, Some(next.inputs))
             .execute(self.writer()?)
             .await?;
         Ok(())
@@ -197,6 +200,40 @@ impl PresenceStore for SqlStore {
             .await?;
         rows.iter().map(rows::endpoint).collect()
     }
+}
+
+impl SqlStore {
+    /// The row's presence inputs equal the four parameters from `$first`
+    /// on, NULL equal to NULL (bound by [`bind_presence_inputs`]).
+    fn presence_inputs_unchanged(&self, first: usize) -> String {
+        let eq = self.dialect.null_safe_eq();
+        let [shift, value, set_at, until] = [0, 1, 2, 3].map(|i| first + i);
+        format!(
+            "shift {eq} ${shift} AND presence_override {eq} ${value} \
+             AND override_set_at {eq} ${set_at} AND override_until {eq} ${until}"
+        )
+    }
+}
+
+/// Binds the presence inputs [`SqlStore::presence_inputs_unchanged`]
+/// compares (all NULL without inputs).
+fn bind_presence_inputs<'q>(
+    query: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments>,
+    inputs: Option<&'q Endpoint>,
+) -> sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments> {
+    query
+        .bind(inputs.and_then(|e| e.shift.as_deref()))
+        .bind(inputs.and_then(|e| e.presence_override).map(|p| p.as_str()))
+        .bind(
+            inputs
+                .and_then(|e| e.override_set_at)
+                .map(Timestamp::as_millis),
+        )
+        .bind(
+            inputs
+                .and_then(|e| e.override_until)
+                .map(Timestamp::as_millis),
+        )
 }
 
 #[cfg(test)]

@@ -47,8 +47,8 @@ async fn racing_evaluators_claim_each_transition_exactly_once(store: &dyn Store,
             Presence::In
         };
         let (first, second) = tokio::join!(
-            a.claim_presence_transition(id, new, "shift", ts.clock_now()),
-            b.claim_presence_transition(id, new, "shift", ts.clock_now()),
+            a.claim_presence_transition(id, new, "shift", ts.clock_now(), None),
+            b.claim_presence_transition(id, new, "shift", ts.clock_now(), None),
         );
         let (first, second) = (first.unwrap(), second.unwrap());
         assert!(
@@ -57,12 +57,12 @@ async fn racing_evaluators_claim_each_transition_exactly_once(store: &dyn Store,
         );
         // Once claimed, nobody claims the same value again.
         assert!(
-            !a.claim_presence_transition(id, new, "shift", ts.clock_now())
+            !a.claim_presence_transition(id, new, "shift", ts.clock_now(), None)
                 .await
                 .unwrap()
         );
         assert!(
-            !b.claim_presence_transition(id, new, "shift", ts.clock_now())
+            !b.claim_presence_transition(id, new, "shift", ts.clock_now(), None)
                 .await
                 .unwrap()
         );
@@ -81,7 +81,7 @@ async fn a_transition_claim_records_who_and_when(store: &dyn Store, ts: &TestSto
     assert_eq!(f.endpoint.presence_seen, Presence::In, "seen in by default");
     assert!(
         !store
-            .claim_presence_transition(id, Presence::In, "agent", ts.clock_now())
+            .claim_presence_transition(id, Presence::In, "agent", ts.clock_now(), None)
             .await
             .unwrap(),
         "no transition to the value already seen"
@@ -89,7 +89,7 @@ async fn a_transition_claim_records_who_and_when(store: &dyn Store, ts: &TestSto
     ts.clock.advance(Duration::from_secs(60));
     assert!(
         store
-            .claim_presence_transition(id, Presence::Out, "operator:hu_1", ts.clock_now())
+            .claim_presence_transition(id, Presence::Out, "operator:hu_1", ts.clock_now(), None)
             .await
             .unwrap()
     );
@@ -321,6 +321,88 @@ async fn digest_todos_and_marking_touch_only_what_they_name(store: &dyn Store, t
     );
 }
 
+async fn is_presence_candidate(store: &dyn Store, id: &str) -> bool {
+    let due = store
+        .unscoped_presence_candidates(None, 1_000)
+        .await
+        .unwrap();
+    due.iter().any(|e| e.id == id)
+}
+
+/// The winning claim records the next check in the same statement, guarded
+/// on the inputs it was decided from; a losing claim records nothing.
+async fn a_winning_claim_records_the_next_check_while_inputs_hold(
+    store: &dyn Store,
+    ts: &TestStore,
+) {
+    let f = fixture(store, "ada").await;
+    let id = &f.endpoint.id;
+    let hour = Duration::from_secs(3_600);
+    let in_an_hour =
+        |ts: &TestStore| Timestamp::from_millis(ts.clock_now().as_millis() + 3_600_000);
+    let next = NextPresenceCheck {
+        inputs: &f.endpoint,
+        at: in_an_hour(ts),
+    };
+    assert!(
+        store
+            .claim_presence_transition(id, Presence::Out, "shift", ts.clock_now(), Some(next))
+            .await
+            .unwrap()
+    );
+    assert!(
+        !is_presence_candidate(store, id).await,
+        "seen out, but not due for an hour"
+    );
+    ts.clock.advance(hour);
+    assert!(
+        is_presence_candidate(store, id).await,
+        "due when the hour is up"
+    );
+
+    // Inputs changed after they were read: the claim still wins, and the
+    // next check it was given (decided from the old inputs) is not written.
+    let clocked_in = store
+        .set_presence_override(id, &agent_override(Presence::In, ts.clock_now(), None))
+        .await
+        .unwrap();
+    let stale = NextPresenceCheck {
+        inputs: &f.endpoint,
+        at: in_an_hour(ts),
+    };
+    assert!(
+        store
+            .claim_presence_transition(id, Presence::In, "agent", ts.clock_now(), Some(stale))
+            .await
+            .unwrap()
+    );
+    assert!(
+        is_presence_candidate(store, id).await,
+        "a check decided from stale inputs is not recorded"
+    );
+
+    // A claim that loses (the value is already seen) records nothing either.
+    let current = NextPresenceCheck {
+        inputs: &clocked_in,
+        at: in_an_hour(ts),
+    };
+    assert!(
+        !store
+            .claim_presence_transition(id, Presence::In, "agent", ts.clock_now(), Some(current))
+            .await
+            .unwrap()
+    );
+    assert!(
+        is_presence_candidate(store, id).await,
+        "a lost claim records no check"
+    );
+    store.set_presence_recheck(current).await.unwrap();
+    assert!(
+        !is_presence_candidate(store, id).await,
+        "the same check, recorded on its own, holds"
+    );
+}
+
 exercise_on_both_backends!(
     racing_evaluators_claim_each_transition_exactly_once,
     a_transition_claim_records_who_and_when,
@@ -328,4 +410,5 @@ exercise_on_both_backends!(
     a_guarded_clear_leaves_a_newer_override_alone,
     racing_guarded_clears_clear_once,
     digest_todos_and_marking_touch_only_what_they_name,
+    a_winning_claim_records_the_next_check_while_inputs_hold,
 );
