@@ -338,8 +338,7 @@ async fn a_winning_claim_records_the_next_check_while_inputs_hold(
     let f = fixture(store, "ada").await;
     let id = &f.endpoint.id;
     let hour = Duration::from_secs(3_600);
-    let in_an_hour =
-        |ts: &TestStore| Timestamp::from_millis(ts.clock_now().as_millis() + 3_600_000);
+    let in_an_hour = |ts: &TestStore| ts.clock_now().saturating_add(hour);
     let next = NextPresenceCheck {
         inputs: &f.endpoint,
         at: in_an_hour(ts),
