@@ -10,10 +10,13 @@
 //! - [`bus`] — the cluster bus: in process, or PostgreSQL `LISTEN/NOTIFY`.
 //! - [`delivery`] — the event path: sessions, doorbells, the re-ring sweep,
 //!   presence and digests, the bus listener.
-//! - [`http`] — what the HTTP surfaces share: the error envelope, rate limits.
+//! - [`ops`] — one function per write (validate, mint, write, tell, count)
+//!   and the one error policy every surface renders.
+//! - [`http`] — what the HTTP surfaces share: the error envelope, rate
+//!   limits, the edge (host guard, client address, access log).
 //! - The surfaces, each with its own state and `router(state)`: [`api`]
 //!   (`/api/v1`), [`mcp`] (`/mcp/{slug}`), [`intake`] (webhooks),
-//!   [`metrics`] (`/metrics`).
+//!   [`metrics`] (`/metrics`), [`board`] (the web board at `/`).
 //! - [`server`] — wiring: config → store → bus → delivery → surfaces → loops.
 //! - [`cli`] — the command line (the server and the REST client).
 #![warn(unreachable_pub)]
@@ -30,5 +33,6 @@ pub mod intake;
 pub mod mcp;
 pub mod metrics;
 pub mod mint;
+pub mod ops;
 pub mod server;
 pub mod store;

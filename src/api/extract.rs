@@ -8,7 +8,7 @@ use axum::http::{Method, header};
 use serde::de::DeserializeOwned;
 
 use crate::api::ApiState;
-use crate::domain::ids::sha256_hex;
+use crate::http::auth::{self, SignedInHuman};
 use crate::http::error::ApiError;
 use crate::store::{ApiToken, Human};
 
@@ -26,13 +26,8 @@ impl FromRequestParts<ApiState> for HumanAuth {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &ApiState) -> Result<Self, ApiError> {
-        let token = bearer_token(parts).ok_or_else(ApiError::unauthenticated)?;
-        if !token.starts_with("sbh_") {
-            return Err(ApiError::unauthenticated());
-        }
-        let (human, token) = state
-            .store
-            .authenticate_api_token(&sha256_hex(token))
+        let secret = auth::bearer(&parts.headers).ok_or_else(ApiError::unauthenticated)?;
+        let SignedInHuman { human, token } = auth::human(&*state.store, secret)
             .await?
             .ok_or_else(ApiError::unauthenticated)?;
         let limiter = if is_read(&parts.method) {
@@ -49,17 +44,6 @@ impl FromRequestParts<ApiState> for HumanAuth {
 
 fn is_read(method: &Method) -> bool {
     matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS)
-}
-
-/// The token of an `Authorization: Bearer …` header, if well formed.
-pub fn bearer_token(parts: &Parts) -> Option<&str> {
-    let value = parts.headers.get(header::AUTHORIZATION)?.to_str().ok()?;
-    let (scheme, token) = value.split_once(' ')?;
-    if !scheme.eq_ignore_ascii_case("bearer") {
-        return None;
-    }
-    let token = token.trim();
-    (!token.is_empty()).then_some(token)
 }
 
 /// A JSON body: at most 64 KiB, `application/json`, a JSON object (every

@@ -9,18 +9,18 @@
 //! never stored in the browser.
 
 use axum::extract::FromRequestParts;
+use axum::http::HeaderValue;
 use axum::http::request::Parts;
-use axum::http::{HeaderMap, HeaderValue, header};
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
 use super::BoardState;
 use super::error::BoardError;
-use crate::domain::ids::sha256_hex;
+use crate::http::auth::{self, SignedInHuman};
 use crate::store::{ApiToken, Human};
 
 /// The cookie holding the board's own API token.
-pub(crate) const COOKIE: &str = "sb_board";
+pub(crate) const COOKIE: &str = auth::BOARD_COOKIE;
 /// The label of the tokens the board mints, as `GET /api/v1/tokens` lists them.
 pub(crate) const SIGN_IN_LABEL: &str = "board sign-in";
 /// What the CSRF token is an HMAC of, keyed by the cookie's token.
@@ -44,14 +44,11 @@ impl FromRequestParts<BoardState> for Signed {
         } else {
             BoardError::SignIn
         };
-        let Some(secret) = cookie(&parts.headers, COOKIE).filter(|s| s.starts_with("sbh_")) else {
+        let Some(secret) = auth::cookie(&parts.headers, COOKIE) else {
             return Err(refused);
         };
-        let (human, token) = state
-            .store
-            .authenticate_api_token(&sha256_hex(secret))
-            .await?
-            .ok_or(refused)?;
+        let SignedInHuman { human, token } =
+            auth::human(&*state.store, secret).await?.ok_or(refused)?;
         Ok(Self {
             human,
             token,
@@ -68,19 +65,6 @@ pub(crate) fn csrf_token(secret: &str) -> String {
     mac.update(CSRF_LABEL);
     let bytes = mac.finalize().into_bytes();
     crate::domain::ids::lower_hex(&bytes)
-}
-
-/// The value of one cookie of the request, if present.
-pub(crate) fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
-    headers
-        .get_all(header::COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-        .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(k, _)| *k == name)
-        .map(|(_, v)| v)
-        .filter(|v| !v.is_empty())
 }
 
 pub(crate) fn set_cookie(state: &BoardState, value: &str, max_age_secs: u64) -> HeaderValue {
@@ -106,21 +90,5 @@ mod tests {
         assert_ne!(a, csrf_token("sbh_two"), "another session, another token");
         assert_eq!(a.len(), 64);
         assert!(!a.contains("sbh_"), "it does not reveal the secret");
-    }
-
-    #[test]
-    fn the_session_cookie_is_found_among_others() {
-        let mut headers = HeaderMap::new();
-        headers.append(
-            header::COOKIE,
-            "theme=dark; sb_board=sbh_x".parse().unwrap(),
-        );
-        headers.append(header::COOKIE, "other=1".parse().unwrap());
-        assert_eq!(cookie(&headers, COOKIE), Some("sbh_x"));
-        assert_eq!(cookie(&headers, "other"), Some("1"));
-        assert_eq!(cookie(&headers, "missing"), None);
-        let mut empty = HeaderMap::new();
-        empty.append(header::COOKIE, "sb_board=".parse().unwrap());
-        assert_eq!(cookie(&empty, COOKIE), None);
     }
 }

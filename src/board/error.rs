@@ -5,6 +5,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 
 use super::render::render;
+use crate::ops::Answer;
 use crate::store::StoreError;
 
 #[derive(Debug)]
@@ -29,23 +30,17 @@ pub(crate) enum BoardError {
     Internal,
 }
 
+/// The one error policy's answer as a page.
 impl From<StoreError> for BoardError {
     fn from(e: StoreError) -> Self {
-        match e {
-            StoreError::NotFound => Self::NotFound,
-            StoreError::InvalidArgument(invalid) => Self::BadRequest(invalid.to_string()),
-            StoreError::Forbidden(why) => Self::Forbidden(why),
-            StoreError::EndpointRevoked => Self::Conflict("the endpoint is revoked".into()),
-            StoreError::Taken(taken) => Self::Conflict(taken.to_string()),
-            StoreError::Conflict(why) => Self::Conflict(why),
-            StoreError::Unavailable(e) => {
-                tracing::warn!(error = %e, "board: database unavailable");
-                Self::Unavailable
-            }
-            other => {
-                tracing::error!(error = %other, "board: storage error");
-                Self::Internal
-            }
+        let answer = Answer::logged(&e, "board");
+        match answer.status {
+            400 => Self::BadRequest(answer.text()),
+            403 => Self::Forbidden(answer.message),
+            404 => Self::NotFound,
+            409 => Self::Conflict(answer.message),
+            503 => Self::Unavailable,
+            _ => Self::Internal,
         }
     }
 }

@@ -25,10 +25,11 @@ use tokio::sync::watch;
 use tokio::time::{Interval, MissedTickBehavior, interval};
 
 use super::BoardState;
-use super::auth::{COOKIE, Signed, cookie};
+use super::auth::{COOKIE, Signed};
 use super::view::all_endpoints;
 use crate::bus::{BusEvent, Message, Subscription};
 use crate::domain::ids::sha256_hex;
+use crate::http::auth::cookie;
 use crate::store::{PageRequest, TodoFilter};
 
 /// What a human's fleet looked like, one part per kind of change.
@@ -147,7 +148,8 @@ impl Live {
                 Message::TodoReady { endpoint_id, .. }
                 | Message::PresenceChanged { endpoint_id }
                 | Message::TransitionClaimed { endpoint_id, .. }
-                | Message::EndpointRevoked { endpoint_id } => endpoint_id,
+                | Message::EndpointRevoked { endpoint_id }
+                | Message::EndpointChanged { endpoint_id } => endpoint_id,
                 Message::Keepalive => return false,
             },
         };

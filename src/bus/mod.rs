@@ -56,6 +56,9 @@ pub enum Message {
     },
     /// An endpoint was revoked or expired: its sessions end everywhere.
     EndpointRevoked { endpoint_id: String },
+    /// An endpoint's settings that its sessions see (the default lease)
+    /// changed: its sessions everywhere are told their tool list changed.
+    EndpointChanged { endpoint_id: String },
     /// A listener's probe of its own connection; everyone ignores it.
     Keepalive,
 }

@@ -1,10 +1,11 @@
 //! Throughput counters of the event path, kept as the `/metrics` families
 //! themselves (the server's registry holds clones):
-//! `switchboard_attempts_finished_total{outcome}` and
-//! `switchboard_todos_created_total{trust_mode}`.
+//! `switchboard_attempts_finished_total{outcome}`,
+//! `switchboard_todos_created_total{trust_mode}` and
+//! `switchboard_todo_actions_total{action}`.
 //!
-//! They are counted where [`super::Delivery`] is told, so the API, MCP,
-//! intake and the maintenance loop all count alike.
+//! They are counted where [`super::Delivery`] is told (by `crate::ops` and
+//! the maintenance loop), so every surface counts alike.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -57,6 +58,32 @@ impl AttemptEnd {
     }
 }
 
+/// What a human did to todos (API or board, one or in bulk), as
+/// `switchboard_todo_actions_total{action}` counts it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HumanAction {
+    Retry,
+    Release,
+    Cancel,
+}
+
+impl HumanAction {
+    pub const ALL: [Self; 3] = [Self::Retry, Self::Release, Self::Cancel];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Retry => "retry",
+            Self::Release => "release",
+            Self::Cancel => "cancel",
+        }
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ActionLabels {
+    pub action: &'static str,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct OutcomeLabels {
     pub outcome: &'static str,
@@ -71,6 +98,7 @@ pub struct TrustModeLabels {
 pub struct EventCounters {
     pub attempts_finished: Family<OutcomeLabels, Counter>,
     pub todos_created: Family<TrustModeLabels, Counter>,
+    pub todo_actions: Family<ActionLabels, Counter>,
 }
 
 impl Default for EventCounters {
@@ -79,7 +107,13 @@ impl Default for EventCounters {
         let counters = Self {
             attempts_finished: Family::default(),
             todos_created: Family::default(),
+            todo_actions: Family::default(),
         };
+        for action in HumanAction::ALL {
+            let _ = counters.todo_actions.get_or_create(&ActionLabels {
+                action: action.as_str(),
+            });
+        }
         for end in AttemptEnd::ALL {
             let _ = counters.attempts_finished.get_or_create(&OutcomeLabels {
                 outcome: end.as_str(),
@@ -111,6 +145,16 @@ impl EventCounters {
                 trust_mode: mode.as_str(),
             })
             .inc();
+    }
+
+    pub fn count_action(&self, action: HumanAction, n: u64) {
+        if n > 0 {
+            self.todo_actions
+                .get_or_create(&ActionLabels {
+                    action: action.as_str(),
+                })
+                .inc_by(n);
+        }
     }
 
     pub fn attempts(&self, end: AttemptEnd) -> u64 {

@@ -1,6 +1,8 @@
 //! The bus listener service: applies what other instances tell this one.
 //!
 //! - an endpoint revoked or expired elsewhere: its sessions here end;
+//! - an endpoint changed elsewhere (its default lease): its sessions here
+//!   are told their tool list changed;
 //! - a transition claimed elsewhere: if this instance hosts the endpoint and
 //!   it came back in, this instance sends its own one digest;
 //! - a todo ready elsewhere: this instance may be the one to ring it
@@ -64,6 +66,9 @@ pub async fn apply(delivery: &Delivery, message: Message) {
             if closed > 0 {
                 tracing::info!(endpoint = %endpoint_id, closed, "sessions closed: endpoint revoked elsewhere");
             }
+        }
+        Message::EndpointChanged { endpoint_id } => {
+            delivery.endpoint_changed_here(&endpoint_id);
         }
         Message::TransitionClaimed {
             endpoint_id,

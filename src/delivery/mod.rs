@@ -22,7 +22,7 @@ pub mod sweep;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-pub use counters::{AttemptEnd, EventCounters};
+pub use counters::{AttemptEnd, EventCounters, HumanAction};
 pub use hub::{Doorbells, DropLabels, DropReason, RingLabels, RingOutcome, Trigger};
 
 use crate::bus::{Bus, Message};
@@ -91,6 +91,11 @@ impl Delivery {
         self.counters.count_attempts(end, n);
     }
 
+    /// A human retried, released or cancelled `n` todos.
+    pub fn human_acted(&self, action: HumanAction, n: u64) {
+        self.counters.count_action(action, n);
+    }
+
     /// A todo was created (the store made a row, not a dedup hit), by a
     /// sender of this trust mode. Counted apart from [`Self::todo_created`],
     /// which rings, so that a todo that rings nothing still counts.
@@ -143,6 +148,35 @@ impl Delivery {
         });
         self.ring_ready(&todo.endpoint_id, &todo.id, None, None, Trigger::Retry)
             .await;
+    }
+
+    /// Todos a human retried in bulk: each rings as [`Self::todo_retried`]
+    /// does, one after another in a task of its own, so that the request
+    /// that retried them does not wait for the rings.
+    pub fn todos_retried_in_background(self: &Arc<Self>, ids: Vec<String>) {
+        if ids.is_empty() {
+            return;
+        }
+        let delivery = self.clone();
+        tokio::spawn(async move {
+            for id in &ids {
+                match delivery.store().unscoped_ringable_todo(id).await {
+                    Ok(Some(todo)) => {
+                        let todo = TodoRef {
+                            id: todo.id,
+                            endpoint_id: todo.endpoint_id,
+                            queue: todo.queue,
+                        };
+                        delivery.todo_retried(&todo).await;
+                    }
+                    // Claimed or changed since, or a pull-only todo: nothing to ring.
+                    Ok(None) => {}
+                    Err(e) => {
+                        tracing::warn!(todo = %id, error = %e, "doorbell skipped: retried todo unreadable");
+                    }
+                }
+            }
+        });
     }
 
     /// A todo became ready on another instance.
@@ -267,6 +301,30 @@ impl Delivery {
             endpoint_id: endpoint_id.to_owned(),
         });
         self.sessions().close_endpoint(endpoint_id)
+    }
+
+    /// An endpoint's settings that its sessions see (the default lease the
+    /// tool descriptions quote) were written here: cached credentials,
+    /// which carry the endpoint's row, are dropped on every instance, and
+    /// every session of the endpoint is told its tool list changed.
+    pub fn endpoint_changed(&self, endpoint_id: &str) {
+        self.bus.publish(Message::EndpointChanged {
+            endpoint_id: endpoint_id.to_owned(),
+        });
+        self.endpoint_changed_here(endpoint_id);
+    }
+
+    /// [`Self::endpoint_changed`] on this instance only (what the bus
+    /// listener does for another instance's change). Returns how many
+    /// sessions were told.
+    pub fn endpoint_changed_here(&self, endpoint_id: &str) -> usize {
+        self.store.forget_credentials();
+        let note = crate::domain::doorbell::tools_changed();
+        self.sessions()
+            .sessions_of(endpoint_id)
+            .iter()
+            .filter(|session| session.try_send_or_hold(note.clone()).is_ok())
+            .count()
     }
 
     /// An endpoint's presence inputs were written here.

@@ -60,3 +60,17 @@ pub fn mcp_json(server_name: &str, url: &str) -> Value {
         }
     })
 }
+
+/// An endpoint's MCP URL under the server's public URL.
+pub fn mcp_url(public_url: &str, slug: &str) -> String {
+    format!("{}/mcp/{slug}", public_url.trim_end_matches('/'))
+}
+
+/// A webhook's ingest URL under the server's public URL (the URL token is
+/// the webhook's secret: shown once, never logged).
+pub fn ingest_url(public_url: &str, url_token: &str) -> String {
+    format!(
+        "{}/webhooks/w/{url_token}",
+        public_url.trim_end_matches('/')
+    )
+}

@@ -33,6 +33,13 @@ fn replace_ignore_ascii_case(haystack: &str, needle: &str, replacement: &str) ->
     out
 }
 
+/// The notification that tells a session its tool list changed: the tool
+/// descriptions quote the endpoint's default lease, so a change of it is
+/// announced to every session of the endpoint.
+pub fn tools_changed() -> Value {
+    json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed", "params": {}})
+}
+
 /// What a todo doorbell says about its todo.
 #[derive(Debug, Clone)]
 pub struct TodoBell<'a> {

@@ -8,6 +8,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use crate::domain::Invalid;
+use crate::ops::Answer;
 use crate::store::StoreError;
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -79,9 +80,7 @@ impl ApiError {
 
     /// A conflict because the endpoint is revoked: carries `"state":"revoked"`.
     pub fn revoked() -> Self {
-        let mut e = Self::conflict("the endpoint is revoked");
-        e.detail.state = Some("revoked".into());
-        e
+        Self::from(Answer::of(&StoreError::EndpointRevoked))
     }
 
     /// A webhook delivery without a valid signature. Missing and wrong
@@ -155,36 +154,19 @@ impl From<Invalid> for ApiError {
 
 impl From<StoreError> for ApiError {
     fn from(err: StoreError) -> Self {
-        match err {
-            StoreError::InvalidArgument(invalid) => invalid.into(),
-            StoreError::Forbidden(message) => {
-                Self::new(StatusCode::FORBIDDEN, "forbidden", message)
-            }
-            StoreError::NotFound => Self::not_found(),
-            StoreError::EndpointRevoked => Self::revoked(),
-            StoreError::Taken(taken) => Self::conflict(taken.to_string()),
-            StoreError::Conflict(message) => Self::conflict(message),
-            err @ StoreError::SchemaMismatch { .. } => {
-                tracing::warn!(error = %err, "database schema not current");
-                Self::new(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "unavailable",
-                    "the database is unavailable; try again",
-                )
-            }
-            StoreError::Unavailable(detail) => {
-                tracing::warn!(error = %detail, "database unavailable");
-                Self::new(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "unavailable",
-                    "the database is unavailable; try again",
-                )
-            }
-            StoreError::Internal(detail) => {
-                tracing::error!(error = %detail, "internal error");
-                Self::internal()
-            }
-        }
+        Self::from(Answer::logged(&err, "api"))
+    }
+}
+
+/// The one error policy's answer as the API's envelope.
+impl From<Answer> for ApiError {
+    fn from(answer: Answer) -> Self {
+        let status =
+            StatusCode::from_u16(answer.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let mut e = Self::new(status, answer.code, answer.message);
+        e.detail.field = answer.field.map(str::to_owned);
+        e.detail.state = answer.state.map(str::to_owned);
+        e
     }
 }
 

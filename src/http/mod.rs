@@ -6,10 +6,14 @@
 //! behind trusted proxies ([`client_addr`]) and the access log with its
 //! request id ([`access_log`]).
 //!
-//! It sits below the surfaces (`api`, `mcp`, `intake`, `metrics`) so that
-//! they need not import one another.
+//! Who is calling ([`auth`]: a bearer header or the board's cookie, the
+//! human or endpoint it authenticates) is here too, for every surface.
+//!
+//! It sits below the surfaces (`api`, `mcp`, `intake`, `metrics`, `board`)
+//! so that they need not import one another.
 
 pub mod access_log;
+pub mod auth;
 pub mod cidr;
 pub mod client_addr;
 pub mod connections;

@@ -20,6 +20,7 @@ use crate::domain::ids::sha256_hex;
 use crate::domain::text::cut_to_bytes;
 use crate::http::client_addr::ClientAddr;
 use crate::http::error::{ApiError, ApiResult};
+use crate::ops;
 use crate::store::{NewIntakeEvent, NewTodo, StoreError, TrustMode, WebhookTarget};
 
 /// The 202 answer: `{"todo": {"id", "queue", "created"}}`.
@@ -87,7 +88,7 @@ pub(super) async fn receive(
             body,
         }),
     };
-    let created = match state.store.create_todo(new).await {
+    let created = match ops::todos::create(&state.delivery, new, None).await {
         Ok(created) => created,
         // Revoked between the lookup and the insert.
         Err(StoreError::EndpointRevoked) => {
@@ -95,10 +96,6 @@ pub(super) async fn receive(
         }
         Err(e) => return Err(e.into()),
     };
-    if created.created {
-        state.delivery.todo_counted(trust_mode);
-        state.delivery.todo_created(&created.todo).await;
-    }
     // Never the URL token, the secret, the signature or the body.
     tracing::info!(
         webhook_id = %webhook.id,

@@ -19,7 +19,8 @@ use super::response::{rpc_response, with_security_headers};
 use super::{MAX_BODY_BYTES, McpContext, McpState, PROTOCOL_VERSIONS};
 use crate::delivery::sessions::Session;
 use crate::domain::Timestamp;
-use crate::domain::ids::sha256_hex;
+use crate::http::auth;
+use crate::ops;
 use crate::store::Endpoint;
 
 pub(super) const SESSION_HEADER: &str = "mcp-session-id";
@@ -197,20 +198,14 @@ async fn authenticate(
     slug: &str,
     headers: &HeaderMap,
 ) -> Result<Endpoint, McpRejection> {
-    let bearer = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split_once(' '))
-        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
-        .map(|(_, token)| token.trim())
-        .filter(|t| !t.is_empty());
+    let bearer = auth::bearer(headers);
     let refused = McpRejection::Unauthenticated {
         token_presented: bearer.is_some(),
     };
-    let Some(token) = bearer.filter(|t| t.starts_with("sbk_")) else {
+    let Some(secret) = bearer else {
         return Err(refused);
     };
-    let endpoint = match state.store.authenticate_endpoint(&sha256_hex(token)).await {
+    let endpoint = match auth::endpoint(&*state.store, secret).await {
         Ok(Some(endpoint)) => endpoint,
         Ok(None) => return Err(refused),
         Err(e) => {
@@ -255,13 +250,8 @@ pub(super) async fn stamp_seen(
         }
         due
     };
-    if (due || last_contact.is_some())
-        && let Err(e) = state
-            .store
-            .stamp_endpoint_seen(&endpoint.id, now, last_contact)
-            .await
-    {
-        tracing::warn!(endpoint = %endpoint.slug, error = %e, "could not stamp last_seen");
+    if due || last_contact.is_some() {
+        ops::endpoints::stamp_seen(&state.delivery, endpoint, now, last_contact).await;
     }
 }
 

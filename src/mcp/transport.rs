@@ -152,29 +152,11 @@ async fn call_tool(
         ));
     };
     let arguments = params.get("arguments").cloned();
-    let mut effects = tools::SideEffects::default();
     let limits = tools::ToolLimits {
         claim_payload_inline_max: state.mcp.config.claim_payload_inline_max,
     };
-    match tools::call_with(
-        &state.delivery,
-        endpoint,
-        name,
-        arguments,
-        &mut effects,
-        limits,
-    )
-    .await
-    {
-        Ok(result) => {
-            if effects.tools_changed {
-                let note = jsonrpc::notification("notifications/tools/list_changed", json!({}));
-                for session in state.mcp.sessions.sessions_of(&endpoint.id) {
-                    let _ = session.try_send(note.clone());
-                }
-            }
-            Ok(jsonrpc::success(id, result))
-        }
+    match tools::call_with(&state.delivery, endpoint, name, arguments, limits).await {
+        Ok(result) => Ok(jsonrpc::success(id, result)),
         Err(tools::CallFailure::Protocol(message)) => {
             Ok(jsonrpc::error(Some(id), jsonrpc::INVALID_PARAMS, &message))
         }

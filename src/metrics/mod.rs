@@ -541,6 +541,12 @@ impl Metrics {
             "Todos created (not deduplicated redeliveries), by the sender's trust mode",
             counters.todos_created.clone(),
         );
+        self.registry.register(
+            "todo_actions",
+            "Todos a human acted on through the API or the board (one or in bulk), by action: \
+             retry, release, cancel",
+            counters.todo_actions.clone(),
+        );
         let info = Family::<BuildLabels, Gauge>::default();
         info.get_or_create(&BuildLabels {
             version: env!("CARGO_PKG_VERSION"),

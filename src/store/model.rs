@@ -326,6 +326,16 @@ pub struct TodoRef {
     pub queue: String,
 }
 
+impl From<&Todo> for TodoRef {
+    fn from(todo: &Todo) -> Self {
+        Self {
+            id: todo.id.clone(),
+            endpoint_id: todo.endpoint_id.clone(),
+            queue: todo.queue.clone(),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct Revoked {
     pub endpoint_id: String,

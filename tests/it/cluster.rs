@@ -263,6 +263,53 @@ async fn revoking_through_one_instance_ends_the_streams_on_every_instance() {
     c.finish().await;
 }
 
+/// The tool descriptions quote the default lease: a change through A tells
+/// the sessions on B too, and B's next `tools/list` quotes the new lease
+/// (its cached credential, which carries the endpoint's row, is dropped).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_default_lease_changed_through_one_instance_is_announced_on_every_instance() {
+    let Some(c) = cluster("cluster_lease_changed", 2).await else {
+        return;
+    };
+    let (slug, token) = c.vend(0, "reviewer").await;
+    let mut on_a = c.listen(0, &slug, &token).await;
+    let mut on_b = c.listen(1, &slug, &token).await;
+    // B authenticates right before the change: its cache entry is fresh.
+    let before = on_b
+        .mcp
+        .rpc(&on_b.session, 2, "tools/list", json!({}))
+        .await
+        .json()
+        .to_string();
+    assert!(!before.contains("777"), "{before}");
+    c.api(
+        0,
+        reqwest::Method::PATCH,
+        &format!("/endpoints/{slug}"),
+        Some(json!({"default_lease_ttl_seconds": 777})),
+    )
+    .await;
+    let changed = |v: &Value| v["method"] == "notifications/tools/list_changed";
+    for (name, stream) in [("A", &mut on_a), ("B", &mut on_b)] {
+        let mut told = false;
+        while let Some(v) = stream.next(Duration::from_secs(5)).await {
+            if changed(&v) {
+                told = true;
+                break;
+            }
+        }
+        assert!(told, "the session on {name} is told its tool list changed");
+    }
+    let after = on_b
+        .mcp
+        .rpc(&on_b.session, 3, "tools/list", json!({}))
+        .await
+        .json()
+        .to_string();
+    assert!(after.contains("777"), "B lists the new lease at once");
+    c.finish().await;
+}
+
 /// B caches the credential (`store::auth_cache`, 2 s): a revoke on A must
 /// still refuse it on B at once — through the bus message, long before the
 /// cache entry's age bound would.

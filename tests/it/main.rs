@@ -1,10 +1,12 @@
 //! The integration tests, in one test binary (`cargo test --test it`): one
 //! link of the crate instead of one per file. Modules follow the surfaces:
 //! `api::` (the REST API), `mcp::` (MCP end to end), `delivery::` (doorbells
-//! and presence in process), `cli::`, `binary` (the process itself), `edge` (Host/Origin,
-//! proxies, request ids, the access log), `intake`, `metrics`, `maintenance`, `faults` (the
-//! binary under faults and floods), `cluster` and `cluster_faults` (several real processes on
-//! PostgreSQL), `shift` and `store_conformance` (both backends).
+//! and presence in process), `cli::`, `binary` (the process itself), `edge`
+//! (Host/Origin, proxies, request ids, the access log), `intake`, `metrics`,
+//! `ops` (a write's consequences, alike from every surface), `maintenance`,
+//! `faults` (the binary under faults and floods), `cluster` and
+//! `cluster_faults` (several real processes on PostgreSQL), `shift` and
+//! `store_conformance` (both backends).
 //! Shared helpers live in `support/`; `support::server` starts servers.
 //!
 //! Run a subset with a module prefix: `cargo test --test it mcp::transport::`.
@@ -23,6 +25,7 @@ mod intake;
 mod maintenance;
 mod mcp;
 mod metrics;
+mod ops;
 mod shift;
 mod store_conformance;
 mod support;

@@ -11,31 +11,9 @@ use super::tokens::ListQuery;
 use crate::api::ApiState;
 use crate::api::extract::{ApiJson, ApiPath, ApiQuery, HumanAuth};
 use crate::api::views::{AgentList, AgentView};
-use crate::http::error::{ApiError, ApiResult, ErrorBody};
-use crate::store::{
-    Agent, AgentKind, AgentPatch, Endpoint, EndpointActivity, NewAgent, Store, StoreError,
-};
-
-pub(crate) fn parse_kind(kind: &str) -> Result<AgentKind, ApiError> {
-    AgentKind::parse(kind).ok_or_else(|| {
-        ApiError::invalid(
-            "kind",
-            format!("{kind:?} is not an agent kind; expected heartbeat, session or task"),
-        )
-    })
-}
-
-/// A store error in the API's terms: the store names the interval
-/// `expected_interval`, the request field is `expected_interval_seconds`.
-fn api_field(err: StoreError) -> ApiError {
-    match err {
-        StoreError::InvalidArgument(mut invalid) if invalid.field == "expected_interval" => {
-            invalid.field = "expected_interval_seconds";
-            invalid.into()
-        }
-        other => other.into(),
-    }
-}
+use crate::http::error::{ApiResult, ErrorBody};
+use crate::ops;
+use crate::store::{Agent, AgentPatch, Endpoint, EndpointActivity, Store};
 
 /// Builds views for agents, with liveness over each one's endpoints.
 async fn agent_views(
@@ -128,21 +106,13 @@ pub(crate) async fn register(
     auth: HumanAuth,
     ApiJson(body): ApiJson<RegisterAgent>,
 ) -> ApiResult<(StatusCode, Json<AgentView>)> {
-    let kind = match body.kind.as_deref() {
-        Some(k) => parse_kind(k)?,
-        None => AgentKind::Session,
+    let register = ops::agents::Register {
+        name: body.name,
+        kind: body.kind,
+        expected_interval_seconds: body.expected_interval_seconds,
+        description: body.description,
     };
-    let agent = state
-        .store
-        .register_agent(NewAgent {
-            human_id: auth.human.id.clone(),
-            name: body.name,
-            kind,
-            expected_interval_seconds: body.expected_interval_seconds,
-            description: body.description,
-        })
-        .await
-        .map_err(api_field)?;
+    let agent = ops::agents::register(&state.delivery, &auth.human.id, register).await?;
     let view = agent_views(&*state.store, &auth.human.id, &[agent]).await?;
     Ok((
         StatusCode::CREATED,
@@ -214,15 +184,15 @@ pub(crate) async fn edit(
     ApiJson(body): ApiJson<EditAgent>,
 ) -> ApiResult<Json<AgentView>> {
     let patch = AgentPatch {
-        kind: body.kind.as_deref().map(parse_kind).transpose()?,
+        kind: body
+            .kind
+            .as_deref()
+            .map(ops::agents::parse_kind)
+            .transpose()?,
         expected_interval_seconds: body.expected_interval_seconds,
         description: body.description,
     };
-    let agent = state
-        .store
-        .update_agent(&auth.human.id, &name, patch)
-        .await
-        .map_err(api_field)?;
+    let agent = ops::agents::update(&state.delivery, &auth.human.id, &name, patch).await?;
     let view = agent_views(&*state.store, &auth.human.id, &[agent]).await?;
     Ok(Json(view.into_iter().next().expect("one view")))
 }

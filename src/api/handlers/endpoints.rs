@@ -4,27 +4,20 @@ use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use super::agents::{parse_kind, present};
+use super::agents::present;
 use super::page_request;
 use super::tokens::ListQuery;
-use super::webhooks::issue_webhook;
 use crate::api::ApiState;
 use crate::api::extract::{ApiJson, ApiPath, ApiQuery, HumanAuth};
 use crate::api::views::{
-    ClientSetup, EndpointList, EndpointView, SessionRow, SessionsView, VendView, mcp_json, mcp_url,
+    ClientSetup, EndpointList, EndpointView, NewWebhookView, SessionRow, SessionsView, VendView,
+    mcp_json,
 };
 use crate::delivery::Doorbells;
 use crate::delivery::fleet::session_statuses;
-use crate::domain::duration::parse_positive_duration;
-use crate::domain::ids::{SHOWN_PREFIX_CHARS, sha256_hex};
-use crate::domain::lease;
-use crate::domain::scope::normalize_scope;
-use crate::domain::server_key::{
-    LONGEST_TOOL_NAME, default_server_key, max_server_key_len, validate_server_key,
-};
-use crate::http::error::{ApiError, ApiResult, ErrorBody};
-use crate::mint::{new_endpoint_credential, new_slug};
-use crate::store::{AgentKind, Endpoint, EndpointActivity, NewEndpoint, StoreError, Taken};
+use crate::http::error::{ApiResult, ErrorBody};
+use crate::ops;
+use crate::store::{Endpoint, EndpointActivity};
 
 /// Views for endpoints, with their work counts and liveness.
 pub(crate) async fn endpoint_views(
@@ -153,141 +146,35 @@ pub(crate) async fn vend(
     auth: HumanAuth,
     ApiJson(body): ApiJson<VendRequest>,
 ) -> ApiResult<(StatusCode, Json<VendView>)> {
-    let now = state.store.clock().now();
-    let vend = ValidVend::parse(body, now)?;
-    let server_name = vend.server_name.clone();
-    let kind = vend.kind;
-    // A slug collision is unlikely but possible: draw again a few times.
-    let mut last_err = None;
-    for _ in 0..5 {
-        let credential = new_endpoint_credential();
-        let new = NewEndpoint {
-            agent_id: String::new(),
-            slug: new_slug(&vend.agent),
-            credential_hash: sha256_hex(&credential),
-            credential_prefix: credential[..SHOWN_PREFIX_CHARS].to_owned(),
-            queues: vend.queues.clone(),
-            verbs: vend.verbs.clone(),
-            expires_at: vend.expires_at,
-            default_lease_ttl_seconds: vend.default_lease_ttl_seconds,
-            server_name: vend.chosen_server_name.clone(),
-        };
-        match state
-            .store
-            .vend_endpoint(&auth.human.id, &vend.agent, kind, new)
-            .await
-        {
-            Ok((_agent, endpoint, agent_created)) => {
-                let webhook = if vend.webhook {
-                    Some(
-                        issue_webhook(
-                            &state,
-                            &auth.human.id,
-                            &endpoint.id,
-                            &endpoint.scope_queues[0],
-                            false,
-                        )
-                        .await?,
-                    )
-                } else {
-                    None
-                };
-                let url = mcp_url(&state.api.public_url, &endpoint.slug);
-                tracing::info!(
-                    endpoint = %endpoint.slug,
-                    agent = %endpoint.agent_name,
-                    "endpoint vended"
-                );
-                return Ok((
-                    StatusCode::CREATED,
-                    Json(VendView {
-                        mcp_json: mcp_json(&server_name, &url),
-                        client: ClientSetup::new(&server_name, &url, &credential),
-                        token: credential,
-                        agent_created,
-                        webhook,
-                        endpoint: endpoint_view(&state, &endpoint).await?,
-                    }),
-                ));
-            }
-            Err(err @ StoreError::Taken(Taken::SlugOrCredential)) => {
-                last_err = Some(err);
-            }
-            Err(e) => return Err(e.into()),
-        }
-    }
-    Err(last_err
-        .map(ApiError::from)
-        .unwrap_or_else(ApiError::internal))
-}
-
-/// A vend request with every field checked: nothing is written (not even
-/// the agent a vend creates) until the whole request is known to be good.
-struct ValidVend {
-    agent: String,
-    kind: AgentKind,
-    /// The name MCP clients know the endpoint by (chosen or default).
-    server_name: String,
-    /// The name as asked for; `None` stores the default.
-    chosen_server_name: Option<String>,
-    queues: Vec<String>,
-    verbs: Vec<String>,
-    expires_at: Option<crate::domain::Timestamp>,
-    default_lease_ttl_seconds: Option<i64>,
-    webhook: bool,
-}
-
-impl ValidVend {
-    fn parse(body: VendRequest, now: crate::domain::Timestamp) -> ApiResult<Self> {
-        crate::domain::names::validate_agent_name(&body.agent)
-            .map_err(|e| ApiError::invalid("agent", e.message))?;
-        let kind = match body.kind.as_deref() {
-            Some(k) => parse_kind(k)?,
-            None => AgentKind::Session,
-        };
-        // The name must keep every tool name within Claude's limit, the
-        // default one included.
-        let server_name = match body.server_name.as_deref() {
-            Some(name) => {
-                validate_server_key(name, LONGEST_TOOL_NAME, "server_name")?;
-                name.to_owned()
-            }
-            None => {
-                let name = default_server_key(&body.agent);
-                validate_server_key(&name, LONGEST_TOOL_NAME, "agent").map_err(|_| {
-                    ApiError::invalid(
-                        "agent",
-                        format!(
-                            "is too long for the default server name {name:?} (at most {} \
-                             characters, so that Claude Code's tool names fit in 64): choose a \
-                             shorter agent name, or a server_name",
-                            max_server_key_len(LONGEST_TOOL_NAME)
-                        ),
-                    )
-                })?;
-                name
-            }
-        };
-        let queues = body.queues.unwrap_or_else(|| vec!["inbox".to_owned()]);
-        let (queues, verbs) = normalize_scope(&queues, &body.verbs.unwrap_or_default())?;
-        let expires_at = match body.expires_in.as_deref() {
-            None => None,
-            Some(text) => Some(now.saturating_add(parse_positive_duration(text, "expires_in")?)),
-        };
-        let default_lease_ttl_seconds =
-            lease::validate_endpoint_default(body.default_lease_ttl_seconds)?;
-        Ok(Self {
-            agent: body.agent,
-            kind,
-            server_name,
-            chosen_server_name: body.server_name,
-            queues,
-            verbs,
-            expires_at,
-            default_lease_ttl_seconds,
-            webhook: body.webhook == Some(true),
-        })
-    }
+    let request = ops::endpoints::Vend {
+        agent: body.agent,
+        kind: body.kind,
+        server_name: body.server_name,
+        queues: body.queues,
+        verbs: body.verbs,
+        expires_in: body.expires_in,
+        default_lease_ttl_seconds: body.default_lease_ttl_seconds,
+        webhook: body.webhook == Some(true),
+    };
+    let vended = ops::endpoints::vend(
+        &state.delivery,
+        &state.api.public_url,
+        &auth.human.id,
+        request,
+    )
+    .await?;
+    let (server_name, url) = (&vended.server_name, &vended.mcp_url);
+    Ok((
+        StatusCode::CREATED,
+        Json(VendView {
+            mcp_json: mcp_json(server_name, url),
+            client: ClientSetup::new(server_name, url, &vended.credential),
+            agent_created: vended.agent_created,
+            webhook: vended.webhook.as_ref().map(NewWebhookView::from),
+            endpoint: endpoint_view(&state, &vended.endpoint).await?,
+            token: vended.credential,
+        }),
+    ))
 }
 
 /// One endpoint by slug or id.
@@ -342,11 +229,9 @@ pub(crate) async fn edit(
     let endpoint = state.store.get_endpoint(&auth.human.id, &reference).await?;
     let endpoint = match body.default_lease_ttl_seconds {
         None => endpoint,
-        Some(value) => match state.store.set_default_lease(&endpoint.id, value).await {
-            Ok(updated) => updated,
-            Err(StoreError::EndpointRevoked) => return Err(ApiError::revoked()),
-            Err(e) => return Err(e.into()),
-        },
+        Some(value) => {
+            ops::endpoints::set_default_lease(&state.delivery, &endpoint.id, value).await?
+        }
     };
     Ok(Json(endpoint_view(&state, &endpoint).await?))
 }
@@ -369,23 +254,7 @@ pub(crate) async fn revoke(
     ApiPath(reference): ApiPath<String>,
 ) -> ApiResult<Json<EndpointView>> {
     let endpoint = state.store.get_endpoint(&auth.human.id, &reference).await?;
-    match state
-        .store
-        .revoke_endpoint(&auth.human.id, &endpoint.id)
-        .await
-    {
-        Ok(revoked) => {
-            let closed = state.delivery.endpoint_revoked(&endpoint.id);
-            tracing::info!(
-                endpoint = %endpoint.slug,
-                dead_lettered = revoked.dead_lettered,
-                sessions_closed = closed,
-                "endpoint revoked"
-            );
-        }
-        Err(StoreError::EndpointRevoked) => return Err(ApiError::revoked()),
-        Err(e) => return Err(e.into()),
-    }
+    ops::endpoints::revoke(&state.delivery, &auth.human.id, &endpoint).await?;
     let endpoint = state
         .store
         .get_endpoint(&auth.human.id, &endpoint.id)
@@ -410,9 +279,6 @@ pub(crate) async fn remove(
     ApiPath(reference): ApiPath<String>,
 ) -> ApiResult<StatusCode> {
     let endpoint = state.store.get_endpoint(&auth.human.id, &reference).await?;
-    state
-        .store
-        .delete_endpoint(&auth.human.id, &endpoint.id)
-        .await?;
+    ops::endpoints::delete(&state.delivery, &auth.human.id, &endpoint.id).await?;
     Ok(StatusCode::NO_CONTENT)
 }

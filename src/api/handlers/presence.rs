@@ -9,7 +9,8 @@ use crate::delivery::presence::{self as service, PresenceView};
 use crate::domain::Timestamp;
 use crate::domain::presence::Presence;
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
-use crate::store::{Endpoint, StoreError};
+use crate::ops;
+use crate::store::Endpoint;
 
 /// Presence as the API shows it (`05-presence.md`).
 #[derive(Debug, Serialize, ToSchema)]
@@ -42,14 +43,6 @@ async fn body(state: &ApiState, endpoint: &Endpoint) -> ApiResult<Json<PresenceB
     let fresh = state.store.unscoped_get_endpoint(&endpoint.id).await?;
     let view = service::view(&*state.store, &fresh, state.store.clock().now()).await;
     Ok(Json(view.into()))
-}
-
-/// A write on a revoked endpoint is a 409 with `"state":"revoked"`.
-fn refused(e: StoreError) -> ApiError {
-    match e {
-        StoreError::EndpointRevoked => ApiError::revoked(),
-        other => other.into(),
-    }
 }
 
 /// The endpoint's effective presence.
@@ -111,12 +104,9 @@ pub(crate) async fn set(
                 .ok_or_else(|| ApiError::invalid("until", "must be an RFC 3339 time"))?,
         ),
     };
-    if !endpoint.is_active() {
-        return Err(ApiError::revoked());
-    }
-    let endpoint = service::operator_set(&state.delivery, &endpoint, &auth.human.id, value, until)
-        .await
-        .map_err(refused)?;
+    let endpoint =
+        ops::presence::operator_set(&state.delivery, &endpoint, &auth.human.id, value, until)
+            .await?;
     body(&state, &endpoint).await
 }
 
@@ -137,9 +127,8 @@ pub(crate) async fn clear(
     ApiPath(reference): ApiPath<String>,
 ) -> ApiResult<Json<PresenceBody>> {
     let endpoint = state.store.get_endpoint(&auth.human.id, &reference).await?;
-    let endpoint = service::operator_clear(&state.delivery, &endpoint, &auth.human.id)
-        .await
-        .map_err(refused)?;
+    let endpoint =
+        ops::presence::operator_clear(&state.delivery, &endpoint, &auth.human.id).await?;
     body(&state, &endpoint).await
 }
 
@@ -171,19 +160,12 @@ pub(crate) async fn set_shift(
     ApiJson(req): ApiJson<SetShift>,
 ) -> ApiResult<Json<PresenceBody>> {
     let endpoint = state.store.get_endpoint(&auth.human.id, &reference).await?;
-    if !endpoint.is_active() {
-        return Err(ApiError::revoked());
-    }
-    let endpoint = service::operator_set_shift(
+    let endpoint = ops::presence::operator_set_shift(
         &state.delivery,
         &endpoint,
         &auth.human.id,
         req.shift.as_deref(),
     )
-    .await
-    .map_err(|e| match e {
-        StoreError::InvalidArgument(invalid) => invalid.into(),
-        other => refused(other),
-    })?;
+    .await?;
     body(&state, &endpoint).await
 }

@@ -11,10 +11,10 @@ use crate::api::extract::{ApiJson, ApiPath, ApiQuery, HumanAuth, parse_param};
 use crate::api::views::{
     AttemptView, BulkResult, CreatedTodoView, IntakeEventView, TodoDetail, TodoList, TodoView,
 };
-use crate::delivery::AttemptEnd;
 use crate::domain::todo::{KEPT_ATTEMPTS, TodoState, validate_bulk_ids};
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
-use crate::store::{BulkTarget, NewIntakeEvent, NewTodo, StoreError, TodoFilter, TrustMode};
+use crate::ops;
+use crate::store::{BulkTarget, TodoFilter};
 
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -58,64 +58,15 @@ pub(crate) async fn push(
     ApiPath(reference): ApiPath<String>,
     ApiJson(body): ApiJson<PushTodo>,
 ) -> ApiResult<(StatusCode, Json<CreatedTodoView>)> {
-    let endpoint = state.store.get_endpoint(&auth.human.id, &reference).await?;
-    if !endpoint.is_active() {
-        return Err(ApiError::revoked());
-    }
-    let queue = match body.queue.clone() {
-        Some(q) => q,
-        None if endpoint.scope_queues.len() == 1 => endpoint.scope_queues[0].clone(),
-        None => {
-            return Err(ApiError::invalid(
-                "queue",
-                format!(
-                    "required: the endpoint has several queues ({})",
-                    endpoint.scope_queues.join(", ")
-                ),
-            ));
-        }
-    };
-    let request_body = serde_json::json!({
-        "title": body.title,
-        "queue": queue,
-        "kind": body.kind,
-        "payload": body.payload,
-        "key": body.key,
-    })
-    .to_string()
-    .into_bytes();
-    let new = NewTodo {
-        endpoint_id: endpoint.id.clone(),
-        queue,
+    let push = ops::todos::Push {
         title: body.title,
-        kind: Some(body.kind.unwrap_or_else(|| "operator".to_owned())),
-        source: Some("operator".to_owned()),
+        queue: body.queue,
+        kind: body.kind,
         payload: body.payload,
-        idempotency_key: body.key,
-        max_attempts: None,
-        intake: Some(NewIntakeEvent {
-            trust_mode: TrustMode::Operator,
-            actor: format!("human:{}", auth.human.id),
-            webhook_id: None,
-            headers: serde_json::json!({}),
-            content_type: Some("application/json".to_owned()),
-            body: request_body,
-        }),
+        key: body.key,
     };
-    let created = match state.store.create_todo(new).await {
-        Ok(created) => created,
-        Err(StoreError::EndpointRevoked) => {
-            return Err(ApiError::revoked());
-        }
-        Err(e) => return Err(e.into()),
-    };
-    if created.created {
-        state.delivery.todo_counted(TrustMode::Operator);
-        state
-            .delivery
-            .todo_created_on(&created.todo, &endpoint)
-            .await;
-    }
+    let (endpoint, created) =
+        ops::todos::push(&state.delivery, &auth.human.id, &reference, push).await?;
     let status = if created.created {
         StatusCode::CREATED
     } else {
@@ -274,7 +225,7 @@ pub(crate) async fn retry(
     auth: HumanAuth,
     ApiPath(id): ApiPath<String>,
 ) -> ApiResult<Json<TodoView>> {
-    let todo = state.store.human_retry(&auth.human.id, &id).await?;
+    let todo = ops::todos::retry(&state.delivery, &auth.human.id, &id).await?;
     Ok(Json(TodoView::from(&todo)))
 }
 
@@ -294,8 +245,7 @@ pub(crate) async fn release(
     auth: HumanAuth,
     ApiPath(id): ApiPath<String>,
 ) -> ApiResult<Json<TodoView>> {
-    let todo = state.store.human_release(&auth.human.id, &id).await?;
-    state.delivery.attempts_finished(AttemptEnd::Released, 1);
+    let todo = ops::todos::release(&state.delivery, &auth.human.id, &id).await?;
     Ok(Json(TodoView::from(&todo)))
 }
 
@@ -317,7 +267,7 @@ pub(crate) async fn cancel(
     auth: HumanAuth,
     ApiPath(id): ApiPath<String>,
 ) -> ApiResult<Json<TodoView>> {
-    let todo = state.store.human_cancel(&auth.human.id, &id).await?;
+    let todo = ops::todos::cancel(&state.delivery, &auth.human.id, &id).await?;
     Ok(Json(TodoView::from(&todo)))
 }
 
@@ -410,10 +360,7 @@ pub(crate) async fn bulk_retry(
     ApiJson(body): ApiJson<BulkRequest>,
 ) -> ApiResult<Json<BulkResult>> {
     let target = body.target(&state, &auth.human.id).await?;
-    let outcome = state
-        .store
-        .human_bulk_retry(&auth.human.id, &target)
-        .await?;
+    let outcome = ops::todos::bulk_retry(&state.delivery, &auth.human.id, &target).await?;
     Ok(Json(BulkResult::from(outcome)))
 }
 
@@ -437,10 +384,7 @@ pub(crate) async fn bulk_cancel(
     ApiJson(body): ApiJson<BulkRequest>,
 ) -> ApiResult<Json<BulkResult>> {
     let target = body.target(&state, &auth.human.id).await?;
-    let outcome = state
-        .store
-        .human_bulk_cancel(&auth.human.id, &target)
-        .await?;
+    let outcome = ops::todos::bulk_cancel(&state.delivery, &auth.human.id, &target).await?;
     Ok(Json(BulkResult::from(outcome)))
 }
 

@@ -8,9 +8,8 @@ use super::page_request;
 use crate::api::ApiState;
 use crate::api::extract::{ApiJson, ApiPath, ApiQuery, HumanAuth};
 use crate::api::views::{NewTokenView, TokenList, TokenView};
-use crate::domain::duration::parse_positive_duration;
 use crate::http::error::{ApiResult, ErrorBody};
-use crate::store::issue_api_token;
+use crate::ops;
 
 /// `?limit=&cursor=` of a list route. The values arrive as text and are
 /// parsed by [`super::page_request`], so that errors name the parameter.
@@ -77,21 +76,11 @@ pub(crate) async fn create(
     auth: HumanAuth,
     ApiJson(body): ApiJson<CreateToken>,
 ) -> ApiResult<(StatusCode, Json<NewTokenView>)> {
-    let expires_at = match body.expires_in.as_deref() {
-        None => None,
-        Some(text) => Some(
-            state
-                .store
-                .clock()
-                .now()
-                .saturating_add(parse_positive_duration(text, "expires_in")?),
-        ),
-    };
-    let (token, record) = issue_api_token(
-        &*state.store,
+    let (token, record) = ops::tokens::issue(
+        &state.delivery,
         &auth.human.id,
-        body.label.clone(),
-        expires_at,
+        body.label,
+        body.expires_in.as_deref(),
     )
     .await?;
     Ok((
@@ -119,6 +108,6 @@ pub(crate) async fn revoke(
     auth: HumanAuth,
     ApiPath(id): ApiPath<String>,
 ) -> ApiResult<StatusCode> {
-    state.store.revoke_api_token(&auth.human.id, &id).await?;
+    ops::tokens::revoke(&state.delivery, &auth.human.id, &id).await?;
     Ok(StatusCode::NO_CONTENT)
 }

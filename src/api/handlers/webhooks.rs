@@ -7,9 +7,9 @@ use utoipa::ToSchema;
 use crate::api::ApiState;
 use crate::api::extract::{ApiJson, ApiPath, HumanAuth};
 use crate::api::views::{NewWebhookView, WebhookList, WebhookView};
-use crate::domain::ids::sha256_hex;
-use crate::http::error::{ApiError, ApiResult, ErrorBody};
-use crate::mint::{new_signing_secret, new_webhook_url_token};
+use crate::http::error::{ApiResult, ErrorBody};
+use crate::ops;
+use crate::ops::webhooks::IssuedWebhook;
 use crate::store::Webhook;
 
 impl From<&Webhook> for WebhookView {
@@ -25,38 +25,14 @@ impl From<&Webhook> for WebhookView {
     }
 }
 
-pub(crate) fn ingest_url(public_url: &str, url_token: &str) -> String {
-    format!(
-        "{}/webhooks/w/{url_token}",
-        public_url.trim_end_matches('/')
-    )
-}
-
-/// Creates a webhook and returns its one-time URL (and secret).
-pub(crate) async fn issue_webhook(
-    state: &ApiState,
-    human_id: &str,
-    endpoint_id: &str,
-    queue: &str,
-    signed: bool,
-) -> ApiResult<NewWebhookView> {
-    let url_token = new_webhook_url_token();
-    let secret = signed.then(new_signing_secret);
-    let webhook = state
-        .store
-        .create_webhook(
-            human_id,
-            endpoint_id,
-            queue,
-            &sha256_hex(&url_token),
-            secret.as_deref(),
-        )
-        .await?;
-    Ok(NewWebhookView {
-        ingest_url: ingest_url(&state.api.public_url, &url_token),
-        signing_secret: secret,
-        webhook: WebhookView::from(&webhook),
-    })
+impl From<&IssuedWebhook> for NewWebhookView {
+    fn from(issued: &IssuedWebhook) -> Self {
+        Self {
+            ingest_url: issued.ingest_url.clone(),
+            signing_secret: issued.signing_secret.clone(),
+            webhook: WebhookView::from(&issued.webhook),
+        }
+    }
 }
 
 /// The webhooks of one endpoint.
@@ -115,27 +91,16 @@ pub(crate) async fn create(
     ApiJson(body): ApiJson<CreateWebhook>,
 ) -> ApiResult<(StatusCode, Json<NewWebhookView>)> {
     let endpoint = state.store.get_endpoint(&auth.human.id, &reference).await?;
-    if !endpoint.is_active() {
-        return Err(ApiError::revoked());
-    }
-    let queue = match body.queue {
-        Some(q) => q,
-        None if endpoint.scope_queues.len() == 1 => endpoint.scope_queues[0].clone(),
-        None => {
-            return Err(ApiError::invalid(
-                "queue",
-                "required: the endpoint has several queues",
-            ));
-        }
-    };
-    let view = issue_webhook(
-        &state,
+    let issued = ops::webhooks::create(
+        &state.delivery,
+        &state.api.public_url,
         &auth.human.id,
-        &endpoint.id,
-        &queue,
+        &endpoint,
+        body.queue,
         body.signed.unwrap_or(false),
     )
     .await?;
+    let view = NewWebhookView::from(&issued);
     Ok((StatusCode::CREATED, Json(view)))
 }
 
@@ -154,23 +119,9 @@ pub(crate) async fn rotate(
     auth: HumanAuth,
     ApiPath(id): ApiPath<String>,
 ) -> ApiResult<Json<NewWebhookView>> {
-    let current = state.store.get_webhook(&auth.human.id, &id).await?;
-    let url_token = new_webhook_url_token();
-    let secret = current.signed.then(new_signing_secret);
-    let webhook = state
-        .store
-        .rotate_webhook(
-            &auth.human.id,
-            &id,
-            &sha256_hex(&url_token),
-            secret.as_deref(),
-        )
-        .await?;
-    Ok(Json(NewWebhookView {
-        ingest_url: ingest_url(&state.api.public_url, &url_token),
-        signing_secret: secret,
-        webhook: WebhookView::from(&webhook),
-    }))
+    let issued =
+        ops::webhooks::rotate(&state.delivery, &state.api.public_url, &auth.human.id, &id).await?;
+    Ok(Json(NewWebhookView::from(&issued)))
 }
 
 /// Deletes a webhook; its URL stops working.
@@ -188,6 +139,6 @@ pub(crate) async fn remove(
     auth: HumanAuth,
     ApiPath(id): ApiPath<String>,
 ) -> ApiResult<StatusCode> {
-    state.store.delete_webhook(&auth.human.id, &id).await?;
+    ops::webhooks::delete(&state.delivery, &auth.human.id, &id).await?;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -11,7 +11,8 @@ use crate::board::auth::Signed;
 use crate::board::error::BoardError;
 use crate::board::form::CsrfForm;
 use crate::board::view::{EndpointCard, Layout, Messages, all_endpoints, back, cards, render};
-use crate::store::{AgentKind, AgentPatch, NewAgent, PageRequest, StoreError};
+use crate::ops;
+use crate::store::{AgentPatch, PageRequest};
 
 pub(crate) struct AgentRow {
     pub(crate) name: String,
@@ -82,28 +83,15 @@ pub(crate) async fn create(
     State(state): State<BoardState>,
     form: CsrfForm,
 ) -> Result<Response, BoardError> {
-    let name = form.fields.text("name").unwrap_or("").to_owned();
-    if let Err(e) = crate::domain::names::validate_agent_name(&name) {
-        return Ok(back("/board/agents", Err(format!("name: {}", e.message))));
-    }
-    let kind_text = form.fields.text("kind").unwrap_or("session");
-    let Some(kind) = AgentKind::parse(kind_text) else {
-        return Ok(back(
-            "/board/agents",
-            Err("kind: expected heartbeat, session or task".into()),
-        ));
+    let register = ops::agents::Register {
+        name: form.fields.text("name").unwrap_or("").to_owned(),
+        kind: Some(form.fields.text("kind").unwrap_or("session").to_owned()),
+        expected_interval_seconds: None,
+        description: form.fields.text("description").map(str::to_owned),
     };
-    let outcome = state
-        .store
-        .register_agent(NewAgent {
-            human_id: form.signed.human.id.clone(),
-            name: name.clone(),
-            kind,
-            expected_interval_seconds: None,
-            description: form.fields.text("description").map(str::to_owned),
-        })
+    let outcome = ops::agents::register(&state.delivery, &form.signed.human.id, register)
         .await
-        .map(|_| format!("agent {name} registered"))
+        .map(|agent| format!("agent {} registered", agent.name))
         .map_err(refusal);
     Ok(back("/board/agents", outcome))
 }
@@ -118,13 +106,11 @@ pub(crate) async fn edit(
     let human = &form.signed.human.id;
     // A foreign or missing agent is 404 before anything is parsed.
     let agent = state.store.get_agent(human, &name).await?;
-    let Some(kind) = AgentKind::parse(form.fields.text("kind").unwrap_or(agent.kind.as_str()))
-    else {
-        return Ok(back(
-            "/board/agents",
-            Err("kind: expected heartbeat, session or task".into()),
-        ));
-    };
+    let kind =
+        match ops::agents::parse_kind(form.fields.text("kind").unwrap_or(agent.kind.as_str())) {
+            Ok(kind) => kind,
+            Err(e) => return Ok(back("/board/agents", Err(e.to_string()))),
+        };
     let interval = match form.fields.text("expected_interval_seconds") {
         None => None,
         Some(text) => match text.parse::<i64>() {
@@ -142,18 +128,9 @@ pub(crate) async fn edit(
         expected_interval_seconds: Some(interval),
         description: Some(form.fields.text("description").map(str::to_owned)),
     };
-    let outcome = state
-        .store
-        .update_agent(human, &agent.name, patch)
+    let outcome = ops::agents::update(&state.delivery, human, &agent.name, patch)
         .await
         .map(|a| format!("agent {} saved", a.name))
-        .map_err(|e| match e {
-            // The store names the interval `expected_interval`; the form field is longer.
-            StoreError::InvalidArgument(mut invalid) if invalid.field == "expected_interval" => {
-                invalid.field = "expected_interval_seconds";
-                invalid.to_string()
-            }
-            other => refusal(other),
-        });
+        .map_err(refusal);
     Ok(back("/board/agents", outcome))
 }

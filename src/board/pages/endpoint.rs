@@ -15,12 +15,10 @@ use crate::board::form::CsrfForm;
 use crate::board::view::{
     EndpointCard, Layout, Messages, back, cards, dated, relative, render, zone_of,
 };
-use crate::delivery::presence as service;
 use crate::domain::duration::parse_positive_duration;
-use crate::domain::ids::sha256_hex;
 use crate::domain::presence::Presence;
 use crate::domain::shift::Shift;
-use crate::mint::{new_signing_secret, new_webhook_url_token};
+use crate::ops;
 use crate::store::{Endpoint, PageRequest, TodoFilter};
 
 /// The choices of the until picker: how long an override lasts.
@@ -128,6 +126,15 @@ pub(crate) struct WebhookReveal {
     pub(crate) secret: Option<String>,
 }
 
+impl WebhookReveal {
+    fn of(issued: ops::webhooks::IssuedWebhook) -> Self {
+        Self {
+            url: issued.ingest_url,
+            secret: issued.signing_secret,
+        }
+    }
+}
+
 /// Creates a webhook on one of the endpoint's queues (`queue`; `signed`
 /// for an HMAC-signed one) and reveals its URL once.
 pub(crate) async fn create_webhook(
@@ -137,31 +144,21 @@ pub(crate) async fn create_webhook(
 ) -> Result<Response, BoardError> {
     let signed = &form.signed;
     let endpoint = state.store.get_endpoint(&signed.human.id, &slug).await?;
-    let queue = form
-        .fields
-        .text("queue")
-        .unwrap_or(endpoint.scope_queues[0].as_str())
-        .to_owned();
-    let url_token = new_webhook_url_token();
-    let secret = form.fields.get("signed").is_some().then(new_signing_secret);
+    let queue = form.fields.text("queue").map(str::to_owned);
     let mut layout = Layout::new(signed, "overview", "");
-    let created = state
-        .store
-        .create_webhook(
-            &signed.human.id,
-            &endpoint.id,
-            &queue,
-            &sha256_hex(&url_token),
-            secret.as_deref(),
-        )
-        .await;
+    let created = ops::webhooks::create(
+        &state.delivery,
+        &state.board.public_url,
+        &signed.human.id,
+        &endpoint,
+        queue,
+        form.fields.get("signed").is_some(),
+    )
+    .await;
     let revealed = match created {
-        Ok(_) => {
+        Ok(issued) => {
             layout.notice = Some("webhook created: copy its URL now, it is not shown again".into());
-            Some(WebhookReveal {
-                url: ingest_url(&state, &url_token),
-                secret,
-            })
+            Some(WebhookReveal::of(issued))
         }
         Err(e) => {
             layout.error = Some(refusal(e));
@@ -183,25 +180,18 @@ pub(crate) async fn rotate_webhook(
         .store
         .get_endpoint(&signed.human.id, &current.endpoint_id)
         .await?;
-    let url_token = new_webhook_url_token();
-    let secret = current.signed.then(new_signing_secret);
     let mut layout = Layout::new(signed, "overview", "");
-    let rotated = state
-        .store
-        .rotate_webhook(
-            &signed.human.id,
-            &id,
-            &sha256_hex(&url_token),
-            secret.as_deref(),
-        )
-        .await;
+    let rotated = ops::webhooks::rotate(
+        &state.delivery,
+        &state.board.public_url,
+        &signed.human.id,
+        &id,
+    )
+    .await;
     let revealed = match rotated {
-        Ok(_) => {
+        Ok(issued) => {
             layout.notice = Some("webhook rotated: the old URL no longer works".into());
-            Some(WebhookReveal {
-                url: ingest_url(&state, &url_token),
-                secret,
-            })
+            Some(WebhookReveal::of(issued))
         }
         Err(e) => {
             layout.error = Some(refusal(e));
@@ -222,17 +212,11 @@ pub(crate) async fn delete_webhook(
         .store
         .get_endpoint(human, &current.endpoint_id)
         .await?;
-    let outcome = state
-        .store
-        .delete_webhook(human, &id)
+    let outcome = ops::webhooks::delete(&state.delivery, human, &id)
         .await
         .map(|()| "webhook deleted: its URL no longer works".to_owned())
         .map_err(refusal);
     Ok(back(&path_of(&endpoint.slug), outcome))
-}
-
-fn ingest_url(state: &BoardState, url_token: &str) -> String {
-    format!("{}/webhooks/w/{url_token}", state.board.public_url)
 }
 
 fn path_of(slug: &str) -> String {
@@ -252,7 +236,7 @@ pub(crate) async fn set_presence(
     let now = state.store.clock().now();
     let choice = form.fields.text("presence").unwrap_or("");
     let outcome = if choice == "clear" {
-        service::operator_clear(&state.delivery, &endpoint, human)
+        ops::presence::operator_clear(&state.delivery, &endpoint, human)
             .await
             .map(|_| "override cleared: the shift decides again".to_owned())
     } else {
@@ -274,7 +258,7 @@ pub(crate) async fn set_presence(
             },
             (None, None) => None,
         };
-        service::operator_set(&state.delivery, &endpoint, human, value, until)
+        ops::presence::operator_set(&state.delivery, &endpoint, human, value, until)
             .await
             .map(|_| format!("presence set to {}", value.as_str()))
     };
@@ -306,7 +290,7 @@ pub(crate) async fn set_shift(
     let human = &form.signed.human.id;
     let endpoint = state.store.get_endpoint(human, &slug).await?;
     let text = form.fields.text("shift");
-    let outcome = service::operator_set_shift(&state.delivery, &endpoint, human, text)
+    let outcome = ops::presence::operator_set_shift(&state.delivery, &endpoint, human, text)
         .await
         .map(|_| match text {
             Some(_) => "shift saved".to_owned(),
@@ -339,9 +323,7 @@ pub(crate) async fn set_lease(
             }
         },
     };
-    let outcome = state
-        .store
-        .set_default_lease(&endpoint.id, seconds)
+    let outcome = ops::endpoints::set_default_lease(&state.delivery, &endpoint.id, seconds)
         .await
         .map(|e| format!("default lease: {} s", e.effective_lease_seconds()))
         .map_err(refusal);
@@ -363,14 +345,11 @@ pub(crate) async fn revoke(
             Err("confirm: type the endpoint's slug to revoke it".into()),
         ));
     }
-    let outcome = match state.store.revoke_endpoint(human, &endpoint.id).await {
-        Ok(revoked) => {
-            state.delivery.endpoint_revoked(&endpoint.id);
-            Ok(format!(
-                "revoked; {} live todo(s) became dead letters",
-                revoked.dead_lettered
-            ))
-        }
+    let outcome = match ops::endpoints::revoke(&state.delivery, human, &endpoint).await {
+        Ok(revoked) => Ok(format!(
+            "revoked; {} live todo(s) became dead letters",
+            revoked.dead_lettered
+        )),
         Err(e) => Err(refusal(e)),
     };
     Ok(back(&back_to, outcome))
@@ -390,7 +369,7 @@ pub(crate) async fn delete(
             Err("confirm: type the endpoint's slug to delete it".into()),
         ));
     }
-    match state.store.delete_endpoint(human, &endpoint.id).await {
+    match ops::endpoints::delete(&state.delivery, human, &endpoint.id).await {
         Ok(()) => Ok(back("/", Ok(format!("endpoint {} deleted", endpoint.slug)))),
         Err(e) => Ok(back(&path_of(&endpoint.slug), Err(refusal(e)))),
     }

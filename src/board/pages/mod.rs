@@ -8,18 +8,11 @@ pub(crate) mod todos;
 pub(crate) mod tokens;
 pub(crate) mod vend;
 
+use crate::ops::Answer;
 use crate::store::StoreError;
 
-/// A refused write as the message shown on the page.
+/// A refused write as the message shown on the page: the one error
+/// policy's text (an outage's or a bug's detail goes to the log only).
 pub(crate) fn refusal(e: StoreError) -> String {
-    match e {
-        StoreError::InvalidArgument(invalid) => invalid.to_string(),
-        StoreError::EndpointRevoked => "the endpoint is revoked".to_owned(),
-        StoreError::Conflict(why) => why,
-        StoreError::NotFound => "not found".to_owned(),
-        other => {
-            tracing::warn!(error = %other, "board: a write failed");
-            "the write failed; try again".to_owned()
-        }
-    }
+    Answer::logged(&e, "board").text()
 }

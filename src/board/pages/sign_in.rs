@@ -10,8 +10,8 @@ use crate::board::auth::{SIGN_IN_LABEL, set_cookie};
 use crate::board::error::BoardError;
 use crate::board::form::{CsrfForm, read_fields};
 use crate::board::render::render;
-use crate::domain::ids::sha256_hex;
-use crate::store::issue_api_token;
+use crate::http::auth;
+use crate::ops;
 
 #[derive(askama::Template)]
 #[template(path = "board/sign_in.html")]
@@ -42,27 +42,18 @@ pub(crate) async fn sign_in(State(state): State<BoardState>, body: axum::body::B
     if typed.is_empty() {
         return refused("token: paste an API token (it starts with sbh_)");
     }
-    if !typed.starts_with("sbh_") {
-        return refused("token: that is not a live API token (it starts with sbh_)");
-    }
-    let human = match state.store.authenticate_api_token(&sha256_hex(typed)).await {
-        Ok(Some((human, _))) => human,
+    let human = match auth::human(&*state.store, typed).await {
+        Ok(Some(signed_in)) => signed_in.human,
         Ok(None) => return refused("token: that is not a live API token (it starts with sbh_)"),
         Err(e) => return BoardError::from(e).into_response(),
     };
     let lifetime = state.board.session_lifetime;
-    let expires = state.store.clock().now().saturating_add(lifetime);
-    let (secret, _) = match issue_api_token(
-        &*state.store,
-        &human.id,
-        Some(SIGN_IN_LABEL.to_owned()),
-        Some(expires),
-    )
-    .await
-    {
-        Ok(issued) => issued,
-        Err(e) => return BoardError::from(e).into_response(),
-    };
+    let label = Some(SIGN_IN_LABEL.to_owned());
+    let (secret, _) =
+        match ops::tokens::issue_for(&state.delivery, &human.id, label, lifetime).await {
+            Ok(issued) => issued,
+            Err(e) => return BoardError::from(e).into_response(),
+        };
     tracing::info!(human = %human.name, "board sign-in");
     let mut response = Redirect::to("/").into_response();
     response.headers_mut().insert(
@@ -75,10 +66,12 @@ pub(crate) async fn sign_in(State(state): State<BoardState>, body: axum::body::B
 /// Revokes the board's token of this session and clears the cookie.
 pub(crate) async fn sign_out(State(state): State<BoardState>, form: CsrfForm) -> Response {
     // Already revoked elsewhere is fine: the cookie is cleared either way.
-    let _ = state
-        .store
-        .revoke_api_token(&form.signed.human.id, &form.signed.token.id)
-        .await;
+    let _ = ops::tokens::revoke(
+        &state.delivery,
+        &form.signed.human.id,
+        &form.signed.token.id,
+    )
+    .await;
     let mut response = Redirect::to("/board/sign-in").into_response();
     response
         .headers_mut()

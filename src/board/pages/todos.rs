@@ -19,6 +19,7 @@ use crate::delivery::presence::effective_of;
 use crate::domain::Timestamp;
 use crate::domain::presence::Presence;
 use crate::domain::todo::{KEPT_ATTEMPTS, MAX_BULK, TodoState, validate_bulk_ids, validate_search};
+use crate::ops;
 use crate::store::{Attempt, BulkTarget, Endpoint, PageRequest, Todo, TodoFilter};
 
 /// One row of a todo table.
@@ -383,9 +384,7 @@ pub(crate) async fn retry(
         .store
         .human_get_todo(&form.signed.human.id, &id)
         .await?;
-    let outcome = state
-        .store
-        .human_retry(&form.signed.human.id, &todo.id)
+    let outcome = ops::todos::retry(&state.delivery, &form.signed.human.id, &todo.id)
         .await
         .map(|_| "retried: pending again with attempt 0".to_owned())
         .map_err(refusal);
@@ -401,9 +400,7 @@ pub(crate) async fn release(
         .store
         .human_get_todo(&form.signed.human.id, &id)
         .await?;
-    let outcome = state
-        .store
-        .human_release(&form.signed.human.id, &todo.id)
+    let outcome = ops::todos::release(&state.delivery, &form.signed.human.id, &todo.id)
         .await
         .map(|_| "released: pending again".to_owned())
         .map_err(refusal);
@@ -419,9 +416,7 @@ pub(crate) async fn cancel(
         .store
         .human_get_todo(&form.signed.human.id, &id)
         .await?;
-    let outcome = state
-        .store
-        .human_cancel(&form.signed.human.id, &todo.id)
+    let outcome = ops::todos::cancel(&state.delivery, &form.signed.human.id, &todo.id)
         .await
         .map(|_| "cancelled".to_owned())
         .map_err(refusal);
@@ -478,11 +473,11 @@ pub(crate) async fn bulk(
     let (verb, outcome) = match action {
         "retry" => (
             "retried",
-            state.store.human_bulk_retry(human, &target).await,
+            ops::todos::bulk_retry(&state.delivery, human, &target).await,
         ),
         "cancel" => (
             "cancelled",
-            state.store.human_bulk_cancel(human, &target).await,
+            ops::todos::bulk_cancel(&state.delivery, human, &target).await,
         ),
         _ => {
             return Ok(back(

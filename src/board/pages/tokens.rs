@@ -11,8 +11,8 @@ use crate::board::auth::{SIGN_IN_LABEL, Signed};
 use crate::board::error::BoardError;
 use crate::board::form::CsrfForm;
 use crate::board::view::{Layout, Messages, back, relative, render};
-use crate::domain::duration::parse_positive_duration;
-use crate::store::{ApiToken, PageRequest, issue_api_token};
+use crate::ops;
+use crate::store::{ApiToken, PageRequest};
 
 pub(crate) struct TokenRow {
     pub(crate) id: String,
@@ -99,17 +99,8 @@ pub(crate) async fn create(
         ));
         return show(&state, signed, layout, None).await;
     }
-    let expires_at = match form.fields.text("expires_in") {
-        None => None,
-        Some(text) => match parse_positive_duration(text, "expires_in") {
-            Ok(d) => Some(state.store.clock().now().saturating_add(d)),
-            Err(e) => {
-                layout.error = Some(e.to_string());
-                return show(&state, signed, layout, None).await;
-            }
-        },
-    };
-    match issue_api_token(&*state.store, &signed.human.id, label, expires_at).await {
+    let expires_in = form.fields.text("expires_in");
+    match ops::tokens::issue(&state.delivery, &signed.human.id, label, expires_in).await {
         Ok((token, _)) => {
             layout.notice = Some("token created: copy it now, it is not shown again".into());
             show(&state, signed, layout, Some(token)).await
@@ -126,9 +117,7 @@ pub(crate) async fn revoke(
     Path(id): Path<String>,
     form: CsrfForm,
 ) -> Result<Response, BoardError> {
-    let outcome = state
-        .store
-        .revoke_api_token(&form.signed.human.id, &id)
+    let outcome = ops::tokens::revoke(&state.delivery, &form.signed.human.id, &id)
         .await
         .map(|t| format!("token {} revoked", t.prefix))
         .map_err(refusal);

@@ -12,9 +12,10 @@ pub mod tool;
 use serde::Serialize;
 use serde_json::{Value, json};
 
+use crate::delivery::Delivery;
 use crate::delivery::presence;
-use crate::delivery::{AttemptEnd, Delivery};
 use crate::domain::todo::validate_queue_name;
+use crate::ops::{self, Answer};
 use crate::store::{Caller, Endpoint, Finish, HeartbeatOptions, ReleaseOptions, StoreError};
 pub use tool::{ParseError, Tool, ToolName};
 
@@ -84,56 +85,15 @@ impl ToolError {
     }
 }
 
+/// The one error policy's answer as a tool error; an outage is not the
+/// tool's own failure but the 503 any request gets then.
 impl From<StoreError> for ToolError {
     fn from(err: StoreError) -> Self {
-        match err {
-            StoreError::InvalidArgument(invalid) => Self::invalid(invalid.field, invalid.message),
-            StoreError::Forbidden(message) => Self::forbidden(message),
-            // One fixed text: a foreign id must answer exactly like a missing one.
-            StoreError::NotFound => Self {
-                code: "not_found",
-                message: "no such todo in this endpoint".into(),
-                outage: false,
-            },
-            StoreError::EndpointRevoked => Self {
-                code: "conflict",
-                message: "the endpoint is revoked".into(),
-                outage: false,
-            },
-            StoreError::Taken(taken) => Self {
-                code: "conflict",
-                message: taken.to_string(),
-                outage: false,
-            },
-            StoreError::Conflict(message) => Self {
-                code: "conflict",
-                message,
-                outage: false,
-            },
-            err @ StoreError::SchemaMismatch { .. } => {
-                tracing::error!(error = %err, "tool call failed");
-                Self {
-                    code: "internal",
-                    message: "internal error".into(),
-                    outage: false,
-                }
-            }
-            StoreError::Unavailable(detail) => {
-                tracing::warn!(error = %detail, "tool call found the database unavailable");
-                Self {
-                    code: "unavailable",
-                    message: "the database is unavailable; try again".into(),
-                    outage: true,
-                }
-            }
-            StoreError::Internal(detail) => {
-                tracing::error!(error = %detail, "tool call failed");
-                Self {
-                    code: "internal",
-                    message: "internal error".into(),
-                    outage: false,
-                }
-            }
+        let answer = Answer::logged(&err, "mcp");
+        Self {
+            code: answer.code,
+            message: answer.text(),
+            outage: answer.retryable,
         }
     }
 }
@@ -351,14 +311,6 @@ pub fn list(endpoint: &Endpoint) -> Value {
     json!({ "tools": tools })
 }
 
-/// What a successful call changed that the transport must announce.
-#[derive(Debug, Default)]
-pub struct SideEffects {
-    /// `set_default_lease` changed the endpoint: tell its sessions the tool
-    /// list (whose descriptions quote the lease) changed.
-    pub tools_changed: bool,
-}
-
 /// Runs tool `name`. `Err` is a protocol error (unknown tool) or an outage;
 /// a tool's own failure is an `Ok` result with `isError: true`.
 ///
@@ -369,17 +321,8 @@ pub async fn call(
     endpoint: &Endpoint,
     name: &str,
     arguments: Option<Value>,
-    effects: &mut SideEffects,
 ) -> Result<Value, CallFailure> {
-    call_with(
-        delivery,
-        endpoint,
-        name,
-        arguments,
-        effects,
-        ToolLimits::default(),
-    )
-    .await
+    call_with(delivery, endpoint, name, arguments, ToolLimits::default()).await
 }
 
 /// [`call`] with the result limits of this server.
@@ -388,7 +331,6 @@ pub async fn call_with(
     endpoint: &Endpoint,
     name: &str,
     arguments: Option<Value>,
-    effects: &mut SideEffects,
     limits: ToolLimits,
 ) -> Result<Value, CallFailure> {
     let Some(name) = ToolName::parse(name) else {
@@ -400,7 +342,7 @@ pub async fn call_with(
         );
     }
     let outcome = match Tool::with_arguments(name, arguments) {
-        Ok(tool) => run(delivery, endpoint, tool, effects, limits).await,
+        Ok(tool) => run(delivery, endpoint, tool, limits).await,
         Err(err) => Err(err),
     };
     Ok(match outcome {
@@ -416,7 +358,6 @@ async fn run(
     delivery: &Delivery,
     endpoint: &Endpoint,
     tool: Tool,
-    effects: &mut SideEffects,
     limits: ToolLimits,
 ) -> Result<Value, ToolError> {
     let store = delivery.store();
@@ -445,13 +386,12 @@ async fn run(
             to_json(rows::TodoDetail::of(&todo, &attempts))
         }
         Tool::Claim(a) => {
-            let claimed = store.claim(caller, &a.id, a.options()).await?;
+            let claimed = ops::work::claim(delivery, caller, &a.id, a.options()).await?;
             claim_result(&claimed, true, limits.claim_payload_inline_max)
         }
         Tool::ClaimNext(a) => {
-            let claimed = store
-                .claim_next(caller, a.queue.as_deref(), a.options())
-                .await?;
+            let claimed =
+                ops::work::claim_next(delivery, caller, a.queue.as_deref(), a.options()).await?;
             match claimed {
                 Some(claimed) => claim_result(&claimed, false, limits.claim_payload_inline_max),
                 None => to_json(rows::NextClaim::of(None, 0, rows::PriorCut::WHOLE)),
@@ -463,21 +403,17 @@ async fn run(
                 lease_token: a.lease_token,
                 note: a.note,
             };
-            let todo = store.heartbeat(caller, &a.id, options).await?;
+            let todo = ops::work::heartbeat(delivery, caller, &a.id, options).await?;
             to_json(rows::full_row(&todo))
         }
         Tool::Complete(a) => {
-            let todo = store
-                .complete(caller, &a.id, finish(a.result, a.summary, a.lease_token))
-                .await?;
-            delivery.attempts_finished(AttemptEnd::Completed, 1);
+            let finish = finish(a.result, a.summary, a.lease_token);
+            let todo = ops::work::complete(delivery, caller, &a.id, finish).await?;
             to_json(rows::full_row(&todo))
         }
         Tool::Fail(a) => {
-            let todo = store
-                .fail(caller, &a.id, finish(a.result, a.summary, a.lease_token))
-                .await?;
-            delivery.attempts_finished(AttemptEnd::of_failed(&todo), 1);
+            let finish = finish(a.result, a.summary, a.lease_token);
+            let todo = ops::work::fail(delivery, caller, &a.id, finish).await?;
             to_json(rows::full_row(&todo))
         }
         Tool::Release(a) => {
@@ -485,27 +421,29 @@ async fn run(
                 summary: a.summary,
                 lease_token: a.lease_token,
             };
-            let todo = store.release(caller, &a.id, options).await?;
-            delivery.attempts_finished(AttemptEnd::Released, 1);
+            let todo = ops::work::release(delivery, caller, &a.id, options).await?;
             to_json(rows::full_row(&todo))
         }
         Tool::GetDefaultLease(_) => {
             to_json(rows::LeaseView::of(endpoint.default_lease_ttl_seconds))
         }
         Tool::SetDefaultLease(a) => {
-            let updated = store
-                .set_default_lease(&endpoint.id, a.default_lease_ttl_seconds)
-                .await?;
-            effects.tools_changed = true;
+            // Every session of the endpoint, on every instance, is told.
+            let updated = ops::endpoints::set_default_lease(
+                delivery,
+                &endpoint.id,
+                a.default_lease_ttl_seconds,
+            )
+            .await?;
             to_json(rows::LeaseView::of(updated.default_lease_ttl_seconds))
         }
         // The self verbs: idempotent, on the caller's own row only.
         Tool::ClockIn(a) => {
-            let endpoint = presence::clock_in(delivery, endpoint, a.duration()).await?;
+            let endpoint = ops::presence::clock_in(delivery, endpoint, a.duration()).await?;
             presence_of(delivery, &endpoint).await
         }
         Tool::ClockOut(_) => {
-            let endpoint = presence::clock_out(delivery, endpoint).await?;
+            let endpoint = ops::presence::clock_out(delivery, endpoint).await?;
             presence_of(delivery, &endpoint).await
         }
         Tool::Presence(_) => presence_of(delivery, endpoint).await,

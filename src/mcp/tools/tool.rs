@@ -8,9 +8,9 @@ use serde_json::Value;
 
 use super::ToolError;
 use super::args::{self, ToolArgs, de};
-use crate::delivery::presence;
 use crate::domain::duration::parse_positive_duration;
 use crate::domain::todo::{KEPT_ATTEMPTS, TodoState};
+use crate::ops::presence;
 use crate::store::{ClaimOptions, Endpoint};
 
 macro_rules! tool_names {
@@ -676,9 +676,9 @@ mod tests {
         use serde_json::{Map, Value};
 
         use super::super::ToolError;
-        use crate::delivery::presence;
         use crate::domain::duration::parse_positive_duration;
         use crate::domain::todo::{KEPT_ATTEMPTS, TodoState};
+        use crate::ops::presence;
 
         pub(super) struct Args {
             map: Map<String, Value>,

@@ -11,15 +11,14 @@ use serde_json::{Value, json};
 use support::{TestStore, endpoint_for, endpoint_with, fixture};
 use switchboard::bus::{Bus, BusEvent, Envelope, Message, Subscription};
 use switchboard::delivery::listener::{apply, catch_up};
-use switchboard::delivery::presence::{
-    evaluator_tick, operator_clear, operator_set, operator_set_shift, stream_opened,
-};
+use switchboard::delivery::presence::{evaluator_tick, stream_opened};
 use switchboard::delivery::sweep::{SweepConfig, sweep_tick};
 use switchboard::delivery::{DropReason, Trigger};
 use switchboard::domain::Timestamp;
 use switchboard::domain::doorbell::DigestReason;
 use switchboard::domain::presence::{OverrideBy, Presence};
 use switchboard::domain::todo::TodoState;
+use switchboard::ops::presence::{operator_clear, operator_set, operator_set_shift};
 use switchboard::store::*;
 
 const SHIFT: &str = "Mon-Fri 09:00-13:00";

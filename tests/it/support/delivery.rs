@@ -12,7 +12,7 @@ use switchboard::bus::{InProcessBus, InstanceId};
 use switchboard::delivery::sessions::{Session, SessionRegistry, StreamGuard};
 use switchboard::delivery::{Delivery, Doorbells};
 use switchboard::domain::doorbell::METHOD;
-use switchboard::mcp::tools::{self, SideEffects};
+use switchboard::mcp::tools;
 use switchboard::store::*;
 use tokio::sync::mpsc::Receiver;
 
@@ -269,16 +269,9 @@ pub async fn call_tool(
     args: Value,
 ) -> Value {
     let endpoint = endpoint_row(ts, endpoint).await;
-    let mut effects = SideEffects::default();
-    tools::call(
-        &hub.on(&ts.store),
-        &endpoint,
-        name,
-        Some(args),
-        &mut effects,
-    )
-    .await
-    .unwrap_or_else(|e| panic!("{name} is not a tool: {e}"))
+    tools::call(&hub.on(&ts.store), &endpoint, name, Some(args))
+        .await
+        .unwrap_or_else(|e| panic!("{name} is not a tool: {e}"))
 }
 
 /// A successful tool call's structured result.

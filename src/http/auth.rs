@@ -1,0 +1,98 @@
+//! Who is calling, for every surface: the credential a request carries (an
+//! `Authorization: Bearer …` header, or the board's cookie) and what it
+//! authenticates — a signed-in human (an `sbh_` API token, whichever way it
+//! came) or an endpoint (an `sbk_` credential). A surface that needs a
+//! signed-in human (the API, the board, a consent page) asks here, and
+//! answers a refusal in its own shape.
+
+use axum::http::{HeaderMap, header};
+
+use crate::domain::ids::sha256_hex;
+use crate::store::{ApiToken, Endpoint, Human, Store, StoreResult};
+
+/// The cookie that holds a board session's own API token.
+pub const BOARD_COOKIE: &str = "sb_board";
+
+/// A human, signed in with one of their live API tokens.
+#[derive(Debug, Clone)]
+pub struct SignedInHuman {
+    pub human: Human,
+    pub token: ApiToken,
+}
+
+/// The token of an `Authorization: Bearer …` header, if well formed.
+pub fn bearer(headers: &HeaderMap) -> Option<&str> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    if !scheme.eq_ignore_ascii_case("bearer") {
+        return None;
+    }
+    let token = token.trim();
+    (!token.is_empty()).then_some(token)
+}
+
+/// The value of one cookie of the request, if present and not empty.
+pub fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| v)
+        .filter(|v| !v.is_empty())
+}
+
+/// The human whose live API token `secret` is; `None` for anything else
+/// (not an `sbh_` token, unknown, revoked, expired — all alike).
+pub async fn human(store: &dyn Store, secret: &str) -> StoreResult<Option<SignedInHuman>> {
+    if !secret.starts_with("sbh_") {
+        return Ok(None);
+    }
+    Ok(store
+        .authenticate_api_token(&sha256_hex(secret))
+        .await?
+        .map(|(human, token)| SignedInHuman { human, token }))
+}
+
+/// The live endpoint whose credential `secret` is; `None` for anything else.
+pub async fn endpoint(store: &dyn Store, secret: &str) -> StoreResult<Option<Endpoint>> {
+    if !secret.starts_with("sbk_") {
+        return Ok(None);
+    }
+    store.authenticate_endpoint(&sha256_hex(secret)).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bearer_header_is_read_whatever_the_schemes_case() {
+        let mut headers = HeaderMap::new();
+        assert_eq!(bearer(&headers), None);
+        headers.insert(header::AUTHORIZATION, "bEaReR  sbh_x ".parse().unwrap());
+        assert_eq!(bearer(&headers), Some("sbh_x"));
+        headers.insert(header::AUTHORIZATION, "Basic abc".parse().unwrap());
+        assert_eq!(bearer(&headers), None);
+        headers.insert(header::AUTHORIZATION, "Bearer ".parse().unwrap());
+        assert_eq!(bearer(&headers), None);
+    }
+
+    #[test]
+    fn the_session_cookie_is_found_among_others() {
+        let mut headers = HeaderMap::new();
+        headers.append(
+            header::COOKIE,
+            "theme=dark; sb_board=sbh_x".parse().unwrap(),
+        );
+        headers.append(header::COOKIE, "other=1".parse().unwrap());
+        assert_eq!(cookie(&headers, BOARD_COOKIE), Some("sbh_x"));
+        assert_eq!(cookie(&headers, "other"), Some("1"));
+        assert_eq!(cookie(&headers, "missing"), None);
+        let mut empty = HeaderMap::new();
+        empty.append(header::COOKIE, "sb_board=".parse().unwrap());
+        assert_eq!(cookie(&empty, BOARD_COOKIE), None);
+    }
+}
