@@ -1,5 +1,5 @@
-//! What an operator reads of one endpoint on this instance: its MCP
-//! sessions with why each is deaf, and its liveness condition. The API's
+//! What an operator reads of one endpoint on this instance: its sessions
+//! (doorbell hearers) with why each is deaf, and its liveness condition. The API's
 //! views and the board both build on these, so they never disagree.
 
 use std::time::Duration;
@@ -12,14 +12,15 @@ use crate::domain::liveness::{self, Assessment, Subject};
 use crate::domain::presence::{Effective, Presence};
 use crate::store::Endpoint;
 
-/// One MCP session of an endpoint on this instance.
+/// One session (a doorbell hearer) of an endpoint on this instance.
 #[derive(Debug, Clone)]
 pub struct SessionStatus {
-    /// The first 8 characters of its `Mcp-Session-Id`, to tell rows apart.
+    /// The first 8 characters of its id, to tell rows apart.
     pub id_prefix: String,
+    pub transport: &'static str,
     pub client_name: Option<String>,
     pub client_version: Option<String>,
-    pub protocol_version: String,
+    pub protocol_version: Option<String>,
     pub streaming: bool,
     pub deaf_reason: Option<DeafReason>,
     /// Doorbells since its last request whose answer window passed.
@@ -37,9 +38,10 @@ pub fn session_statuses(doorbells: &Doorbells, endpoint_id: &str) -> Vec<Session
         .iter()
         .map(|s| SessionStatus {
             id_prefix: s.id.chars().take(8).collect(),
-            client_name: s.client_name.clone(),
-            client_version: s.client_version.clone(),
-            protocol_version: s.protocol_version.clone(),
+            transport: s.hearer.transport,
+            client_name: s.hearer.client_name.clone(),
+            client_version: s.hearer.client_version.clone(),
+            protocol_version: s.hearer.protocol_version.clone(),
             streaming: s.is_streaming(),
             deaf_reason: doorbells.deaf_reason(s),
             unanswered_doorbells: s.unanswered_rings(doorbells.unanswered_after()),

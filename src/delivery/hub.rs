@@ -233,7 +233,7 @@ impl Doorbells {
         self.sessions.hosted_endpoints()
     }
 
-    /// Why a session counts as deaf, if it does (`04`, "Deaf sessions"):
+    /// Why a session counts as deaf, if it does (`docs/doorbells.md`, "Deaf sessions"):
     /// [`DEAF_AFTER`] doorbell writes in a row failed, or [`DEAF_AFTER`]
     /// doorbells were each left without any request from it for
     /// `unanswered_after`.
@@ -269,7 +269,7 @@ impl Doorbells {
             if unanswered == DEAF_AFTER as usize {
                 tracing::warn!(
                     endpoint = %session.slug,
-                    client = session.client_name.as_deref().unwrap_or("unknown"),
+                    client = session.hearer.client_name.as_deref().unwrap_or("unknown"),
                     "a session made no request after {DEAF_AFTER} doorbells in a row; it is deaf \
                      (unanswered) until it makes one — a Claude Code started without \
                      --dangerously-load-development-channels drops every doorbell"

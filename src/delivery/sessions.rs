@@ -1,6 +1,11 @@
-//! MCP sessions on this instance: which are **attached** (from `initialize`
-//! until closed) and which are **streaming** (while their GET stream is
-//! open), known exactly from the connections' own lifetimes.
+//! The doorbell hearers on this instance — sessions — of any transport: an
+//! MCP session (from `initialize` until closed), or any other hearer a
+//! transport registers. A session is **attached** while it exists and
+//! **streaming** while its stream (the doorbell sink: whatever the
+//! transport drains from [`SessionRegistry::open_stream`]) is open, known
+//! exactly from the connections' own lifetimes. Delivery rings sessions
+//! alike; what a transport knows of its client is a [`Hearer`], shown to
+//! operators and never used to decide who is rung.
 //!
 //! Memory only: a session is lost with the process, as it may be.
 
@@ -17,15 +22,26 @@ use crate::mint::random_token;
 /// Outbound messages a session's stream can hold before it counts as full.
 pub const STREAM_BUFFER: usize = 16;
 
+/// Who a session is, as the transport that registered it describes it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Hearer {
+    /// The transport: `mcp`, or another's name.
+    pub transport: &'static str,
+    /// The client's own name and version, when it gave them (MCP's
+    /// `clientInfo`).
+    pub client_name: Option<String>,
+    pub client_version: Option<String>,
+    /// The transport's protocol version, when it has one (MCP's
+    /// `protocolVersion`).
+    pub protocol_version: Option<String>,
+}
+
 #[derive(Debug)]
 pub struct Session {
     pub id: String,
     pub endpoint_id: String,
     pub slug: String,
-    pub protocol_version: String,
-    /// `clientInfo.name` and `.version` from `initialize`, when sent.
-    pub client_name: Option<String>,
-    pub client_version: Option<String>,
+    pub hearer: Hearer,
     state: Mutex<SessionState>,
 }
 
@@ -297,32 +313,13 @@ impl SessionRegistry {
         self.inner.write().unwrap_or_else(|p| p.into_inner())
     }
 
-    pub fn create(
-        &self,
-        endpoint_id: &str,
-        slug: &str,
-        protocol_version: &str,
-        client_name: Option<String>,
-    ) -> Arc<Session> {
-        self.create_for_client(endpoint_id, slug, protocol_version, client_name, None)
-    }
-
-    /// As [`Self::create`], with the client's version too.
-    pub fn create_for_client(
-        &self,
-        endpoint_id: &str,
-        slug: &str,
-        protocol_version: &str,
-        client_name: Option<String>,
-        client_version: Option<String>,
-    ) -> Arc<Session> {
+    /// Registers a session of the endpoint for a hearer of any transport.
+    pub fn create(&self, endpoint_id: &str, slug: &str, hearer: Hearer) -> Arc<Session> {
         let session = Arc::new(Session {
             id: random_token(24),
             endpoint_id: endpoint_id.to_owned(),
             slug: slug.to_owned(),
-            protocol_version: protocol_version.to_owned(),
-            client_name,
-            client_version,
+            hearer,
             state: Mutex::new(SessionState {
                 last_activity: Instant::now(),
                 in_flight: 0,
@@ -507,25 +504,25 @@ mod tests {
         let reg = SessionRegistry::with_max_per_endpoint(1);
         let hosted = |reg: &SessionRegistry| reg.hosted_endpoints().to_vec();
         assert!(hosted(&reg).is_empty());
-        let b = reg.create("ep_b", "w-b", "2025-06-18", None);
-        reg.create("ep_a", "w-a", "2025-06-18", None);
+        let b = reg.create("ep_b", "w-b", Hearer::default());
+        reg.create("ep_a", "w-a", Hearer::default());
         assert_eq!(hosted(&reg), ["ep_a", "ep_b"], "sorted, both");
         // A second session over the cap evicts the first: still hosted.
-        let b2 = reg.create("ep_b", "w-b2", "2025-06-18", None);
+        let b2 = reg.create("ep_b", "w-b2", Hearer::default());
         assert!(reg.get(&b.id).is_none());
         assert_eq!(hosted(&reg), ["ep_a", "ep_b"]);
         assert!(reg.close(&b2.id));
         assert_eq!(hosted(&reg), ["ep_a"], "its last session closed");
         assert_eq!(reg.close_endpoint("ep_a"), 1);
         assert!(hosted(&reg).is_empty(), "every session of it ended");
-        reg.create("ep_c", "w-c", "2025-06-18", None);
+        reg.create("ep_c", "w-c", Hearer::default());
         assert_eq!(hosted(&reg), ["ep_c"], "a first session again");
     }
 
     #[tokio::test]
     async fn attached_and_streaming_follow_the_connections() {
         let reg = SessionRegistry::new();
-        let s = reg.create("ep_1", "w-1", "2025-06-18", None);
+        let s = reg.create("ep_1", "w-1", Hearer::default());
         assert_eq!(
             reg.counts("ep_1"),
             SessionCounts {
@@ -549,7 +546,7 @@ mod tests {
     #[tokio::test]
     async fn held_messages_wait_for_the_next_stream() {
         let reg = SessionRegistry::new();
-        let s = reg.create("ep_1", "w-1", "2025-06-18", None);
+        let s = reg.create("ep_1", "w-1", Hearer::default());
         for i in 0..STREAM_BUFFER {
             s.try_send_or_hold(serde_json::json!(i)).unwrap();
         }
@@ -564,7 +561,7 @@ mod tests {
     #[tokio::test]
     async fn a_second_stream_replaces_the_first() {
         let reg = SessionRegistry::new();
-        let s = reg.create("ep_1", "w-1", "2025-06-18", None);
+        let s = reg.create("ep_1", "w-1", Hearer::default());
         let (old_guard, mut old_rx) = reg.open_stream(&s);
         let (_new_guard, _new_rx) = reg.open_stream(&s);
         assert!(old_rx.recv().await.is_none(), "the old stream ends");
@@ -578,7 +575,7 @@ mod tests {
     #[tokio::test]
     async fn buffers_are_bounded_and_close_endpoint_ends_streams() {
         let reg = SessionRegistry::new();
-        let s = reg.create("ep_1", "w-1", "2025-06-18", None);
+        let s = reg.create("ep_1", "w-1", Hearer::default());
         let (_guard, mut rx) = reg.open_stream(&s);
         for i in 0..STREAM_BUFFER {
             s.try_send(serde_json::json!(i)).unwrap();
@@ -598,11 +595,11 @@ mod tests {
     #[test]
     fn one_session_over_the_cap_closes_the_oldest_idle_one() {
         let reg = SessionRegistry::with_max_per_endpoint(2);
-        let oldest = reg.create("ep_1", "w-1", "2025-06-18", None);
-        let busy = reg.create("ep_1", "w-1", "2025-06-18", None);
-        let _other = reg.create("ep_2", "w-2", "2025-06-18", None);
+        let oldest = reg.create("ep_1", "w-1", Hearer::default());
+        let busy = reg.create("ep_1", "w-1", Hearer::default());
+        let _other = reg.create("ep_2", "w-2", Hearer::default());
         let _req = reg.begin_request(&busy);
-        let newest = reg.create("ep_1", "w-1", "2025-06-18", None);
+        let newest = reg.create("ep_1", "w-1", Hearer::default());
         assert!(
             reg.get(&oldest.id).is_none(),
             "the oldest idle one is closed"
@@ -619,7 +616,7 @@ mod tests {
     #[tokio::test]
     async fn shutting_down_ends_every_stream_and_new_ones_at_once() {
         let reg = SessionRegistry::new();
-        let s = reg.create("ep_1", "w-1", "2025-06-18", None);
+        let s = reg.create("ep_1", "w-1", Hearer::default());
         let (_guard, mut rx) = reg.open_stream(&s);
         reg.shut_down();
         assert!(rx.recv().await.is_none(), "the open stream ends");
@@ -634,8 +631,8 @@ mod tests {
     #[test]
     fn idle_sessions_close_unless_in_flight() {
         let reg = SessionRegistry::new();
-        let busy = reg.create("ep_1", "w-1", "2025-06-18", None);
-        let _idle = reg.create("ep_1", "w-1", "2025-06-18", None);
+        let busy = reg.create("ep_1", "w-1", Hearer::default());
+        let _idle = reg.create("ep_1", "w-1", Hearer::default());
         let _req = reg.begin_request(&busy);
         let closed = reg.close_idle(Duration::ZERO);
         assert_eq!(closed.len(), 1);

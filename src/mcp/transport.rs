@@ -20,6 +20,7 @@ use super::extract::{
 use super::jsonrpc::{self, Incoming};
 use super::response::{rpc_response, with_security_headers};
 use super::{PROTOCOL_VERSIONS, instructions, tools};
+use crate::delivery::sessions::Hearer;
 use crate::domain::Timestamp;
 use crate::store::Endpoint;
 
@@ -108,17 +109,20 @@ async fn initialize(state: &McpState, endpoint: &Endpoint, message: &Incoming) -
     };
     let (client_name, client_version) = (client_info("name"), client_info("version"));
     let waiting = state.store.count_pending(&endpoint.id).await.unwrap_or(0);
-    let session = state.mcp.sessions.create_for_client(
-        &endpoint.id,
-        &endpoint.slug,
-        version,
+    let hearer = Hearer {
+        transport: "mcp",
         client_name,
         client_version,
-    );
+        protocol_version: Some(version.to_owned()),
+    };
+    let session = state
+        .mcp
+        .sessions
+        .create(&endpoint.id, &endpoint.slug, hearer);
     tracing::info!(
         endpoint = %endpoint.slug,
         protocol = version,
-        client = session.client_name.as_deref().unwrap_or("?"),
+        client = session.hearer.client_name.as_deref().unwrap_or("?"),
         "MCP session opened"
     );
     let result = json!({

@@ -45,7 +45,7 @@ pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; cha
 /// per scrape (by id); beyond it the counts cover the first ones only.
 pub const ENDPOINT_CAP: usize = 10_000;
 
-/// Every drop reason of `04-doorbells.md`, shown (at zero) before the first drop.
+/// Every drop reason of `docs/doorbells.md`, shown (at zero) before the first drop.
 pub const DROP_REASONS: [&str; 4] = ["no_session", "buffer_full", "write_failed", "presence_out"];
 
 /// The `state` labels of `switchboard_sessions`.
@@ -713,9 +713,9 @@ mod tests {
     #[tokio::test]
     async fn sessions_are_tallied_and_all_deaf_endpoints_found() {
         let reg = SessionRegistry::new();
-        let a1 = reg.create("ep_a", "a", "2025-06-18", None);
-        let a2 = reg.create("ep_a", "a", "2025-06-18", None);
-        let b1 = reg.create("ep_b", "b", "2025-06-18", None);
+        let a1 = reg.create("ep_a", "a", crate::delivery::sessions::Hearer::default());
+        let a2 = reg.create("ep_a", "a", crate::delivery::sessions::Hearer::default());
+        let b1 = reg.create("ep_b", "b", crate::delivery::sessions::Hearer::default());
         let _stream = reg.open_stream(&a1);
         let deaf = [a2.id.clone(), b1.id.clone()];
         let (tally, all_deaf) = tally_sessions(&reg.all(), |s| deaf.contains(&s.id));

@@ -51,7 +51,7 @@ fn sessions_view(doorbells: &Doorbells, endpoint_id: &str) -> SessionsView {
             id_prefix: s.id_prefix,
             client_name: s.client_name,
             client_version: s.client_version,
-            protocol_version: s.protocol_version,
+            protocol_version: s.protocol_version.unwrap_or_default(),
             streaming: s.streaming,
             deaf_reason: s.deaf_reason.map(|r| r.as_str().to_owned()),
             unanswered_doorbells: s.unanswered_doorbells as i64,

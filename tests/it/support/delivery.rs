@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 use switchboard::bus::{InProcessBus, InstanceId};
-use switchboard::delivery::sessions::{Session, SessionRegistry, StreamGuard};
+use switchboard::delivery::sessions::{Hearer, Session, SessionRegistry, StreamGuard};
 use switchboard::delivery::{Delivery, Doorbells};
 use switchboard::domain::doorbell::METHOD;
 use switchboard::mcp::tools;
@@ -87,7 +87,7 @@ impl Hub {
     /// An attached session of `endpoint` with no stream (yet).
     pub fn attach(&self, endpoint: &Endpoint) -> Arc<Session> {
         self.sessions
-            .create(&endpoint.id, &endpoint.slug, "2025-06-18", None)
+            .create(&endpoint.id, &endpoint.slug, Hearer::default())
     }
 
     /// Opens the session's stream.
