@@ -29,7 +29,7 @@ impl Clock for SystemClock {
 
 /// The system clock corrected by a measured offset to a reference clock —
 /// with PostgreSQL, the database server's — so that every instance of a
-/// cluster agrees on "now" within the measurement's error (`01`, "The
+/// cluster agrees on "now" within the measurement's error (`docs/cluster.md`, "The
 /// clock"): two instances that disagreed about a shift start could
 /// otherwise each decide it.
 #[derive(Debug, Default)]

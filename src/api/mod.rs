@@ -1,4 +1,4 @@
-//! The human REST API, `/api/v1` (`07-operator.md`).
+//! The human REST API, `/api/v1` (`docs/api.md`).
 //!
 //! Handlers are thin: authenticate ([`extract::HumanAuth`]), validate, call
 //! the store, and shape a view. Every error leaves in one envelope
@@ -20,12 +20,12 @@ use crate::delivery::Delivery;
 use crate::http::ratelimit::{Rate, RateLimiter};
 use crate::store::Store;
 
-/// Per-human request rates (`07`: reads 20/s burst 40, writes 5/s burst 20).
+/// Per-human request rates (`docs/api.md`: reads 20/s burst 40, writes 5/s burst 20).
 #[derive(Debug, Clone, Copy)]
 pub struct ApiRates {
     pub read: Rate,
     pub write: Rate,
-    /// Per client IP on webhook intake (`08`: 10/s burst 20).
+    /// Per client IP on webhook intake (`docs/intake.md`: 10/s burst 20).
     pub intake: Rate,
 }
 

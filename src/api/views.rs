@@ -83,7 +83,7 @@ pub struct TokenList {
     pub next_cursor: Option<String>,
 }
 
-/// Liveness as an operator reads it (`06-registry.md`).
+/// Liveness as an operator reads it (`docs/api.md`).
 #[derive(Debug, Serialize, ToSchema)]
 pub struct LivenessView {
     /// Server-side time of the last authenticated request; null = never seen.
@@ -159,7 +159,7 @@ pub struct EndpointView {
     pub todos: ActivityView,
 }
 
-/// Effective presence (`05-presence.md`).
+/// Effective presence (`docs/presence.md`).
 #[derive(Debug, Serialize, ToSchema)]
 pub struct PresenceSummary {
     /// `in` or `out`.
@@ -573,7 +573,7 @@ pub struct TodoDetail {
     pub attempts: Vec<AttemptView>,
 }
 
-/// The answer to a human-authored todo (`08-intake.md`).
+/// The answer to a human-authored todo (`docs/intake.md`).
 #[derive(Debug, Serialize, ToSchema)]
 pub struct CreatedTodoView {
     pub id: String,

@@ -1,4 +1,4 @@
-//! The board (`07-operator.md`, "The board"): server-rendered HTML at `/`
+//! The board (`docs/board.md`): server-rendered HTML at `/`
 //! for the humans who run a fleet of agents.
 //!
 //! Pages are askama templates (`templates/board/`); htmx and its SSE

@@ -1,4 +1,4 @@
-//! The cluster bus (`01-architecture.md`): how instances tell each other
+//! The cluster bus (`docs/cluster.md`): how instances tell each other
 //! about events that change who should be rung.
 //!
 //! Payloads are ids only — never a title, a payload or a credential — so a

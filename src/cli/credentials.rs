@@ -1,5 +1,5 @@
 //! The saved login: one server URL and one human API token in
-//! `credentials.json`, readable only by the user (`06-registry.md`).
+//! `credentials.json`, readable only by the user (`docs/cli.md`).
 
 use std::fmt;
 use std::fs::{self, DirBuilder, OpenOptions};

@@ -1,4 +1,4 @@
-//! Delivery (`04-doorbells.md`, `05-presence.md`): who can hear a doorbell
+//! Delivery (`docs/doorbells.md`, `docs/presence.md`): who can hear a doorbell
 //! on this instance ([`sessions`]), ringing one of them ([`hub`]), the
 //! re-ring sweep ([`sweep`]), and presence with its digests ([`presence`]).
 //!
@@ -190,7 +190,7 @@ impl Delivery {
     /// decided here, in memory; in a cluster, by one guarded statement,
     /// which an instance with a streaming session of the endpoint tries at
     /// once and one whose sessions are all streamless tries after a short
-    /// grace, so that a streaming session anywhere is preferred (`04`).
+    /// grace, so that a streaming session anywhere is preferred (`docs/doorbells.md`).
     /// `endpoint`: the endpoint as the caller read it for this event, if it
     /// did (else it is read here).
     async fn ring_ready(

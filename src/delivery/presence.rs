@@ -1,4 +1,4 @@
-//! Presence in motion (`05-presence.md`): effective presence of a stored
+//! Presence in motion (`docs/presence.md`): effective presence of a stored
 //! endpoint, dead overrides cleared, transitions claimed exactly once, and
 //! the one digest an endpoint gets when it comes back.
 

@@ -59,7 +59,7 @@ pub async fn sweep_tick(delivery: &Delivery, config: &SweepConfig) -> usize {
     {
         Ok(due) => {
             for todo in &due {
-                // Counted already; a ring lost in delivery is accepted (`04`).
+                // Counted already; a ring lost in delivery is accepted (`docs/doorbells.md`).
                 doorbells.ring(todo, Trigger::Sweep);
             }
             due.len()

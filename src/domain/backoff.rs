@@ -1,4 +1,4 @@
-//! Retry backoff after a failed attempt (`02-queue.md`).
+//! Retry backoff after a failed attempt (`docs/queue.md`).
 
 use std::time::Duration;
 

@@ -1,4 +1,4 @@
-//! The doorbell's wire shape (`04-doorbells.md`): a `notifications/claude/channel`
+//! The doorbell's wire shape (`docs/doorbells.md`): a `notifications/claude/channel`
 //! notification with a short instruction `content` and a flat string `meta`.
 //!
 //! Everything from outside (titles, queue names, kinds, sources) is
@@ -79,7 +79,7 @@ pub fn todo_doorbell(bell: &TodoBell<'_>) -> Value {
     })
 }
 
-/// Why a digest is sent (`05-presence.md`).
+/// Why a digest is sent (`docs/presence.md`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum DigestReason {

@@ -1,4 +1,4 @@
-//! Lease resolution (`02-queue.md`): per call > endpoint default > 300 s.
+//! Lease resolution (`docs/queue.md`): per call > endpoint default > 300 s.
 
 use super::Invalid;
 

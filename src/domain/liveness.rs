@@ -1,4 +1,4 @@
-//! Liveness (`06-registry.md`): how long an agent may stay quiet, whether it
+//! Liveness (`docs/api.md`): how long an agent may stay quiet, whether it
 //! is stale, and the one condition an operator sees.
 
 use std::time::Duration;

@@ -1,4 +1,4 @@
-//! Effective presence (`05-presence.md`): one pure function of the stored
+//! Effective presence (`docs/presence.md`): one pure function of the stored
 //! inputs (shift, override) and an instant, called by every consumer —
 //! doorbells, the sweep, the agent verbs, the API and the evaluator.
 

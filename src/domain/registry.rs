@@ -1,10 +1,10 @@
-//! The registry's closed vocabularies (`06-registry.md`): what kind an agent
+//! The registry's closed vocabularies (`docs/api.md`): what kind an agent
 //! is, and whether an endpoint still works. Stored as text; these are the
 //! only spellings.
 
 use serde::Serialize;
 
-/// How often an agent is expected to be heard from (`06-registry.md`).
+/// How often an agent is expected to be heard from (`docs/api.md`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum AgentKind {

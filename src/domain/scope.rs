@@ -3,7 +3,7 @@
 use super::Invalid;
 use super::todo::validate_queue_name;
 
-/// Verbs a vend may grant (`03-mcp.md`). The self verbs (`clock_in`,
+/// Verbs a vend may grant (`docs/mcp.md`). The self verbs (`clock_in`,
 /// `clock_out`, `presence`) are never part of a scope.
 pub const GRANTABLE_VERBS: [&str; 10] = [
     "list_todos",

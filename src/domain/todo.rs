@@ -1,4 +1,4 @@
-//! The todo model's vocabulary and input rules (`02-queue.md`).
+//! The todo model's vocabulary and input rules (`docs/queue.md`).
 
 use std::fmt;
 use std::str::FromStr;
@@ -34,7 +34,7 @@ pub enum TodoState {
     Claimed,
     Done,
     Failed,
-    /// Terminal, by a human (`07-operator.md`): never claimed or rung again.
+    /// Terminal, by a human (`docs/api.md`): never claimed or rung again.
     Cancelled,
 }
 

@@ -1,4 +1,4 @@
-//! The one error envelope of the REST API (`07-operator.md`):
+//! The one error envelope of the REST API (`docs/api.md`):
 //! `{"error":{"code","message","field"?,"state"?}}`.
 
 use axum::Json;

@@ -1,4 +1,4 @@
-//! The DNS-rebinding guard, on every route (`03-mcp.md`; issue 12): which
+//! The DNS-rebinding guard, on every route (`docs/mcp.md`; issue 12): which
 //! `Host` and `Origin` headers a request may carry.
 //!
 //! A DNS-rebinding page reaches a loopback server under the attacker's own

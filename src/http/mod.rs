@@ -1,5 +1,5 @@
 //! What every HTTP surface shares and none owns: the error envelope
-//! (`{"error": {"code", "message", "field"?}}`, `07`/`08`) that the API and
+//! (`{"error": {"code", "message", "field"?}}`, `docs/api.md`, `docs/intake.md`) that the API and
 //! webhook intake answer in, the token-bucket rate limiter the API, intake
 //! and MCP each keep their own instances of, and the edge of the whole
 //! router: the `Host`/`Origin` guard ([`host_guard`]), the client address

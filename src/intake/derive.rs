@@ -1,4 +1,4 @@
-//! A delivery's title, kind and source (`08`, step 4).
+//! A delivery's title, kind and source (`docs/intake.md`, step 4).
 //!
 //! Precedence: `X-Switchboard-Title` / `X-Switchboard-Kind` when given; for
 //! GitHub and Gitea events, derived from the event header and body

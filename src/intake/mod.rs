@@ -1,4 +1,4 @@
-//! Webhook intake (`08-intake.md`): `POST /webhooks/w/{token}` turns one
+//! Webhook intake (`docs/intake.md`): `POST /webhooks/w/{token}` turns one
 //! delivery into one todo, with its intake event in the same transaction.
 //!
 //! [`receive`] is the handler; the pure parts it is made of live beside it:
@@ -23,7 +23,7 @@ use crate::delivery::Delivery;
 use crate::http::ratelimit::RateLimiter;
 use crate::store::Store;
 
-/// The largest delivery accepted (`08`: 5 MiB); more is 413.
+/// The largest delivery accepted (`docs/intake.md`: 5 MiB); more is 413.
 pub const MAX_BODY_BYTES: usize = 5 * 1024 * 1024;
 
 /// Intake's handler state.
@@ -31,7 +31,7 @@ pub const MAX_BODY_BYTES: usize = 5 * 1024 * 1024;
 pub struct IntakeState {
     pub store: Arc<dyn Store>,
     pub delivery: Arc<Delivery>,
-    /// Per client IP (`08`: 10/s, burst 20).
+    /// Per client IP (`docs/intake.md`: 10/s, burst 20).
     pub limiter: Arc<RateLimiter>,
 }
 

@@ -1,4 +1,4 @@
-//! What the todo carries of a delivery's body (`08`, step 4). The intake
+//! What the todo carries of a delivery's body (`docs/intake.md`, step 4). The intake
 //! event always keeps the whole body; the payload is the agent's copy.
 
 use base64::Engine;

@@ -2,7 +2,7 @@
 //! the endpoint behind the bearer credential ([`McpCaller`]), the session a
 //! request names ([`BoundSession`]), the JSON-RPC message a POST carries
 //! ([`RpcMessage`]), and the one rejection they share ([`McpRejection`]),
-//! which answers exactly as `03-mcp.md` says.
+//! which answers exactly as `docs/mcp.md` says.
 
 use std::sync::Arc;
 
@@ -165,7 +165,7 @@ fn http_error(status: StatusCode, code: &str, message: &str) -> Response {
 }
 
 /// The endpoint behind the request's bearer credential, bound to the
-/// `/mcp/{slug}` it is addressed to. In order (`03`): the bearer, the path
+/// `/mcp/{slug}` it is addressed to. In order (`docs/mcp.md`): the bearer, the path
 /// binding, the liveness stamp, the rate limit. (The DNS-rebinding guard,
 /// `Host` and `Origin`, is the whole router's: `crate::http::host_guard`.)
 ///

@@ -1,4 +1,4 @@
-//! The MCP server (`03-mcp.md`): our own JSON-RPC over Streamable HTTP at
+//! The MCP server (`docs/mcp.md`): our own JSON-RPC over Streamable HTTP at
 //! `/mcp/{slug}`, sessions bound to endpoints, and the agent verbs.
 //!
 //! We do not use an SDK: we need to know exactly whether a session's GET

@@ -1,4 +1,4 @@
-//! Keeps this instance's clock aligned to the PostgreSQL server's (`01`,
+//! Keeps this instance's clock aligned to the PostgreSQL server's (`docs/cluster.md`,
 //! "The clock"): measured at start and every minute, exposed as
 //! `switchboard_clock_offset_seconds`.
 

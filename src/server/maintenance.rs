@@ -1,4 +1,4 @@
-//! The background loops every instance runs (`01-architecture.md`):
+//! The background loops every instance runs (`docs/cluster.md`):
 //! maintenance (lease reaper, retry scheduler, endpoint expiry) and retention.
 //! Each logs and continues on error, and stops promptly on shutdown.
 

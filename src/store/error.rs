@@ -75,7 +75,7 @@ impl From<sqlx::Error> for StoreError {
     }
 }
 
-/// SQLite's writer thread (`sql::sqlite_lane`): a database still locked
+/// SQLite's writer thread (`sql::sqlite::lane`): a database still locked
 /// after the busy timeout, or a file that cannot be opened, is worth
 /// retrying; anything else is internal.
 impl From<rusqlite::Error> for StoreError {
@@ -134,7 +134,7 @@ impl StoreError {
         }
     }
 
-    /// The stable machine-readable code used by every surface (`03`, `07`).
+    /// The stable machine-readable code used by every surface (`docs/mcp.md`, `docs/api.md`).
     /// `EndpointRevoked` and `Taken` are conflicts on the wire.
     pub fn code(&self) -> &'static str {
         match self {

@@ -53,7 +53,7 @@ macro_rules! endpoint_columns {
 pub(crate) use endpoint_columns;
 
 /// A row whose columns can be read by name: sqlx's [`AnyRow`], or a
-/// `rusqlite` row on SQLite's writer thread (`sql::sqlite_lane`). The
+/// `rusqlite` row on SQLite's writer thread (`sql::sqlite::lane`). The
 /// decoders below are written once against it.
 pub(super) trait Columns {
     fn text(&self, col: &str) -> Result<String, StoreError>;

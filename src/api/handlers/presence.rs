@@ -12,7 +12,7 @@ use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::ops;
 use crate::store::Endpoint;
 
-/// Presence as the API shows it (`05-presence.md`).
+/// Presence as the API shows it (`docs/presence.md`).
 #[derive(Debug, Serialize, ToSchema)]
 pub(crate) struct PresenceBody {
     /// `in` or `out`.

@@ -1,4 +1,4 @@
-//! The agent verbs (`03-mcp.md`, "Tools"): which a session sees, and what
+//! The agent verbs (`docs/mcp.md`, "Tools"): which a session sees, and what
 //! each does through the store on behalf of the session's endpoint.
 //!
 //! A call is parsed into a [`Tool`] (one variant per tool, with typed
@@ -109,7 +109,7 @@ fn ok(value: Value) -> Value {
 /// A claim's result: the JSON as `structuredContent`, and as text a short
 /// summary of it, so that the payload (and the prior attempts) are sent
 /// once: a claim result costs at most 1.25 x the payload + 4 KiB
-/// (`03-mcp.md`). See [`claim_summary`].
+/// (`docs/mcp.md`). See [`claim_summary`].
 fn ok_claim(value: Value) -> Value {
     ok_claim_of(claim_summary(&value).to_string(), value)
 }

@@ -162,7 +162,7 @@ pub fn attempt(a: &Attempt) -> AttemptRow<'_> {
 /// How much of each prior attempt's free text a claim result carries (the
 /// whole is in `get_todo`'s `attempts`): `summary`, heartbeat `note` and
 /// `claimant`, in bytes. A claim result stays small whatever the history
-/// (`03-mcp.md`: at most 1.25 x the payload + 4 KiB); the tools try
+/// (`docs/mcp.md`: at most 1.25 x the payload + 4 KiB); the tools try
 /// [`PriorCut::LEVELS`] in turn until it does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PriorCut {

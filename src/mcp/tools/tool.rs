@@ -66,7 +66,7 @@ impl std::fmt::Display for ToolName {
 }
 
 impl ToolName {
-    /// A self verb (`05-presence.md`): every session has it, outside any
+    /// A self verb (`docs/presence.md`): every session has it, outside any
     /// scope; it touches only the caller's own endpoint row and takes no
     /// identifier.
     pub fn is_self_verb(self) -> bool {
@@ -97,7 +97,7 @@ impl ToolName {
     }
 }
 
-/// What a tool does, as MCP tool annotations say it (`03-mcp.md`: "as they
+/// What a tool does, as MCP tool annotations say it (`docs/mcp.md`: "as they
 /// truly are"; Claude Code runs read-only tools concurrently and offers them
 /// in read-only modes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

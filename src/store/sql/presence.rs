@@ -1,4 +1,4 @@
-//! Presence inputs and the transition ledger on the endpoint row (`05-presence.md`).
+//! Presence inputs and the transition ledger on the endpoint row (`docs/presence.md`).
 
 use super::SqlStore;
 use crate::domain::Timestamp;

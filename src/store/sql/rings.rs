@@ -1,4 +1,4 @@
-//! Doorbell accounting (`04-doorbells.md`): the re-ring sweep's one
+//! Doorbell accounting (`docs/doorbells.md`): the re-ring sweep's one
 //! statement that selects due todos and counts the ring.
 
 use super::SqlStore;

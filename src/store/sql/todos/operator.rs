@@ -1,4 +1,4 @@
-//! A human's operator actions on todos (`07-operator.md`): cancel one, and
+//! A human's operator actions on todos (`docs/api.md`): cancel one, and
 //! retry or cancel in bulk.
 //!
 //! Each is one guarded `UPDATE … RETURNING` in one transaction with whatever
