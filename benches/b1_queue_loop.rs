@@ -25,9 +25,8 @@
 //!   one `rusqlite` connection behind a mutex: SQLite's own limit, with no
 //!   async runtime and no thread hand-off.
 //!
-//! The SQL text below mirrors `src/store/sql/todos.rs` (`claim_target`,
-//! pending path with no queue named; `complete`; `close_open_attempt`);
-//! keep them in step when the store's statements change.
+//! The floor paths that mirror the store (`same`, `pooled`, `cte`) run the
+//! store's own statement texts (`switchboard::store::sql::statements`).
 //!
 //! Configuration (environment): `B1_SECONDS` (default 20), `B1_REPEATS`
 //! (default 3), `B1_CONCURRENCY` (default `1,4,16`), `B1_PG_PRELOAD` and
@@ -77,84 +76,48 @@ use sqlx::{AnyPool, AssertSqlSafe, Connection, Row};
 use switchboard::clock::SystemClock;
 use switchboard::domain::ids::sha256_hex;
 use switchboard::mint::random_token;
+use switchboard::store::Dialect;
 use switchboard::store::prelude::*;
 use switchboard::store::sql::DatabaseLocation;
+use switchboard::store::sql::statements::{self, ClaimScope};
 use switchboard::store::{
     AgentKind, Caller, ClaimOptions, Finish, NewEndpoint, SqlStore, StoreOptions,
 };
+use switchboard::testkit::{StorePeek, ThrowawayDatabase};
 
 // ---------------------------------------------------------------------------
-// The statements, copied from src/store/sql/todos.rs.
-
-macro_rules! todo_columns {
-    () => {
-        "id, endpoint_id, queue, title, kind, source, payload, \
-    idempotency_key, event_id, state, owner, lease_expires_at, lease_token_hash, attempt, \
-    max_attempts, attempts_total, attempts_pruned, next_retry_at, result, last_note, \
-    ring_attempts, last_ringed_at, created_at, updated_at, claimed_at, completed_at"
-    };
-}
+// The store's own statements (`src/store/sql/statements.rs`): the floor paths
+// that mirror the store run exactly the store's text, never a copy of it.
 
 /// `$1` now, `$2` owner, `$3` lease expiry, `$4` fence hash (NULL), `$5` endpoint.
-macro_rules! claim_pending {
-    ($skip:literal) => {
-        concat!(
-            "UPDATE todos SET state = 'claimed', owner = $2, lease_expires_at = $3, \
-    lease_token_hash = $4, attempt = attempt + 1, attempts_total = attempts_total + 1, \
-    claimed_at = $1, updated_at = $1, next_retry_at = NULL, last_note = NULL",
-            " WHERE id = (SELECT id FROM todos ",
-            "WHERE endpoint_id = $5 AND state = 'pending' ",
-            "ORDER BY created_at, id LIMIT 1",
-            $skip,
-            ") RETURNING ",
-            todo_columns!()
-        )
-    };
+fn pg_claim() -> &'static str {
+    statements::claim_pending(Dialect::Postgres, ClaimScope::AnyQueue)
 }
 
-const PG_CLAIM: &str = claim_pending!(" FOR UPDATE SKIP LOCKED");
-const SQLITE_CLAIM: &str = claim_pending!("");
+fn sqlite_claim() -> &'static str {
+    statements::claim_pending(Dialect::Sqlite, ClaimScope::AnyQueue)
+}
 
 /// Diagnostic (`B1_PATHS=cte`): the claim and its attempt record as ONE
-/// statement (a data-modifying CTE), so no BEGIN/COMMIT round trips.
-const PG_CLAIM_CTE: &str = concat!(
-    "WITH c AS (",
-    claim_pending!(" FOR UPDATE SKIP LOCKED"),
-    "), a AS (INSERT INTO todo_attempts (todo_id, seq, attempt, claimant, claimed_at) \
-     SELECT id, attempts_total, attempt, NULL, $1 FROM c) SELECT ",
-    todo_columns!(),
-    " FROM c"
-);
+/// statement (a data-modifying CTE), so no BEGIN/COMMIT round trips; `$6`
+/// the claimant.
+fn pg_claim_cte() -> &'static str {
+    statements::claim_pending_with_attempt(ClaimScope::AnyQueue)
+}
 
 /// Diagnostic: `complete` and closing its attempt as ONE statement.
-const PG_COMPLETE_CTE: &str = concat!(
-    "WITH d AS (UPDATE todos SET state = 'done', result = $1, completed_at = $2, ",
-    "updated_at = $2, lease_expires_at = NULL, lease_token_hash = NULL ",
-    "WHERE id = $3 AND endpoint_id = $4 AND state = 'claimed' AND owner = $5 \
-         AND (lease_token_hash IS NULL OR lease_token_hash = $6) RETURNING ",
-    todo_columns!(),
-    "), a AS (UPDATE todo_attempts SET ended_at = $2, outcome = 'completed', \
-     disposition = 'done', summary = NULL, summary_truncated = 0 \
-     WHERE todo_id = (SELECT id FROM d) AND ended_at IS NULL) SELECT ",
-    todo_columns!(),
-    " FROM d"
-);
+fn pg_complete_cte() -> &'static str {
+    statements::COMPLETE_WITH_ATTEMPT.as_str()
+}
 
-const INSERT_ATTEMPT: &str = "INSERT INTO todo_attempts (todo_id, seq, attempt, claimant, claimed_at) \
-     VALUES ($1, $2, $3, $4, $5)";
+const INSERT_ATTEMPT: &str = statements::OPEN_ATTEMPT;
 
 /// `$1` result, `$2` now, `$3` id, `$4` endpoint, `$5` owner, `$6` fence hash.
-const COMPLETE: &str = concat!(
-    "UPDATE todos SET state = 'done', result = $1, completed_at = $2, ",
-    "updated_at = $2, lease_expires_at = NULL, lease_token_hash = NULL ",
-    "WHERE id = $3 AND endpoint_id = $4 AND state = 'claimed' AND owner = $5 \
-         AND (lease_token_hash IS NULL OR lease_token_hash = $6) RETURNING ",
-    todo_columns!()
-);
+fn complete() -> &'static str {
+    statements::COMPLETE.as_str()
+}
 
-const CLOSE_ATTEMPT: &str = "UPDATE todo_attempts SET ended_at = $1, outcome = $2, disposition = $3, \
-       summary = $4, summary_truncated = $5 \
-     WHERE todo_id = $6 AND ended_at IS NULL";
+const CLOSE_ATTEMPT: &str = statements::CLOSE_ATTEMPT;
 
 /// Pending todos, oldest first by `(created_at, id)`; ids shaped like the
 /// store's (`td_` + 32 hex digits). `$1` endpoint, `$2` base time, `$3` count.
@@ -579,7 +542,7 @@ async fn store_worker(store: Arc<SqlStore>, caller: Caller, ctx: Ctx) -> Result<
 async fn pg_claim_tx(conn: &mut PgConnection, ctx: &Ctx) -> Result<Option<String>> {
     let now = now_ms();
     let mut tx = conn.begin().await?;
-    let Some(row) = sqlx::query(PG_CLAIM)
+    let Some(row) = sqlx::query(pg_claim())
         .bind(now)
         .bind(&ctx.owner)
         .bind(now + LEASE_MS)
@@ -609,7 +572,7 @@ async fn pg_claim_tx(conn: &mut PgConnection, ctx: &Ctx) -> Result<Option<String
 async fn pg_complete_tx(conn: &mut PgConnection, ctx: &Ctx, id: &str) -> Result<()> {
     let now = now_ms();
     let mut tx = conn.begin().await?;
-    let done = sqlx::query(COMPLETE)
+    let done = sqlx::query(complete())
         .bind(None::<String>)
         .bind(now)
         .bind(id)
@@ -669,12 +632,13 @@ async fn pg_cte_worker(mut conn: PoolConnection<Postgres>, ctx: Ctx) -> Result<u
     let mut loops = 0;
     while ctx.go_on() {
         let now = now_ms();
-        let Some(row) = sqlx::query(PG_CLAIM_CTE)
+        let Some(row) = sqlx::query(pg_claim_cte())
             .bind(now)
             .bind(&ctx.owner)
             .bind(now + LEASE_MS)
             .bind(None::<String>)
             .bind(&ctx.endpoint_id)
+            .bind(None::<String>)
             .fetch_optional(&mut *conn)
             .await?
         else {
@@ -683,13 +647,17 @@ async fn pg_cte_worker(mut conn: PoolConnection<Postgres>, ctx: Ctx) -> Result<u
         };
         let id: String = row.try_get("id")?;
         let now = now_ms();
-        let done = sqlx::query(PG_COMPLETE_CTE)
+        let done = sqlx::query(pg_complete_cte())
             .bind(None::<String>)
             .bind(now)
             .bind(&id)
             .bind(&ctx.endpoint_id)
             .bind(&ctx.owner)
             .bind(None::<String>)
+            .bind("completed")
+            .bind("done")
+            .bind(None::<String>)
+            .bind(0_i64)
             .fetch_optional(&mut *conn)
             .await?;
         ensure!(
@@ -708,7 +676,7 @@ async fn pg_bare_worker(mut conn: PoolConnection<Postgres>, ctx: Ctx) -> Result<
     let mut loops = 0;
     while ctx.go_on() {
         let now = now_ms();
-        let Some(row) = sqlx::query(PG_CLAIM)
+        let Some(row) = sqlx::query(pg_claim())
             .bind(now)
             .bind(&ctx.owner)
             .bind(now + LEASE_MS)
@@ -722,7 +690,7 @@ async fn pg_bare_worker(mut conn: PoolConnection<Postgres>, ctx: Ctx) -> Result<
         };
         let id: String = row.try_get("id")?;
         let now = now_ms();
-        let done = sqlx::query(COMPLETE)
+        let done = sqlx::query(complete())
             .bind(None::<String>)
             .bind(now)
             .bind(&id)
@@ -763,7 +731,7 @@ async fn sqlite_same_worker(pool: SqlitePool, ctx: Ctx) -> Result<u64> {
     while ctx.go_on() {
         let now = now_ms();
         let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
-        let Some(row) = sqlx::query(SQLITE_CLAIM)
+        let Some(row) = sqlx::query(sqlite_claim())
             .bind(now)
             .bind(&ctx.owner)
             .bind(now + LEASE_MS)
@@ -789,7 +757,7 @@ async fn sqlite_same_worker(pool: SqlitePool, ctx: Ctx) -> Result<u64> {
 
         let now = now_ms();
         let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
-        let done = sqlx::query(COMPLETE)
+        let done = sqlx::query(complete())
             .bind(None::<String>)
             .bind(now)
             .bind(&id)
@@ -1151,8 +1119,7 @@ async fn sqlite_run(cfg: &Config, path: Path, conc: usize, tck: f64) -> Result<R
 // PostgreSQL: one fresh database per bench, reset before every run.
 
 struct Pg {
-    admin_url: String,
-    database: String,
+    database: ThrowawayDatabase,
     store: Arc<SqlStore>,
     reg: Registered,
     /// The floor's own pool: a plain `PgPool`, one dedicated connection per task.
@@ -1163,24 +1130,6 @@ struct Pg {
     /// For resets, checks and CPU accounting.
     admin: PgPool,
     any: AnyPool,
-}
-
-/// `postgres://u@h:5432/old?x` → `postgres://u@h:5432/new?x`.
-fn replace_database(url: &str, database: &str) -> String {
-    let (base, query) = match url.split_once('?') {
-        Some((b, q)) => (b, Some(q)),
-        None => (url, None),
-    };
-    let scheme_end = base.find("://").map_or(0, |i| i + 3);
-    let path_start = base[scheme_end..]
-        .find('/')
-        .map_or(base.len(), |i| scheme_end + i);
-    let mut out = format!("{}/{}", &base[..path_start], database);
-    if let Some(q) = query {
-        out.push('?');
-        out.push_str(q);
-    }
-    out
 }
 
 fn redact(url: &str) -> String {
@@ -1203,18 +1152,8 @@ async fn vacuum_loop(admin: PgPool, every: Duration, deadline: Instant) -> Resul
 
 impl Pg {
     async fn open(admin_url: &str, max_conc: usize, paths: &[Path]) -> Result<Self> {
-        let database = format!(
-            "sb_bench_{}",
-            random_token(6).to_lowercase().replace(['-', '_'], "x")
-        );
-        let mut admin = PgConnection::connect(admin_url)
-            .await
-            .with_context(|| format!("cannot reach PostgreSQL at {}", redact(admin_url)))?;
-        sqlx::raw_sql(AssertSqlSafe(format!("CREATE DATABASE {database}")))
-            .execute(&mut admin)
-            .await?;
-        admin.close().await?;
-        let url = replace_database(admin_url, &database);
+        let database = ThrowawayDatabase::create(admin_url, "sb_bench").await?;
+        let url = database.url.clone();
         let store = SqlStore::connect(
             &DatabaseLocation::Postgres(url.clone()),
             Arc::new(SystemClock),
@@ -1259,7 +1198,6 @@ impl Pg {
             .connect(&url)
             .await?;
         Ok(Self {
-            admin_url: admin_url.to_owned(),
             database,
             store: Arc::new(store),
             reg,
@@ -1326,7 +1264,8 @@ impl Pg {
             .await?
         } else {
             sqlx::query(AssertSqlSafe(format!(
-                "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) {PG_CLAIM}"
+                "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) {}",
+                pg_claim()
             )))
             .bind(now)
             .bind(self.reg.caller.owner())
@@ -1600,14 +1539,7 @@ impl Pg {
         }
         self.admin.close().await;
         self.any.close().await;
-        if let Ok(mut admin) = PgConnection::connect(&self.admin_url).await {
-            let _ = sqlx::raw_sql(AssertSqlSafe(format!(
-                "DROP DATABASE IF EXISTS {} WITH (FORCE)",
-                self.database
-            )))
-            .execute(&mut admin)
-            .await;
-        }
+        let _ = self.database.drop_database().await;
     }
 }
 
@@ -1834,7 +1766,7 @@ async fn measure(cfg: &Config, pg: Option<&Pg>, tck: f64) -> Result<(String, boo
                  every run TRUNCATE + reload of {} pending todos + VACUUM ANALYZE + CHECKPOINT; \
                  {}",
                 redact(url),
-                pg.database,
+                pg.database.name,
                 cfg.pg_preload,
                 pg.settings().await?
             );

@@ -51,7 +51,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use anyhow::{Context, Result, anyhow, bail, ensure};
 use host::{HostTicks, process_ticks};
 use serde_json::{Value, json};
-use sqlx::{AssertSqlSafe, Connection, Row};
+use sqlx::{Connection, Row};
+use switchboard::testkit::ThrowawayDatabase;
 
 const BIN: &str = env!("CARGO_BIN_EXE_switchboard");
 
@@ -372,54 +373,23 @@ fn now_ms() -> i64 {
         .unwrap_or(0)
 }
 
-fn replace_database(url: &str, database: &str) -> String {
-    let (base, query) = match url.split_once('?') {
-        Some((b, q)) => (b, Some(q)),
-        None => (url, None),
-    };
-    let scheme_end = base.find("://").map_or(0, |i| i + 3);
-    let path_start = base[scheme_end..]
-        .find('/')
-        .map_or(base.len(), |i| scheme_end + i);
-    let mut out = format!("{}/{}", &base[..path_start], database);
-    if let Some(q) = query {
-        out.push('?');
-        out.push_str(q);
-    }
-    out
-}
-
 fn redact(url: &str) -> String {
     switchboard::store::sql::DatabaseLocation::Postgres(url.to_owned()).redacted()
 }
 
 /// A fresh PostgreSQL database for one run.
 struct PgRun {
-    admin_url: String,
-    database: String,
+    database: ThrowawayDatabase,
     url: String,
     conn: tokio::sync::Mutex<sqlx::PgConnection>,
 }
 
 impl PgRun {
     async fn create(admin_url: &str) -> Result<Self> {
-        let database = format!(
-            "sb_bench_b2_{}",
-            switchboard::mint::random_token(9)
-                .to_lowercase()
-                .replace(['-', '_'], "x")
-        );
-        let mut admin = sqlx::PgConnection::connect(admin_url)
-            .await
-            .context("connecting to PostgreSQL")?;
-        sqlx::raw_sql(AssertSqlSafe(format!("CREATE DATABASE {database}")))
-            .execute(&mut admin)
-            .await?;
-        admin.close().await?;
-        let url = replace_database(admin_url, &database);
+        let database = ThrowawayDatabase::create(admin_url, "sb_bench_b2").await?;
+        let url = database.url.clone();
         let conn = sqlx::PgConnection::connect(&url).await?;
         Ok(Self {
-            admin_url: admin_url.to_owned(),
             database,
             url,
             conn: tokio::sync::Mutex::new(conn),
@@ -443,14 +413,7 @@ impl PgRun {
 
     async fn drop_database(self) {
         let _ = self.conn.into_inner().close().await;
-        if let Ok(mut admin) = sqlx::PgConnection::connect(&self.admin_url).await {
-            let _ = sqlx::raw_sql(AssertSqlSafe(format!(
-                "DROP DATABASE IF EXISTS {} WITH (FORCE)",
-                self.database
-            )))
-            .execute(&mut admin)
-            .await;
-        }
+        let _ = self.database.drop_database().await;
     }
 }
 
@@ -847,7 +810,7 @@ async fn main() {
 }
 
 async fn pg_settings(url: &str) -> Result<String> {
-    server::pg_settings(
+    switchboard::testkit::pg_settings(
         url,
         &[
             "server_version",
@@ -932,15 +895,9 @@ async fn run() -> Result<()> {
                 results.entry((backend, conc)).or_default().push(r);
                 if backend == Backend::Postgres && conc == 4 && cfg.floor_beside {
                     let (url, _) = cfg.pg_admin_url.as_ref().context("no PostgreSQL URL")?;
-                    let floor = pg_floor::measure(
-                        url,
-                        replace_database,
-                        conc,
-                        cfg.seconds,
-                        cfg.floor_preload,
-                    )
-                    .await
-                    .with_context(|| format!("true floor c={conc} beside run {}", rep + 1))?;
+                    let floor = pg_floor::measure(url, conc, cfg.seconds, cfg.floor_preload)
+                        .await
+                        .with_context(|| format!("true floor c={conc} beside run {}", rep + 1))?;
                     eprintln!(
                         "B2 PostgreSQL true floor c={conc} beside run {}: {floor:.0} loops/s",
                         rep + 1

@@ -49,10 +49,11 @@
 //! the bench then exits non-zero.
 //!
 //! The database of the cross-instance mode is never the shared server: the
-//! bench starts a throwaway cluster (`benches/common/pg_cluster.rs`:
-//! `initdb --auth=trust -U postgres` into a fresh temporary directory, run
-//! as the `postgres` user when the bench runs as root, `pg_ctl start` on a
-//! free port of 127.0.0.1 with default settings), a fresh database per
+//! bench starts a throwaway cluster (`switchboard::testkit::PgCluster`, the
+//! fault tests' too: `initdb --auth=trust -U postgres -E UTF8 --locale=C`
+//! into a fresh temporary directory, run as the `postgres` user when the
+//! bench runs as root, `pg_ctl start` on a free port of 127.0.0.1 with
+//! default settings), a fresh database per
 //! configuration, and stops and deletes the cluster at the end, also when
 //! the bench fails (a Drop guard; not on SIGKILL). `SWITCHBOARD_BENCH_PG_BIN`
 //! names the PostgreSQL binaries (default `/usr/lib/postgresql/15/bin`).
@@ -71,8 +72,6 @@
 
 #[path = "common/host.rs"]
 mod host;
-#[path = "common/pg_cluster.rs"]
-mod pg_cluster;
 #[path = "common/server.rs"]
 mod server;
 #[path = "common/streams.rs"]
@@ -80,6 +79,7 @@ mod streams;
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
+use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -87,7 +87,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, anyhow, bail, ensure};
 use host::{HostTicks, process_ticks};
 use serde_json::Value;
-use sqlx::{AssertSqlSafe, Connection, Row};
+use sqlx::{Connection, Row};
+use switchboard::testkit::pg_cluster::PG_BIN;
+use switchboard::testkit::{PgCluster, ThrowawayDatabase};
 use tokio::sync::mpsc;
 
 const BIN: &str = env!("CARGO_BIN_EXE_switchboard");
@@ -358,54 +360,23 @@ async fn open_all(
 // ---------------------------------------------------------------------------
 // Databases (as in B2).
 
-fn replace_database(url: &str, database: &str) -> String {
-    let (base, query) = match url.split_once('?') {
-        Some((b, q)) => (b, Some(q)),
-        None => (url, None),
-    };
-    let scheme_end = base.find("://").map_or(0, |i| i + 3);
-    let path_start = base[scheme_end..]
-        .find('/')
-        .map_or(base.len(), |i| scheme_end + i);
-    let mut out = format!("{}/{}", &base[..path_start], database);
-    if let Some(q) = query {
-        out.push('?');
-        out.push_str(q);
-    }
-    out
-}
-
 fn redact(url: &str) -> String {
     switchboard::store::sql::DatabaseLocation::Postgres(url.to_owned()).redacted()
 }
 
 /// A fresh PostgreSQL database for one configuration.
 struct PgRun {
-    admin_url: String,
-    database: String,
+    database: ThrowawayDatabase,
     url: String,
     conn: tokio::sync::Mutex<sqlx::PgConnection>,
 }
 
 impl PgRun {
     async fn create(admin_url: &str) -> Result<Self> {
-        let database = format!(
-            "sb_bench_b3_{}",
-            switchboard::mint::random_token(9)
-                .to_lowercase()
-                .replace(['-', '_'], "x")
-        );
-        let mut admin = sqlx::PgConnection::connect(admin_url)
-            .await
-            .context("connecting to PostgreSQL")?;
-        sqlx::raw_sql(AssertSqlSafe(format!("CREATE DATABASE {database}")))
-            .execute(&mut admin)
-            .await?;
-        admin.close().await?;
-        let url = replace_database(admin_url, &database);
+        let database = ThrowawayDatabase::create(admin_url, "sb_bench_b3").await?;
+        let url = database.url.clone();
         let conn = sqlx::PgConnection::connect(&url).await?;
         Ok(Self {
-            admin_url: admin_url.to_owned(),
             database,
             url,
             conn: tokio::sync::Mutex::new(conn),
@@ -429,14 +400,7 @@ impl PgRun {
 
     async fn drop_database(self) {
         let _ = self.conn.into_inner().close().await;
-        if let Ok(mut admin) = sqlx::PgConnection::connect(&self.admin_url).await {
-            let _ = sqlx::raw_sql(AssertSqlSafe(format!(
-                "DROP DATABASE IF EXISTS {} WITH (FORCE)",
-                self.database
-            )))
-            .execute(&mut admin)
-            .await;
-        }
+        let _ = self.database.drop_database().await;
     }
 }
 
@@ -876,7 +840,7 @@ async fn main() {
 }
 
 async fn pg_settings(url: &str) -> Result<String> {
-    server::pg_settings(
+    switchboard::testkit::pg_settings(
         url,
         &[
             "server_version",
@@ -1009,15 +973,19 @@ const PG_SETTINGS: &[&str] = &[
 async fn cluster_mode(cfg: &Config, tck: f64) -> Result<()> {
     let started = chrono_now();
     let load_before = loadavg();
-    let cluster = tokio::task::spawn_blocking(pg_cluster::PgCluster::start)
+    let bin = std::env::var("SWITCHBOARD_BENCH_PG_BIN")
+        .ok()
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| PG_BIN.into());
+    let cluster = tokio::task::spawn_blocking(move || PgCluster::launch(Path::new(&bin)))
         .await?
-        .context("starting the throwaway PostgreSQL cluster")?;
+        .context("starting the throwaway PostgreSQL cluster (SWITCHBOARD_BENCH_PG_BIN)")?;
     eprintln!(
         "B3 cluster: throwaway PostgreSQL on 127.0.0.1:{} in {}",
         cluster.port,
         cluster.dir().display()
     );
-    let settings = server::pg_settings(&cluster.admin_url, PG_SETTINGS)
+    let settings = switchboard::testkit::pg_settings(&cluster.url(), PG_SETTINGS)
         .await
         .unwrap_or_else(|e| format!("unavailable ({e})"));
     let mut cells: Vec<(usize, Result<RunResult, String>)> = Vec::new();
@@ -1026,7 +994,7 @@ async fn cluster_mode(cfg: &Config, tck: f64) -> Result<()> {
             cells.push((n, Err("not run: B3_TOTAL_SECONDS reached".into())));
             continue;
         }
-        let outcome = run_cluster(cfg, &cluster.admin_url, n, tck).await;
+        let outcome = run_cluster(cfg, &cluster.url(), n, tck).await;
         match outcome {
             Ok(r) => {
                 for (way, label) in r.ways.iter().zip(WAYS) {

@@ -91,9 +91,6 @@
 //! `SWITCHBOARD_TEST_DATABASE_URL`; a fresh database is created there and
 //! dropped at the end. Without either, only SQLite runs.
 
-#[path = "common/server.rs"]
-mod server;
-
 use std::collections::{BTreeMap, HashSet};
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -101,12 +98,12 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail, ensure};
 use serde_json::Value;
-use sqlx::{AnyPool, AssertSqlSafe, Connection, Row};
+use sqlx::{AnyPool, AssertSqlSafe, Row};
 use switchboard::bus::{InProcessBus, InstanceId};
 use switchboard::clock::ManualClock;
 use switchboard::delivery::Delivery;
 use switchboard::delivery::presence::{EVALUATOR_PAGE, evaluator_tick};
-use switchboard::delivery::sessions::{SessionRegistry, StreamGuard};
+use switchboard::delivery::sessions::{Hearer, SessionRegistry, StreamGuard};
 use switchboard::delivery::sweep::{SweepConfig, sweep_tick};
 use switchboard::delivery::{Doorbells, Trigger};
 use switchboard::domain::Timestamp;
@@ -117,6 +114,7 @@ use switchboard::store::{
     AgentKind, ClaimOptions, Finish, NewEndpoint, Pruned, RetentionCursor, RingCandidate, SqlStore,
     StoreOptions,
 };
+use switchboard::testkit::{StorePeek, ThrowawayDatabase};
 use tokio::sync::mpsc::Receiver;
 
 /// Monday 2026-01-05 10:00:00 UTC: inside every endpoint's shift.
@@ -417,65 +415,8 @@ impl PhaseResult {
 // ---------------------------------------------------------------------------
 // Databases.
 
-fn replace_database(url: &str, database: &str) -> String {
-    let (base, query) = match url.split_once('?') {
-        Some((b, q)) => (b, Some(q)),
-        None => (url, None),
-    };
-    let scheme_end = base.find("://").map_or(0, |i| i + 3);
-    let path_start = base[scheme_end..]
-        .find('/')
-        .map_or(base.len(), |i| scheme_end + i);
-    let mut out = format!("{}/{}", &base[..path_start], database);
-    if let Some(q) = query {
-        out.push('?');
-        out.push_str(q);
-    }
-    out
-}
-
 fn redact(url: &str) -> String {
     DatabaseLocation::Postgres(url.to_owned()).redacted()
-}
-
-struct PgDatabase {
-    admin_url: String,
-    name: String,
-    url: String,
-}
-
-impl PgDatabase {
-    async fn create(admin_url: &str) -> Result<Self> {
-        let name = format!(
-            "sb_bench_b5_{}",
-            switchboard::mint::random_token(9)
-                .to_lowercase()
-                .replace(['-', '_'], "x")
-        );
-        let mut admin = sqlx::PgConnection::connect(admin_url)
-            .await
-            .context("connecting to PostgreSQL")?;
-        sqlx::raw_sql(AssertSqlSafe(format!("CREATE DATABASE {name}")))
-            .execute(&mut admin)
-            .await?;
-        admin.close().await?;
-        Ok(Self {
-            admin_url: admin_url.to_owned(),
-            url: replace_database(admin_url, &name),
-            name,
-        })
-    }
-
-    async fn drop_database(self) {
-        if let Ok(mut admin) = sqlx::PgConnection::connect(&self.admin_url).await {
-            let _ = sqlx::raw_sql(AssertSqlSafe(format!(
-                "DROP DATABASE IF EXISTS {} WITH (FORCE)",
-                self.name
-            )))
-            .execute(&mut admin)
-            .await;
-        }
-    }
 }
 
 async fn count(pool: &AnyPool, sql: &str) -> Result<i64> {
@@ -664,7 +605,7 @@ impl Hosted {
         let registry = Arc::new(SessionRegistry::new());
         let mut streams = Vec::with_capacity(endpoints as usize);
         for i in 0..endpoints {
-            let session = registry.create(&endpoint_id(i), &format!("b5-{i}"), "2025-06-18", None);
+            let session = registry.create(&endpoint_id(i), &format!("b5-{i}"), Hearer::default());
             streams.push(registry.open_stream(&session));
         }
         Self {
@@ -1565,7 +1506,7 @@ async fn run_backend(cfg: &Config, backend: Backend) -> Result<BackendResult> {
         match backend {
             Backend::Postgres => {
                 let (url, _) = cfg.pg_admin_url.as_ref().context("no PostgreSQL URL")?;
-                let pg = PgDatabase::create(url).await?;
+                let pg = ThrowawayDatabase::create(url, "sb_bench_b5").await?;
                 locations.push(DatabaseLocation::Postgres(pg.url.clone()));
                 pgs.push(pg);
             }
@@ -1589,7 +1530,7 @@ async fn run_backend(cfg: &Config, backend: Backend) -> Result<BackendResult> {
         return outcome;
     }
     for pg in pgs {
-        pg.drop_database().await;
+        let _ = pg.drop_database().await;
     }
     outcome
 }
@@ -1813,7 +1754,7 @@ async fn main() {
 }
 
 async fn pg_settings(url: &str) -> Result<String> {
-    server::pg_settings(
+    switchboard::testkit::pg_settings(
         url,
         &[
             "server_version",

@@ -36,3 +36,5 @@ pub mod mint;
 pub mod ops;
 pub mod server;
 pub mod store;
+#[cfg(feature = "testkit")]
+pub mod testkit;

@@ -10,9 +10,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use anyhow::{Context, Result, ensure};
+use anyhow::{Result, ensure};
 use sqlx::postgres::{PgConnection, PgPoolOptions};
-use sqlx::{AssertSqlSafe, Connection, Row};
+use sqlx::{Connection, Row};
+use switchboard::testkit::ThrowawayDatabase;
 
 /// The true floor's table: the columns a claim and a complete need, nothing
 /// else, and the one index the claim needs.
@@ -87,30 +88,13 @@ pub async fn claim_and_complete(
 /// after checking that every loop completed a distinct todo.
 pub async fn measure(
     admin_url: &str,
-    replace_database: impl Fn(&str, &str) -> String,
     concurrency: usize,
     seconds: u64,
     preload: i64,
 ) -> Result<f64> {
-    let database = format!(
-        "sb_bench_floor_{}",
-        switchboard::mint::random_token(9)
-            .to_lowercase()
-            .replace(['-', '_'], "x")
-    );
-    let mut admin = PgConnection::connect(admin_url)
-        .await
-        .context("connecting to PostgreSQL")?;
-    sqlx::raw_sql(AssertSqlSafe(format!("CREATE DATABASE {database}")))
-        .execute(&mut admin)
-        .await?;
-    let url = replace_database(admin_url, &database);
-    let outcome = measure_in(&url, concurrency, seconds, preload).await;
-    let _ = sqlx::raw_sql(AssertSqlSafe(format!(
-        "DROP DATABASE IF EXISTS {database} WITH (FORCE)"
-    )))
-    .execute(&mut admin)
-    .await;
+    let database = ThrowawayDatabase::create(admin_url, "sb_bench_floor").await?;
+    let outcome = measure_in(&database.url, concurrency, seconds, preload).await;
+    let _ = database.drop_database().await;
     outcome
 }
 

@@ -383,6 +383,7 @@ async fn serve(args: ServeArgs, log_format: LogFormat) -> anyhow::Result<()> {
         store: StoreOptions {
             max_connections: args.db_max_connections.max(2),
             acquire_timeout: duration_flag(&args.db_acquire_timeout, "db-acquire-timeout")?,
+            ..StoreOptions::default()
         },
         maintenance: MaintenanceConfig {
             interval: duration_flag(&args.maintenance_interval, "maintenance-interval")?,

@@ -46,7 +46,7 @@ use crate::mcp::{McpConfig, McpContext, McpState};
 use crate::metrics::Metrics;
 use crate::metrics::http::MetricsState;
 use crate::store::lock::ServerLock;
-use crate::store::{DatabaseLocation, SqlStore, Store, StoreOptions};
+use crate::store::{DatabaseLocation, SqlStore, Store, StoreBase, StoreOptions};
 
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
@@ -262,7 +262,7 @@ pub async fn serve_on(
     tracing::info!(
         listen = %local,
         database = %config.database.redacted(),
-        backend = ?store.backend(),
+        backend = ?store.dialect(),
         %instance,
         "switchboard is serving"
     );

@@ -1,21 +1,15 @@
 //! The few places where SQLite and PostgreSQL need different SQL.
 
-use super::Backend;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Which database a store runs on: the one fact every difference between
+/// the two backends hangs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Dialect {
     Sqlite,
     Postgres,
 }
 
 impl Dialect {
-    pub fn backend(self) -> Backend {
-        match self {
-            Self::Sqlite => Backend::Sqlite,
-            Self::Postgres => Backend::Postgres,
-        }
-    }
-
     /// How a write transaction starts. SQLite takes the write lock up front
     /// (`BEGIN IMMEDIATE`) so a transaction never fails half-way on a lock
     /// upgrade; PostgreSQL locks rows as it goes.

@@ -29,6 +29,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
+pub use dialect::Dialect;
 pub use error::{StoreError, StoreResult, Taken};
 pub use issue::{issue_api_token, store_api_token};
 pub use model::*;
@@ -36,10 +37,10 @@ pub use sql::{DatabaseLocation, SqlStore, StoreOptions};
 
 use crate::clock::SharedClock;
 
-/// What every store is: its backend, its clock and whether it is ready.
+/// What every store is: its dialect, its clock and whether it is ready.
 #[async_trait]
 pub trait StoreBase: Send + Sync + 'static {
-    fn backend(&self) -> Backend;
+    fn dialect(&self) -> Dialect;
     fn clock(&self) -> &SharedClock;
     /// Ok when the database answers and its schema is the one this binary expects.
     async fn readiness(&self) -> StoreResult<()>;

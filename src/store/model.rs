@@ -6,13 +6,6 @@ use serde_json::Value;
 use crate::domain::Timestamp;
 use crate::domain::todo::{Disposition, Outcome, TodoState};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Backend {
-    Sqlite,
-    Postgres,
-}
-
 #[derive(Debug, Clone, Serialize)]
 pub struct Human {
     pub id: String,
@@ -85,7 +78,7 @@ pub struct Endpoint {
     pub default_lease_ttl_seconds: Option<i64>,
     pub last_note: Option<String>,
     pub last_note_at: Option<Timestamp>,
-    /// Presence inputs (`05-presence.md`).
+    /// Presence inputs (`docs/presence.md`).
     pub shift: Option<String>,
     pub presence_override: Option<crate::domain::presence::Presence>,
     pub override_until: Option<Timestamp>,
@@ -157,7 +150,7 @@ impl Caller {
     }
 }
 
-/// How an intake was authenticated (`08-intake.md`).
+/// How an intake was authenticated (`docs/intake.md`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum TrustMode {
@@ -458,7 +451,7 @@ pub struct EndpointActivity {
     pub working_on: Option<String>,
 }
 
-/// An intake event as stored (`08-intake.md`).
+/// An intake event as stored (`docs/intake.md`).
 #[derive(Debug, Clone, Serialize)]
 pub struct IntakeEvent {
     pub id: String,

@@ -1,13 +1,12 @@
 //! The real binary: `serve` on the zero-config default, health and readiness,
 //! the SQLite server lock, graceful shutdown, `migrate` and `version`.
 
-use crate::support;
-
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
 use crate::support::server::{BIN, Process as Server};
+use switchboard::testkit::{PG_ENV, REQUIRE_PG_ENV, ThrowawayDatabase};
 
 async fn get(url: &str) -> (u16, serde_json::Value) {
     let resp = reqwest::get(url).await.expect("request");
@@ -157,30 +156,15 @@ fn bad_configuration_exits_1_and_usage_errors_exit_2() {
 
 #[tokio::test]
 async fn serves_on_postgresql_when_configured() {
-    let Ok(admin_url) = std::env::var(support::PG_ENV) else {
-        assert!(std::env::var_os(support::REQUIRE_PG_ENV).is_none());
-        eprintln!(
-            "SKIPPED (PostgreSQL): serves_on_postgresql_when_configured: set {}",
-            support::PG_ENV
-        );
+    let Ok(admin_url) = std::env::var(PG_ENV) else {
+        assert!(std::env::var_os(REQUIRE_PG_ENV).is_none());
+        eprintln!("SKIPPED (PostgreSQL): serves_on_postgresql_when_configured: set {PG_ENV}");
         return;
     };
-    let database = format!("sb_bin_{}", std::process::id());
-    let mut admin = {
-        use sqlx::Connection;
-        sqlx::PgConnection::connect(&admin_url).await.unwrap()
-    };
-    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
-        "DROP DATABASE IF EXISTS {database}"
-    )))
-    .execute(&mut admin)
-    .await
-    .unwrap();
-    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE DATABASE {database}")))
-        .execute(&mut admin)
+    let database = ThrowawayDatabase::create(&admin_url, "sb_bin")
         .await
         .unwrap();
-    let url = support::replace_database(&admin_url, &database);
+    let url = database.url.clone();
     let dir = tempfile::tempdir().unwrap();
     {
         let mut server = Server::start(dir.path(), &["--database", &url]);
@@ -190,10 +174,5 @@ async fn serves_on_postgresql_when_configured() {
         server.signal("TERM");
         assert!(server.wait_exit(Duration::from_secs(15)).success());
     }
-    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
-        "DROP DATABASE IF EXISTS {database} WITH (FORCE)"
-    )))
-    .execute(&mut admin)
-    .await
-    .unwrap();
+    database.drop_database().await.unwrap();
 }

@@ -1,8 +1,8 @@
 //! Faults under several real `serve` processes, on a throwaway PostgreSQL
-//! cluster of the test's own (`support::pg_cluster`) that the test stops and
-//! starts: the database restarted under two instances, a todo created while
-//! a bus listener was down, an instance killed while it held a claim
-//! (`docs/cluster.md`, "When the bus is down").
+//! cluster of the test's own (`switchboard::testkit::PgCluster`) that the
+//! test stops and starts: the database restarted under two instances, a todo
+//! created while a bus listener was down, an instance killed while it held a
+//! claim (`docs/cluster.md`, "When the bus is down").
 //!
 //! Each test makes its own cluster (initdb, a free port on 127.0.0.1) and
 //! its own processes on port 0; every wait is bounded, and polls.
@@ -12,9 +12,9 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::support::mcp::{Mcp, client};
-use crate::support::pg_cluster::PgCluster;
 use crate::support::server::Process;
 use crate::support::sse::{Stream, todo_id};
+use switchboard::testkit::PgCluster;
 
 /// Generous rates, a 1 s bus keepalive, and `--maintenance-interval`.
 fn flags(url: &str, maintenance_interval: &str) -> Vec<String> {

@@ -14,8 +14,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::support::mcp::{Mcp, client};
-use crate::support::pg_cluster::PgCluster;
 use crate::support::server::Process;
+use switchboard::testkit::PgCluster;
 
 /// A `serve` process with generous rates and `extra` flags, and its admin token.
 struct Served {

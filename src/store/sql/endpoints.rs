@@ -2,7 +2,7 @@
 //! theirs, and the revoke cascade.
 
 use super::paging::Cursor;
-use super::sqlite_lane::numbered;
+use super::sqlite::lane::numbered;
 use super::{SqlStore, paging};
 use crate::domain::scope::normalize_scope;
 use crate::domain::{Invalid, Timestamp, lease};

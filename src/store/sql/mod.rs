@@ -5,8 +5,9 @@
 //! that differ come from [`Dialect`]. SQLite gets one writer connection and a
 //! small reader pool (WAL, busy timeout, `BEGIN IMMEDIATE`), so clients never
 //! see "database is locked", plus the agent loop's calls on a `rusqlite`
-//! writer thread ([`sqlite_lane`]); PostgreSQL gets one pool and row locks,
-//! and the loop's transitions as one statement each (`todos/fast.rs`).
+//! writer thread ([`sqlite`]); PostgreSQL gets one pool and row locks,
+//! and the loop's transitions as one statement each ([`postgres`]); every
+//! transition's SQL is written once, in [`statements`].
 
 // The conditions a takeover and the sweeps share; `$1` is now. Macros so
 // that every statement naming them (the takeover's one condition, SQLite's
@@ -30,12 +31,13 @@ macro_rules! below_attempt_cap {
 
 mod agents;
 mod endpoints;
-mod hot;
 mod humans;
 mod paging;
+mod postgres;
 mod presence;
 mod rings;
-mod sqlite_lane;
+mod sqlite;
+pub mod statements;
 mod stats;
 mod sweeps;
 mod todos;
@@ -56,7 +58,6 @@ use super::circuit::Circuit;
 use super::dialect::Dialect;
 use super::error::WithContext;
 use super::migrate;
-use super::model::*;
 use super::{StoreBase, StoreError, StoreResult};
 use crate::clock::SharedClock;
 use crate::domain::Timestamp;
@@ -176,6 +177,12 @@ pub struct StoreOptions {
     pub max_connections: u32,
     /// How long a call waits for a connection before answering `unavailable`.
     pub acquire_timeout: Duration,
+    /// Run every transition on the generic transaction path only, never on
+    /// PostgreSQL's one-statement forms or SQLite's writer thread. The
+    /// conformance suite runs the transition cases both ways, so that the
+    /// generic path — which otherwise runs only after a race or a refusal —
+    /// keeps the same behaviour.
+    pub generic_transitions_only: bool,
 }
 
 impl Default for StoreOptions {
@@ -184,8 +191,16 @@ impl Default for StoreOptions {
             max_connections: 24,
             // Under the 1 s a request may take to say `unavailable` (`09`).
             acquire_timeout: Duration::from_millis(750),
+            generic_transitions_only: false,
         }
     }
+}
+
+/// Where the agent loop's transitions run first ([`SqlStore::specialised`]).
+enum Specialised<'a> {
+    Postgres,
+    SqliteLane(&'a Arc<sqlite::lane::Lane>),
+    None,
 }
 
 #[derive(Debug, Clone)]
@@ -203,10 +218,12 @@ pub struct SqlStore {
     /// Credential → endpoint, for the MCP surface's per-request lookup.
     auth_cache: Arc<AuthCache>,
     /// SQLite only: the agent loop's calls on a writer thread of their own.
-    lane: Option<Arc<sqlite_lane::Lane>>,
+    lane: Option<Arc<sqlite::lane::Lane>>,
     /// PostgreSQL: the queue's hot path's own pool and the connections
-    /// parked from it (`hot.rs`).
-    hot: Arc<hot::HotConnections>,
+    /// parked from it (`postgres/hot.rs`).
+    hot: Arc<postgres::hot::HotConnections>,
+    /// [`StoreOptions::generic_transitions_only`].
+    generic_only: bool,
 }
 
 impl SqlStore {
@@ -220,9 +237,9 @@ impl SqlStore {
         match location {
             DatabaseLocation::Sqlite(path) => Self::connect_sqlite(path, clock, options).await,
             DatabaseLocation::Postgres(url) => {
-                // The hot path (`hot.rs`) has a share of the connections
+                // The hot path (`postgres/hot.rs`) has a share of the connections
                 // in a pool of its own, with its own session settings.
-                let hot_share = hot::pool_share(options.max_connections);
+                let hot_share = postgres::hot::pool_share(options.max_connections);
                 let pool_of = |max: u32| {
                     AnyPoolOptions::new()
                         .max_connections(max)
@@ -244,7 +261,7 @@ impl SqlStore {
                     .await
                     .map_err(unreachable)?;
                 let hot_pool = pool_of(hot_share)
-                    .connect(&hot::session_url(url))
+                    .connect(&postgres::hot::session_url(url))
                     .await
                     .map_err(unreachable)?;
                 warn_if_autovacuum_is_off(&pool).await;
@@ -257,7 +274,8 @@ impl SqlStore {
                     probe_target: Some((url.clone(), options.acquire_timeout)),
                     auth_cache: Arc::default(),
                     lane: None,
-                    hot: Arc::new(hot::HotConnections::new(hot_pool)),
+                    hot: Arc::new(postgres::hot::HotConnections::new(hot_pool)),
+                    generic_only: options.generic_transitions_only,
                 })
             }
         }
@@ -302,12 +320,12 @@ impl SqlStore {
         // endpoint behind the credential cache's back.
         let auth_cache = Arc::<AuthCache>::default();
         let cache = auth_cache.clone();
-        let lane = sqlite_lane::Lane::open(&absolute, Box::new(move || cache.invalidate()))?;
+        let lane = sqlite::lane::Lane::open(&absolute, Box::new(move || cache.invalidate()))?;
         let writer = pool(1).connect(&url).await.map_err(open_err)?;
         let reader = pool(4).connect(&url).await.map_err(open_err)?;
         Ok(Self {
             dialect: Dialect::Sqlite,
-            hot: Arc::new(hot::HotConnections::new(writer.clone())),
+            hot: Arc::new(postgres::hot::HotConnections::new(writer.clone())),
             writer,
             reader,
             clock,
@@ -315,7 +333,20 @@ impl SqlStore {
             probe_target: None,
             auth_cache,
             lane: Some(Arc::new(lane)),
+            generic_only: options.generic_transitions_only,
         })
+    }
+
+    /// The specialisation the agent loop's transitions run on before the
+    /// generic transaction path: PostgreSQL's one-statement forms, SQLite's
+    /// writer thread, or none ([`StoreOptions::generic_transitions_only`]).
+    fn specialised(&self) -> Specialised<'_> {
+        match (&self.lane, self.dialect) {
+            _ if self.generic_only => Specialised::None,
+            (Some(lane), _) => Specialised::SqliteLane(lane),
+            (None, Dialect::Postgres) => Specialised::Postgres,
+            (None, Dialect::Sqlite) => Specialised::None,
+        }
     }
 
     /// Applies pending migrations up to `target` (all when `None`).
@@ -366,7 +397,7 @@ impl SqlStore {
         Ok(&self.writer)
     }
 
-    /// PostgreSQL: a connection of the hot path's pool (`hot.rs`), whose
+    /// PostgreSQL: a connection of the hot path's pool (`postgres/hot.rs`), whose
     /// sessions plan no sequential or bitmap scans; give it back with
     /// [`Self::put_hot_connection`] once its statement completed normally. For the queue's
     /// hot statements and for reads that must stay on index range scans
@@ -382,18 +413,6 @@ impl SqlStore {
         self.hot.put(conn, self.circuit_changes());
     }
 
-    /// PostgreSQL: opens up to `callers` of the hot path's connections now
-    /// (no more than its share of the pool), so that as many agent loops
-    /// starting at once do not each pay for a connect: for benchmarks, whose
-    /// clock should not include it. SQLite: nothing to open.
-    pub async fn open_hot_connections(&self, callers: usize) -> StoreResult<()> {
-        if self.dialect == Dialect::Postgres {
-            self.check_circuit()?;
-            self.hot.open(callers, self.circuit_changes()).await?;
-        }
-        Ok(())
-    }
-
     /// How many times the circuit has changed (0 without one).
     fn circuit_changes(&self) -> u64 {
         self.circuit.as_ref().map_or(0, |c| c.changes())
@@ -404,21 +423,6 @@ impl SqlStore {
             Some(circuit) => circuit.check(),
             None => Ok(()),
         }
-    }
-
-    pub fn dialect(&self) -> Dialect {
-        self.dialect
-    }
-
-    /// SQLite only: how many transactions the writer thread has run (each
-    /// commits every call queued behind the previous one), for benchmarks.
-    pub fn sqlite_writer_transactions(&self) -> Option<u64> {
-        self.lane.as_ref().map(|lane| lane.batches())
-    }
-
-    /// The write pool, for tests and benchmarks that inspect the database directly.
-    pub fn pool(&self) -> &AnyPool {
-        &self.writer
     }
 
     pub async fn close(&self) {
@@ -448,10 +452,40 @@ impl SqlStore {
     }
 }
 
+/// What only tests and benchmarks call, through the kit
+/// (`testkit::StorePeek`): not the store's API. Compiled in every build (the
+/// lane's and the hot path's counterparts are used only here), dead code
+/// without the `testkit` feature.
+#[cfg_attr(not(feature = "testkit"), allow(dead_code))]
+impl SqlStore {
+    /// PostgreSQL: opens up to `callers` of the hot path's connections now
+    /// (no more than its share of the pool), so that as many agent loops
+    /// starting at once do not each pay for a connect: for benchmarks, whose
+    /// clock should not include it. SQLite: nothing to open.
+    pub(crate) async fn testkit_open_hot_connections(&self, callers: usize) -> StoreResult<()> {
+        if self.dialect == Dialect::Postgres {
+            self.check_circuit()?;
+            self.hot.open(callers, self.circuit_changes()).await?;
+        }
+        Ok(())
+    }
+
+    /// SQLite only: how many transactions the writer thread has run (each
+    /// commits every call queued behind the previous one), for benchmarks.
+    pub(crate) fn testkit_sqlite_writer_transactions(&self) -> Option<u64> {
+        self.lane.as_ref().map(|lane| lane.batches())
+    }
+
+    /// The write pool, for tests and benchmarks that inspect the database directly.
+    pub(crate) fn testkit_pool(&self) -> &AnyPool {
+        &self.writer
+    }
+}
+
 #[async_trait]
 impl StoreBase for SqlStore {
-    fn backend(&self) -> Backend {
-        self.dialect.backend()
+    fn dialect(&self) -> Dialect {
+        self.dialect
     }
 
     fn clock(&self) -> &SharedClock {
@@ -483,7 +517,7 @@ fn sqlite_plan(sql: &str) -> Vec<String> {
     let mut stmt = conn
         .prepare(&format!(
             "EXPLAIN QUERY PLAN {}",
-            sqlite_lane::numbered(sql)
+            sqlite::lane::numbered(sql)
         ))
         .unwrap();
     let mut rows = stmt.raw_query();

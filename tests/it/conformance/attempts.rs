@@ -6,7 +6,7 @@ use switchboard::domain::todo::{Disposition, Outcome};
 use switchboard::store::*;
 
 use crate::common::*;
-use crate::exercise_on_both_backends;
+use crate::exercise_on_every_path;
 use crate::support::{TestStore, fixture};
 
 fn claimant(name: &str) -> ClaimOptions {
@@ -258,7 +258,7 @@ async fn a_revoked_attempt_is_pruned_too(store: &dyn Store, ts: &TestStore) {
     assert_eq!(newest.outcome, Some(Outcome::Revoked));
 }
 
-exercise_on_both_backends!(
+exercise_on_every_path!(
     a_claim_opens_an_attempt_record,
     the_holder_closes_its_attempt_with_outcome_and_disposition,
     a_long_summary_is_cut_on_a_character_boundary,

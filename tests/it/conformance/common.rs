@@ -9,6 +9,7 @@ use sqlx::Row;
 use switchboard::domain::todo::{Disposition, Outcome};
 use switchboard::mint::new_todo_id;
 use switchboard::store::*;
+use switchboard::testkit::StorePeek;
 
 use crate::support::{Fixture, TestStore};
 

@@ -7,10 +7,11 @@ use std::time::Duration;
 
 use switchboard::domain::todo::TodoState;
 use switchboard::store::*;
+use switchboard::testkit::StorePeek;
 use tokio::sync::Barrier;
 
 use crate::common::*;
-use crate::exercise_on_both_backends;
+use crate::exercise_on_every_path;
 use crate::support::{TestStore, fixture};
 
 const WORKERS: usize = 16;
@@ -155,7 +156,7 @@ async fn racing_claims_of_one_todo_have_one_winner(store: &dyn Store, ts: &TestS
     }
 }
 
-exercise_on_both_backends!(
+exercise_on_every_path!(
     concurrent_claim_next_callers_never_share_a_todo,
     concurrent_takeovers_never_share_a_todo,
     racing_creates_with_one_key_make_one_todo,

@@ -6,9 +6,10 @@ use switchboard::domain::ids::sha256_hex;
 use switchboard::domain::todo::TodoState;
 use switchboard::mint::random_token;
 use switchboard::store::*;
+use switchboard::testkit::StorePeek;
 
 use crate::common::*;
-use crate::exercise_on_both_backends;
+use crate::exercise_on_every_path;
 use crate::support::{TestStore, fixture};
 
 fn is_base64url(token: &str) -> bool {
@@ -168,7 +169,7 @@ async fn an_unfenced_claim_ignores_any_token(store: &dyn Store, _ts: &TestStore)
     }
 }
 
-exercise_on_both_backends!(
+exercise_on_every_path!(
     a_fenced_claim_returns_a_one_time_token,
     a_missing_or_wrong_token_conflicts,
     a_stale_token_from_a_released_claim_conflicts,

@@ -6,7 +6,7 @@ use switchboard::domain::todo::TodoState;
 use switchboard::store::*;
 
 use crate::common::*;
-use crate::exercise_on_both_backends;
+use crate::exercise_on_every_path;
 use crate::support::{Fixture, TestStore, endpoint_with, fixture};
 
 /// A fixture whose endpoint has a default lease of `secs`.
@@ -172,7 +172,7 @@ async fn a_heartbeat_with_a_lease_uses_it(store: &dyn Store, ts: &TestStore) {
     assert_eq!(beat.lease_expires_at, Some(ts.clock.now().add_secs(120)));
 }
 
-exercise_on_both_backends!(
+exercise_on_every_path!(
     per_call_lease_wins_over_the_endpoint_default,
     the_endpoint_default_applies_without_a_per_call_lease,
     the_lease_defaults_to_300_seconds,

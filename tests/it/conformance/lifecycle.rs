@@ -7,7 +7,7 @@ use switchboard::domain::todo::{Disposition, Outcome, TodoState};
 use switchboard::store::*;
 
 use crate::common::*;
-use crate::exercise_on_both_backends;
+use crate::exercise_on_every_path;
 use crate::support::{TestStore, fixture};
 
 async fn create_makes_a_pending_todo(store: &dyn Store, ts: &TestStore) {
@@ -426,7 +426,7 @@ async fn an_agents_listing_filters_by_state_and_queue(store: &dyn Store, ts: &Te
     assert_eq!(listed(None, None).await, made);
 }
 
-exercise_on_both_backends!(
+exercise_on_every_path!(
     create_makes_a_pending_todo,
     an_agents_listing_filters_by_state_and_queue,
     claim_sets_owner_lease_and_attempt,

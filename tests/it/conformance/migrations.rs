@@ -6,6 +6,7 @@ use switchboard::domain::todo::{Outcome, TodoState};
 use switchboard::store::dialect::Dialect;
 use switchboard::store::migrate::latest_version;
 use switchboard::store::*;
+use switchboard::testkit::StorePeek;
 
 use crate::common::*;
 use crate::exercise_on_both_backends;
@@ -13,11 +14,11 @@ use crate::support::{TestStore, fixture, second_handle, unmigrated_store_like};
 
 /// Catalog queries whose rows, rendered as text, describe the schema. Every
 /// column is cast to text so the `Any` driver can decode it.
-fn catalog_queries(backend: Backend) -> &'static [&'static str] {
+fn catalog_queries(backend: Dialect) -> &'static [&'static str] {
     match backend {
-        Backend::Sqlite => &["SELECT type, name, tbl_name, COALESCE(sql, '') \
+        Dialect::Sqlite => &["SELECT type, name, tbl_name, COALESCE(sql, '') \
              FROM sqlite_master ORDER BY name"],
-        Backend::Postgres => &[
+        Dialect::Postgres => &[
             "SELECT table_name::text, column_name::text, data_type::text, \
                is_nullable::text, COALESCE(column_default::text, '') \
              FROM information_schema.columns WHERE table_schema = 'public' \
@@ -36,7 +37,7 @@ fn catalog_queries(backend: Backend) -> &'static [&'static str] {
 
 async fn schema(store: &SqlStore) -> Vec<String> {
     let mut lines = Vec::new();
-    for sql in catalog_queries(store.backend()) {
+    for sql in catalog_queries(store.dialect()) {
         let rows = sqlx::query(*sql)
             .fetch_all(store.pool())
             .await
@@ -135,7 +136,7 @@ async fn a_lost_database_is_unavailable(store: &dyn Store, ts: &TestStore) {
         .expect_err("a closed pool is not ready");
     assert!(matches!(err, StoreError::Unavailable(_)), "{err:?}");
 
-    if ts.backend() == Backend::Postgres {
+    if ts.dialect() == Dialect::Postgres {
         let cut = second_handle(ts).await;
         cut.readiness().await.expect("ready while connected");
         // Terminate every other session on this database: `cut`'s idle one dies.
@@ -282,9 +283,9 @@ async fn the_database_refuses_values_outside_their_domain(store: &dyn Store, ts:
 /// `(table, name, columns, partial-index predicate)` rows, one per column in
 /// key order (`name` is the key's or the index's; `predicate` is empty for a
 /// key and for a whole-table index).
-fn keys_and_indexes_queries(backend: Backend) -> [&'static str; 2] {
+fn keys_and_indexes_queries(backend: Dialect) -> [&'static str; 2] {
     match backend {
-        Backend::Sqlite => [
+        Dialect::Sqlite => [
             "SELECT m.name, CAST(f.id AS TEXT), f.\"from\", '' \
              FROM sqlite_master m JOIN pragma_foreign_key_list(m.name) f \
              WHERE m.type = 'table' ORDER BY m.name, f.id, f.seq",
@@ -295,7 +296,7 @@ fn keys_and_indexes_queries(backend: Backend) -> [&'static str; 2] {
                JOIN pragma_index_info(i.name) c \
              WHERE m.type = 'table' ORDER BY m.name, i.name, c.seqno",
         ],
-        Backend::Postgres => [
+        Dialect::Postgres => [
             "SELECT c.conrelid::regclass::text, c.conname::text, a.attname::text, '' \
              FROM pg_constraint c CROSS JOIN LATERAL unnest(c.conkey) WITH ORDINALITY k(attnum, n) \
                JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = k.attnum \
@@ -360,7 +361,7 @@ fn only_excludes_nulls(predicate: &str, column: &str) -> bool {
 /// the key's columns each lookup scans the whole referencing table: retention
 /// deleting intake events once scanned every todo for each event.
 async fn every_foreign_key_leads_an_index(_store: &dyn Store, ts: &TestStore) {
-    let [keys_sql, indexes_sql] = keys_and_indexes_queries(ts.store.backend());
+    let [keys_sql, indexes_sql] = keys_and_indexes_queries(ts.store.dialect());
     let keys = columns_of(&ts.store, keys_sql).await;
     let indexes = columns_of(&ts.store, indexes_sql).await;
     assert!(

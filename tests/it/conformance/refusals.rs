@@ -5,7 +5,7 @@
 use switchboard::store::*;
 
 use crate::common::*;
-use crate::exercise_on_both_backends;
+use crate::exercise_on_every_path;
 use crate::support::{Fixture, TestStore, endpoint_for, fixture, vend};
 
 async fn holder_verbs_on_a_pending_todo_conflict(store: &dyn Store, _ts: &TestStore) {
@@ -262,7 +262,7 @@ async fn a_refused_vend_creates_no_agent(store: &dyn Store, _ts: &TestStore) {
     }
 }
 
-exercise_on_both_backends!(
+exercise_on_every_path!(
     a_refused_vend_creates_no_agent,
     holder_verbs_on_a_pending_todo_conflict,
     holder_verbs_on_a_done_todo_conflict,

@@ -5,6 +5,7 @@
 use switchboard::clock::Clock;
 use switchboard::domain::todo::{Disposition, Outcome, TodoState};
 use switchboard::store::*;
+use switchboard::testkit::StorePeek;
 
 use crate::common::*;
 use crate::exercise_on_both_backends;

@@ -4,6 +4,7 @@
 
 use switchboard::clock::Clock;
 use switchboard::store::*;
+use switchboard::testkit::StorePeek;
 
 use crate::common::*;
 use crate::exercise_on_both_backends;

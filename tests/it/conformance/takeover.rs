@@ -6,7 +6,7 @@ use switchboard::domain::todo::{Disposition, Outcome, TodoState};
 use switchboard::store::*;
 
 use crate::common::*;
-use crate::exercise_on_both_backends;
+use crate::exercise_on_every_path;
 use crate::support::{TestStore, fixture};
 
 /// Checks the state right after a takeover: a fresh lease for `caller`, one
@@ -204,7 +204,7 @@ async fn a_takeover_on_a_named_queue_stays_in_it(store: &dyn Store, ts: &TestSto
     assert_eq!(get(store, &f.caller, &elsewhere.id).await.attempt, 1);
 }
 
-exercise_on_both_backends!(
+exercise_on_every_path!(
     claim_next_takes_over_a_lapsed_lease,
     claim_by_id_takes_over_a_lapsed_lease,
     another_session_of_the_endpoint_takes_over,

@@ -4,6 +4,10 @@
 //! PostgreSQL tests read `SWITCHBOARD_TEST_DATABASE_URL` (any database on the
 //! server; each test creates and drops its own). Without it they print a
 //! visible skip message and pass; `.ci/run` sets it and refuses to skip.
+//!
+//! What the benchmarks need too is the kit's (`switchboard::testkit`, the
+//! `testkit` feature): throwaway databases and PostgreSQL clusters, the
+//! server process starter, raw-SQL peeks (`StorePeek`).
 #![allow(dead_code)]
 
 /// The REST API's end-to-end helpers (requests that keep raw bodies, humans).
@@ -14,8 +18,6 @@ pub mod delivery;
 pub mod mcp;
 /// `npm ci` for the Node helpers, one install at a time across test processes.
 pub mod npm;
-/// A throwaway PostgreSQL cluster a test may stop and start.
-pub mod pg_cluster;
 /// Every way the tests start a server: in process, or the real binary.
 pub mod server;
 /// An MCP notification stream read event by event.
@@ -23,17 +25,12 @@ pub mod sse;
 
 use std::sync::Arc;
 
-use sqlx::Connection;
-use sqlx::postgres::PgConnection;
 use switchboard::clock::ManualClock;
 use switchboard::domain::ids::sha256_hex;
 use switchboard::mint::random_token;
 use switchboard::store::sql::DatabaseLocation;
 use switchboard::store::*;
-
-pub const PG_ENV: &str = "SWITCHBOARD_TEST_DATABASE_URL";
-/// Set by `.ci/run`: a missing PostgreSQL URL is then a failure, not a skip.
-pub const REQUIRE_PG_ENV: &str = "SWITCHBOARD_REQUIRE_POSTGRES";
+use switchboard::testkit::{PG_ENV, REQUIRE_PG_ENV, ThrowawayDatabase, migrated_template};
 
 pub struct TestStore {
     pub store: Arc<SqlStore>,
@@ -43,7 +40,7 @@ pub struct TestStore {
 
 enum Cleanup {
     Sqlite(#[allow(dead_code)] tempfile::TempDir),
-    Postgres { admin_url: String, database: String },
+    Postgres(ThrowawayDatabase),
 }
 
 impl TestStore {
@@ -52,18 +49,15 @@ impl TestStore {
         self.clock.now()
     }
 
-    pub fn backend(&self) -> Backend {
-        self.store.backend()
+    pub fn dialect(&self) -> Dialect {
+        self.store.dialect()
     }
 
     /// The URL of this test's own PostgreSQL database (`None` on SQLite),
     /// for servers started on it.
     pub fn postgres_url(&self) -> Option<String> {
         match &self.cleanup {
-            Cleanup::Postgres {
-                admin_url,
-                database,
-            } => Some(replace_database(admin_url, database)),
+            Cleanup::Postgres(database) => Some(database.url.clone()),
             Cleanup::Sqlite(_) => None,
         }
     }
@@ -71,33 +65,46 @@ impl TestStore {
     /// Closes the pools and drops the per-test PostgreSQL database.
     pub async fn finish(self) {
         self.store.close().await;
-        if let Cleanup::Postgres {
-            admin_url,
-            database,
-        } = &self.cleanup
-            && let Ok(mut admin) = PgConnection::connect(admin_url).await
-        {
-            let _ = sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
-                "DROP DATABASE IF EXISTS {database} WITH (FORCE)"
-            )))
-            .execute(&mut admin)
-            .await;
+        if let Cleanup::Postgres(database) = self.cleanup {
+            let _ = database.drop_database().await;
         }
     }
 }
 
 pub async fn sqlite_store() -> TestStore {
-    let ts = unmigrated_sqlite_store().await;
+    migrated_sqlite_store(StoreOptions::default()).await
+}
+
+/// Options whose transitions all run on the generic transaction path, never
+/// on a backend's specialisation (`StoreOptions::generic_transitions_only`).
+fn generic_transitions() -> StoreOptions {
+    StoreOptions {
+        generic_transitions_only: true,
+        ..StoreOptions::default()
+    }
+}
+
+/// [`sqlite_store`] on the generic transaction path only.
+pub async fn generic_sqlite_store() -> TestStore {
+    migrated_sqlite_store(generic_transitions()).await
+}
+
+async fn migrated_sqlite_store(options: StoreOptions) -> TestStore {
+    let ts = sqlite_store_with(options).await;
     ts.store.migrate(None).await.expect("migrate sqlite");
     ts
 }
 
 /// A fresh SQLite database with no schema at all (for migration tests).
 pub async fn unmigrated_sqlite_store() -> TestStore {
+    sqlite_store_with(StoreOptions::default()).await
+}
+
+async fn sqlite_store_with(options: StoreOptions) -> TestStore {
     let dir = tempfile::tempdir().expect("temp dir");
     let location = DatabaseLocation::Sqlite(dir.path().join("test.db"));
     let clock = ManualClock::at_fixed_start();
-    let store = SqlStore::connect(&location, clock.clone(), &StoreOptions::default())
+    let store = SqlStore::connect(&location, clock.clone(), &options)
         .await
         .expect("open sqlite");
     TestStore {
@@ -112,15 +119,26 @@ pub async fn unmigrated_sqlite_store() -> TestStore {
 /// `SWITCHBOARD_TEST_DATABASE_URL` is not set.
 pub async fn postgres_store(test_name: &str) -> Option<TestStore> {
     let admin_url = postgres_admin_url(test_name)?;
-    let template = migrated_template(&admin_url).await;
-    Some(open_postgres_copy(admin_url, Some(template)).await)
+    let template = migrated_template(&admin_url)
+        .await
+        .unwrap_or_else(|e| panic!("the migrated template on {PG_ENV}: {e:#}"));
+    Some(open_postgres_copy(&admin_url, Some(&template), StoreOptions::default()).await)
+}
+
+/// [`postgres_store`] on the generic transaction path only.
+pub async fn generic_postgres_store(test_name: &str) -> Option<TestStore> {
+    let admin_url = postgres_admin_url(test_name)?;
+    let template = migrated_template(&admin_url)
+        .await
+        .unwrap_or_else(|e| panic!("the migrated template on {PG_ENV}: {e:#}"));
+    Some(open_postgres_copy(&admin_url, Some(&template), generic_transitions()).await)
 }
 
 /// A fresh PostgreSQL database with no schema at all, or `None` (with a
 /// visible message) when `SWITCHBOARD_TEST_DATABASE_URL` is not set.
 pub async fn unmigrated_postgres_store(test_name: &str) -> Option<TestStore> {
     let admin_url = postgres_admin_url(test_name)?;
-    Some(open_postgres_copy(admin_url, None).await)
+    Some(open_postgres_copy(&admin_url, None, StoreOptions::default()).await)
 }
 
 fn postgres_admin_url(test_name: &str) -> Option<String> {
@@ -135,119 +153,22 @@ fn postgres_admin_url(test_name: &str) -> Option<String> {
     Some(admin_url)
 }
 
-async fn admin_connection(admin_url: &str) -> PgConnection {
-    PgConnection::connect(admin_url)
-        .await
-        .unwrap_or_else(|e| panic!("{PG_ENV} is set but PostgreSQL is unreachable: {e}"))
-}
-
-/// Runs `sql` on `admin`, retrying while PostgreSQL still counts a just-closed
-/// session as connected to the source database ("being accessed by other users").
-async fn execute_retrying_busy_source(admin: &mut PgConnection, sql: &str) {
-    for attempt in 0.. {
-        match sqlx::raw_sql(sqlx::AssertSqlSafe(sql.to_owned()))
-            .execute(&mut *admin)
-            .await
-        {
-            Ok(_) => return,
-            // 55006 object_in_use: a session on the source has not ended yet.
-            Err(sqlx::Error::Database(e))
-                if e.code().as_deref() == Some("55006") && attempt < 100 =>
-            {
-                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-            }
-            Err(e) => panic!("{sql}: {e}"),
-        }
-    }
-}
-
-/// The name of a database migrated to this binary's schema, created once per
-/// schema: the name carries a hash of the migrations, so a template is never
-/// stale, and it is built under another name and renamed when complete, under
-/// an advisory lock, so concurrent test binaries neither race nor see a half
-/// migrated template. Tests copy it (`CREATE DATABASE … TEMPLATE`) instead of
-/// migrating; it is left in place for the next run.
-pub async fn migrated_template(admin_url: &str) -> String {
-    static TEMPLATE: tokio::sync::OnceCell<String> = tokio::sync::OnceCell::const_new();
-    TEMPLATE
-        .get_or_init(|| build_template(admin_url.to_owned()))
-        .await
-        .clone()
-}
-
-async fn build_template(admin_url: String) -> String {
-    use std::hash::{Hash, Hasher};
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    for m in switchboard::store::migrate::migrations(switchboard::store::dialect::Dialect::Postgres)
-    {
-        (m.version, m.name, m.sql).hash(&mut hasher);
-    }
-    let template = format!("sb_tpl_{:016x}", hasher.finish());
-    let mut admin = admin_connection(&admin_url).await;
-    // One builder at a time across processes (the key is arbitrary but fixed).
-    sqlx::query("SELECT pg_advisory_lock(7347201)")
-        .execute(&mut admin)
-        .await
-        .expect("take the template lock");
-    let exists = sqlx::query("SELECT 1 FROM pg_database WHERE datname = $1")
-        .bind(&template)
-        .fetch_optional(&mut admin)
-        .await
-        .expect("look for the template")
-        .is_some();
-    if !exists {
-        let building = format!("{template}_building");
-        execute_retrying_busy_source(
-            &mut admin,
-            &format!("DROP DATABASE IF EXISTS {building} WITH (FORCE)"),
-        )
-        .await;
-        execute_retrying_busy_source(&mut admin, &format!("CREATE DATABASE {building}")).await;
-        let store = SqlStore::connect(
-            &DatabaseLocation::Postgres(replace_database(&admin_url, &building)),
-            ManualClock::at_fixed_start(),
-            &StoreOptions::default(),
-        )
-        .await
-        .expect("open the template");
-        store.migrate(None).await.expect("migrate the template");
-        // CREATE DATABASE … TEMPLATE needs no other session on the template.
-        store.close().await;
-        execute_retrying_busy_source(
-            &mut admin,
-            &format!("ALTER DATABASE {building} RENAME TO {template}"),
-        )
-        .await;
-    }
-    sqlx::query("SELECT pg_advisory_unlock(7347201)")
-        .execute(&mut admin)
-        .await
-        .expect("release the template lock");
-    let _ = admin.close().await;
-    template
-}
-
 /// Creates a fresh database (a copy of `template`, or empty) and opens it.
-async fn open_postgres_copy(admin_url: String, template: Option<String>) -> TestStore {
-    let database = format!(
-        "sb_test_{}",
-        random_token(9).to_lowercase().replace(['-', '_'], "x")
-    );
-    let mut admin = admin_connection(&admin_url).await;
-    let create = match &template {
-        Some(template) => format!("CREATE DATABASE {database} TEMPLATE {template}"),
-        None => format!("CREATE DATABASE {database}"),
-    };
-    execute_retrying_busy_source(&mut admin, &create).await;
-    let _ = admin.close().await;
-    let url = replace_database(&admin_url, &database);
+async fn open_postgres_copy(
+    admin_url: &str,
+    template: Option<&str>,
+    options: StoreOptions,
+) -> TestStore {
+    let database = ThrowawayDatabase::create_from(admin_url, "sb_test", template)
+        .await
+        .unwrap_or_else(|e| panic!("{PG_ENV} is set but no test database was made: {e:#}"));
     let clock = ManualClock::at_fixed_start();
     let store = SqlStore::connect(
-        &DatabaseLocation::Postgres(url),
+        &DatabaseLocation::Postgres(database.url.clone()),
         clock.clone(),
         &StoreOptions {
             max_connections: 24,
-            ..StoreOptions::default()
+            ..options
         },
     )
     .await
@@ -255,19 +176,16 @@ async fn open_postgres_copy(admin_url: String, template: Option<String>) -> Test
     TestStore {
         store: Arc::new(store),
         clock,
-        cleanup: Cleanup::Postgres {
-            admin_url,
-            database,
-        },
+        cleanup: Cleanup::Postgres(database),
     }
 }
 
 /// Another fresh, unmigrated database on the same backend as `like`, for
 /// tests that need more than one store (it has its own clock).
 pub async fn unmigrated_store_like(like: &TestStore, test_name: &str) -> TestStore {
-    match like.backend() {
-        Backend::Sqlite => unmigrated_sqlite_store().await,
-        Backend::Postgres => unmigrated_postgres_store(test_name)
+    match like.dialect() {
+        Dialect::Sqlite => unmigrated_sqlite_store().await,
+        Dialect::Postgres => unmigrated_postgres_store(test_name)
             .await
             .expect("a PostgreSQL test store exists, so the URL is set"),
     }
@@ -279,32 +197,11 @@ pub async fn unmigrated_store_like(like: &TestStore, test_name: &str) -> TestSto
 pub async fn second_handle(ts: &TestStore) -> SqlStore {
     let location = match &ts.cleanup {
         Cleanup::Sqlite(dir) => DatabaseLocation::Sqlite(dir.path().join("test.db")),
-        Cleanup::Postgres {
-            admin_url,
-            database,
-        } => DatabaseLocation::Postgres(replace_database(admin_url, database)),
+        Cleanup::Postgres(database) => DatabaseLocation::Postgres(database.url.clone()),
     };
     SqlStore::connect(&location, ts.clock.clone(), &StoreOptions::default())
         .await
         .expect("open a second handle on the same database")
-}
-
-/// `postgres://u@h:5432/old?x` → `postgres://u@h:5432/new?x`.
-pub fn replace_database(url: &str, database: &str) -> String {
-    let (base, query) = match url.split_once('?') {
-        Some((b, q)) => (b, Some(q)),
-        None => (url, None),
-    };
-    let scheme_end = base.find("://").map_or(0, |i| i + 3);
-    let path_start = base[scheme_end..]
-        .find('/')
-        .map_or(base.len(), |i| scheme_end + i);
-    let mut out = format!("{}/{}", &base[..path_start], database);
-    if let Some(q) = query {
-        out.push('?');
-        out.push_str(q);
-    }
-    out
 }
 
 /// What the helpers accept as a store: `&dyn Store` (a conformance case),
@@ -445,6 +342,40 @@ macro_rules! on_both_backends {
     };
 }
 
+/// [`exercise_on_both_backends!`], and each case once more per backend on
+/// the generic transaction path only (`sqlite_generic::`,
+/// `postgres_generic::`): the transition cases, whose generic path otherwise
+/// runs only after a race or a refusal.
+#[macro_export]
+macro_rules! exercise_on_every_path {
+    ($($name:ident),* $(,)?) => {
+        $crate::exercise_on_both_backends!($($name),*);
+        mod sqlite_generic {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $name() {
+                    let ts = $crate::support::generic_sqlite_store().await;
+                    super::$name(&*ts.store, &ts).await;
+                    ts.finish().await;
+                }
+            )*
+        }
+        mod postgres_generic {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $name() {
+                    let Some(ts) = $crate::support::generic_postgres_store(stringify!($name)).await
+                    else {
+                        return;
+                    };
+                    super::$name(&*ts.store, &ts).await;
+                    ts.finish().await;
+                }
+            )*
+        }
+    };
+}
+
 /// Generates one test per backend from an `async fn(&dyn Store, &TestStore)`
 /// (the shape of River's driver tests): the case talks to the contract; the
 /// `TestStore` gives it the clock and, where a case needs raw SQL, the
@@ -475,20 +406,4 @@ macro_rules! exercise_on_both_backends {
             )*
         }
     };
-}
-
-#[test]
-fn replaces_the_database_in_a_url() {
-    assert_eq!(
-        replace_database("postgres://root@127.0.0.1:5432/test", "x"),
-        "postgres://root@127.0.0.1:5432/x"
-    );
-    assert_eq!(
-        replace_database("postgres://root@127.0.0.1:5432/test?sslmode=disable", "x"),
-        "postgres://root@127.0.0.1:5432/x?sslmode=disable"
-    );
-    assert_eq!(
-        replace_database("postgres://root@h", "x"),
-        "postgres://root@h/x"
-    );
 }

@@ -7,16 +7,17 @@
 //!   gets the token directly ([`InProcess::admin_token`]).
 //! - [`Process`]: the real binary, `switchboard serve --listen 127.0.0.1:0`,
 //!   its stderr captured line by line and the port read once from the
-//!   "switchboard is serving" line, for what needs a process: signals, the
-//!   SQLite server lock, exit codes, the first-start token file, the logs.
+//!   "switchboard is serving" line (the kit's `ServeProcess`, shared with the
+//!   benchmarks), for what needs a process: signals, the SQLite server lock,
+//!   exit codes, the first-start token file, the logs.
 //!
 //! [`BIN`] is the binary itself, for the CLI runs that are not a server.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::{Arc, Mutex};
+use std::process::{Command, ExitStatus};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -25,6 +26,7 @@ use switchboard::http::ratelimit::Rate;
 use switchboard::server::ServerConfig;
 use switchboard::store::prelude::*;
 use switchboard::store::{DatabaseLocation, SqlStore, StoreOptions, issue_api_token};
+use switchboard::testkit::ServeProcess;
 
 /// The `switchboard` binary under test.
 pub const BIN: &str = env!("CARGO_BIN_EXE_switchboard");
@@ -53,14 +55,13 @@ pub fn serve_command(dir: &Path) -> Command {
     command
 }
 
-/// A `switchboard serve` child process whose stderr is collected line by line.
-/// Dropping it kills the process.
+/// A `switchboard serve` child process whose stderr is collected line by line:
+/// the kit's [`ServeProcess`], whose errors are panics here. Dropping it kills
+/// the process.
 pub struct Process {
-    child: Child,
+    inner: ServeProcess,
     /// `127.0.0.1:PORT`, from the "switchboard is serving" line.
     pub addr: String,
-    log: Arc<Mutex<Vec<String>>>,
-    reader: Option<JoinHandle<()>>,
 }
 
 impl Process {
@@ -72,60 +73,29 @@ impl Process {
     }
 
     /// Spawns `command` (a `serve` on port 0) and waits for its address.
-    pub fn spawn(mut command: Command) -> Process {
-        let mut child = command
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn switchboard");
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let stderr = child.stderr.take().expect("piped stderr");
-        let (tx, rx) = std::sync::mpsc::channel();
-        let reader = {
-            let log = log.clone();
-            std::thread::spawn(move || {
-                for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                    let addr = serving_address(&line);
-                    log.lock().unwrap().push(line);
-                    if let Some(addr) = addr {
-                        let _ = tx.send(addr);
-                    }
-                }
-            })
-        };
-        let addr = match rx.recv_timeout(START_TIMEOUT) {
-            Ok(addr) => addr,
-            Err(_) => {
-                let _ = child.kill();
-                panic!(
-                    "the server did not report its address; stderr:\n{}",
-                    log.lock().unwrap().join("\n")
-                );
-            }
-        };
+    pub fn spawn(command: Command) -> Process {
+        let inner = ServeProcess::spawn(command, START_TIMEOUT).unwrap_or_else(|e| panic!("{e:#}"));
         Process {
-            child,
-            addr,
-            log,
-            reader: Some(reader),
+            addr: inner.addr.clone(),
+            inner,
         }
     }
 
     pub fn url(&self, path: &str) -> String {
-        format!("http://{}{}", self.addr, path)
+        self.inner.url(path)
     }
 
     pub fn pid(&self) -> u32 {
-        self.child.id()
+        self.inner.pid()
     }
 
     /// Everything the server wrote on stderr so far.
     pub fn log_lines(&self) -> Vec<String> {
-        self.log.lock().unwrap().clone()
+        self.inner.log_lines()
     }
 
     pub fn log_text(&self) -> String {
-        self.log.lock().unwrap().join("\n")
+        self.inner.log_text()
     }
 
     /// The first start's `sbh_` token, from the 0600 file whose path the
@@ -136,9 +106,7 @@ impl Process {
             let text = std::fs::read_to_string(&path).expect("read the bootstrap token file");
             return Some(text.trim().to_owned());
         }
-        self.log
-            .lock()
-            .unwrap()
+        self.log_lines()
             .iter()
             .find_map(|line| find_token(line, "sbh_"))
     }
@@ -146,7 +114,7 @@ impl Process {
     /// The path of the first start's token file, as logged (`token_file=` in
     /// text logs, `"token_file":"…"` in JSON ones).
     pub fn bootstrap_token_file(&self) -> Option<PathBuf> {
-        self.log.lock().unwrap().iter().find_map(|line| {
+        self.log_lines().iter().find_map(|line| {
             let (_, rest) = line
                 .split_once("\"token_file\":\"")
                 .or_else(|| line.split_once("token_file="))?;
@@ -157,30 +125,15 @@ impl Process {
 
     /// `kill -NAME pid`.
     pub fn signal(&self, name: &str) {
-        let status = Command::new("kill")
-            .args([&format!("-{name}"), &self.child.id().to_string()])
-            .status()
-            .expect("run kill");
-        assert!(status.success());
+        self.inner.signal(name).unwrap_or_else(|e| panic!("{e:#}"));
     }
 
     /// Waits for the exit (killing the process and panicking after
     /// `timeout`), then for the last of its stderr.
     pub fn wait_exit(&mut self, timeout: Duration) -> ExitStatus {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                if let Some(reader) = self.reader.take() {
-                    let _ = reader.join();
-                }
-                return status;
-            }
-            if Instant::now() > deadline {
-                let _ = self.child.kill();
-                panic!("the server did not exit within {timeout:?}");
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        self.inner
+            .wait_exit(timeout)
+            .unwrap_or_else(|e| panic!("{e:#}"))
     }
 
     /// SIGTERM, then wait for a clean exit (so that every log line is out).
@@ -188,29 +141,6 @@ impl Process {
         self.signal("TERM");
         self.wait_exit(Duration::from_secs(20))
     }
-}
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// The `listen` address of the "switchboard is serving" line, text or JSON.
-pub fn serving_address(line: &str) -> Option<String> {
-    if !line.contains("switchboard is serving") {
-        return None;
-    }
-    let (start, terminators): (usize, &[char]) = if let Some(i) = line.find("listen=") {
-        (i + "listen=".len(), &[' '])
-    } else {
-        let i = line.find("\"listen\":\"")?;
-        (i + "\"listen\":\"".len(), &['"'])
-    };
-    let rest = &line[start..];
-    let end = rest.find(terminators).unwrap_or(rest.len());
-    Some(rest[..end].to_owned())
 }
 
 /// The first `prefix…` token (base64url characters) in `line`.

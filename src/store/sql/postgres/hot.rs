@@ -68,19 +68,19 @@ const SESSION_SETTINGS: &str = "options[enable_seqscan]=off&options[enable_bitma
      &options[jit]=off&options[plan_cache_mode]=force_generic_plan";
 
 /// `url` with the hot path's session settings added to its query.
-pub(super) fn session_url(url: &str) -> String {
+pub(in crate::store::sql) fn session_url(url: &str) -> String {
     let separator = if url.contains('?') { '&' } else { '?' };
     format!("{url}{separator}{SESSION_SETTINGS}")
 }
 
 /// How many of the store's connections the hot path's pool gets: a third
 /// (at least one, at most [`MAX_HOT_CONNECTIONS`]); the other pool keeps the rest.
-pub(super) fn pool_share(max_connections: u32) -> u32 {
+pub(in crate::store::sql) fn pool_share(max_connections: u32) -> u32 {
     (max_connections / 3).clamp(1, MAX_HOT_CONNECTIONS as u32)
 }
 
 #[derive(Debug)]
-pub(super) struct HotConnections {
+pub(in crate::store::sql) struct HotConnections {
     /// The hot path's own pool (on SQLite, whose hot path is the writer
     /// lane, the writer pool: never used by it).
     pool: AnyPool,
@@ -113,14 +113,14 @@ enum Turn {
 }
 
 impl HotConnections {
-    pub(super) fn new(pool: AnyPool) -> Self {
+    pub(in crate::store::sql) fn new(pool: AnyPool) -> Self {
         Self {
             pool,
             stack: Mutex::default(),
         }
     }
 
-    pub(super) fn pool(&self) -> &AnyPool {
+    pub(in crate::store::sql) fn pool(&self) -> &AnyPool {
         &self.pool
     }
 
@@ -130,7 +130,7 @@ impl HotConnections {
     /// pool would answer). One parked before the circuit last changed
     /// (`circuit_changes`) may have died in the outage: it is closed, not
     /// reused.
-    pub(super) async fn take(
+    pub(in crate::store::sql) async fn take(
         &self,
         circuit_changes: u64,
     ) -> Result<PoolConnection<Any>, sqlx::Error> {
@@ -199,7 +199,11 @@ impl HotConnections {
 
     /// Opens connections until `count` are parked (at most the pool's
     /// size), so that the calls that follow find them ready.
-    pub(super) async fn open(&self, count: usize, circuit_changes: u64) -> Result<(), sqlx::Error> {
+    pub(in crate::store::sql) async fn open(
+        &self,
+        count: usize,
+        circuit_changes: u64,
+    ) -> Result<(), sqlx::Error> {
         let count = count.min(self.pool.options().get_max_connections() as usize);
         let mut opened = Vec::with_capacity(count);
         while opened.len() < count {
@@ -213,7 +217,7 @@ impl HotConnections {
 
     /// Hands a connection whose statement completed normally to the caller
     /// that has waited longest, else parks it for the next `take`.
-    pub(super) fn put(&self, conn: PoolConnection<Any>, circuit_changes: u64) {
+    pub(in crate::store::sql) fn put(&self, conn: PoolConnection<Any>, circuit_changes: u64) {
         if self.pool.is_closed() {
             return; // dropped: the pool's release path takes it
         }
@@ -248,7 +252,7 @@ impl HotConnections {
     }
 
     /// Gives every parked connection back and closes the pool.
-    pub(super) async fn close(&self) {
+    pub(in crate::store::sql) async fn close(&self) {
         self.drain();
         self.pool.close().await;
     }

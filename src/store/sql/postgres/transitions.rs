@@ -1,68 +1,27 @@
-//! The two hot transitions as ONE statement each on PostgreSQL (issue 14):
+//! The two hot transitions as ONE statement each on PostgreSQL:
 //! the pending path of `claim_next` (the claim and its attempt record) and
 //! `complete` (the guarded update and closing the attempt), as
 //! data-modifying CTEs in autocommit. Same guards, same rows written as the
 //! transaction paths, but one round trip and one commit instead of
-//! BEGIN, two statements, COMMIT (measured in `bench/RESULTS.md`).
+//! BEGIN, two statements, COMMIT (`docs/performance.md`). The texts are
+//! [`statements::claim_pending_with_attempt`] and
+//! [`statements::COMPLETE_WITH_ATTEMPT`].
 //!
 //! SQLite has no data-modifying CTEs and no round trips to save (it runs in
 //! process), so it keeps the transaction paths. Whatever these statements
 //! cannot decide alone (nothing pending: a takeover; nothing matched: why)
 //! falls back to the transaction path, which re-checks under its own guards.
 
-use std::sync::LazyLock;
+use sqlx::AssertSqlSafe;
 
-use super::*;
-
-/// The claim of the oldest pending todo with its attempt record; `$1` now,
-/// `$2` owner, `$3` lease expiry, `$4` fence hash, `$5` endpoint, then the
-/// queue (when named) and the claimant. Built once: the statement cache is
-/// keyed by the text, and rebuilding it per call is wasted work.
-fn claim_sql(queue_filter: &str, claimant_param: usize) -> String {
-    format!(
-        concat!(
-            "WITH c AS (UPDATE todos SET {set} WHERE id = (SELECT id FROM todos ",
-            "WHERE endpoint_id = $5 AND state = 'pending'{filter} ",
-            "ORDER BY created_at, id LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING ",
-            todo_columns!(),
-            "), a AS (INSERT INTO todo_attempts (todo_id, seq, attempt, claimant, claimed_at) ",
-            "SELECT id, attempts_total, attempt, ${claimant}, $1 FROM c) SELECT ",
-            todo_columns!(),
-            " FROM c"
-        ),
-        set = CLAIM_SET,
-        filter = queue_filter,
-        claimant = claimant_param,
-    )
-}
-
-// Leaked once each, so every call passes the text without copying it.
-static CLAIM_IN_SCOPE: LazyLock<&'static str> = LazyLock::new(|| claim_sql("", 6).leak());
-static CLAIM_IN_QUEUE: LazyLock<&'static str> =
-    LazyLock::new(|| claim_sql(" AND queue = $6", 7).leak());
-
-/// `complete` with closing its attempt: `$1` result, `$2` now, `$3`–`$6` the
-/// holder's guard, `$7`–`$10` the attempt's outcome, disposition and summary.
-static COMPLETE: LazyLock<&'static str> = LazyLock::new(|| {
-    format!(
-        concat!(
-            "WITH d AS (UPDATE todos SET state = 'done', result = $1, completed_at = $2, ",
-            "updated_at = $2, lease_expires_at = NULL, lease_token_hash = NULL ",
-            "WHERE {guard} RETURNING ",
-            todo_columns!(),
-            "), a AS (UPDATE todo_attempts SET ended_at = $2, outcome = $7, ",
-            "disposition = $8, summary = $9, summary_truncated = $10 ",
-            "WHERE todo_id = (SELECT id FROM d) AND ended_at IS NULL) SELECT ",
-            todo_columns!(),
-            " FROM d"
-        ),
-        guard = holder_guard(3),
-    )
-    .leak()
-});
+use crate::domain::Timestamp;
+use crate::domain::todo::{self as rules, Disposition, Outcome};
+use crate::store::sql::SqlStore;
+use crate::store::sql::statements::{self, ClaimScope};
+use crate::store::{Attempt, Caller, StoreResult, Todo, rows};
 
 /// The claim's bound values, computed once by `claim_target`.
-pub(super) struct ClaimBinds<'a> {
+pub(in crate::store::sql) struct ClaimBinds<'a> {
     pub now: Timestamp,
     pub owner: &'a str,
     pub expires: Timestamp,
@@ -74,7 +33,7 @@ impl SqlStore {
     /// Claims the oldest pending todo of `queues` (`None` = the caller's
     /// whole scope) and opens its attempt in one statement. `None` when
     /// nothing is pending (the caller then tries a takeover).
-    pub(super) async fn claim_pending_at_once(
+    pub(in crate::store::sql) async fn claim_pending_at_once(
         &self,
         caller: &Caller,
         queue: Option<&str>,
@@ -82,10 +41,7 @@ impl SqlStore {
     ) -> StoreResult<Option<(Todo, Vec<Attempt>)>> {
         // Todos exist only in scope queues, so the whole scope needs no
         // queue filter (and uses the endpoint's pending index).
-        let sql: &'static str = match queue {
-            Some(_) => *CLAIM_IN_QUEUE,
-            None => *CLAIM_IN_SCOPE,
-        };
+        let sql = statements::claim_pending_with_attempt(ClaimScope::of(queue));
         let mut conn = self.hot_connection().await?;
         let mut q = sqlx::query(sql)
             .bind(binds.now.as_millis())
@@ -109,16 +65,11 @@ impl SqlStore {
         // its recent history. Closed attempts do not change under a claim,
         // so reading them after the commit sees what the transaction would.
         let prior = if todo.attempts_total > 1 {
-            let rows = sqlx::query(concat!(
-                "SELECT ",
-                attempt_columns!(),
-                " FROM todo_attempts WHERE todo_id = $1 AND ended_at IS NOT NULL \
-                 ORDER BY seq DESC LIMIT $2"
-            ))
-            .bind(&todo.id)
-            .bind(rules::PRIOR_ATTEMPTS_ON_CLAIM)
-            .fetch_all(&mut *conn)
-            .await?;
+            let rows = sqlx::query(statements::PRIOR_ATTEMPTS)
+                .bind(&todo.id)
+                .bind(rules::PRIOR_ATTEMPTS_ON_CLAIM)
+                .fetch_all(&mut *conn)
+                .await?;
             rows.iter()
                 .map(rows::attempt)
                 .collect::<StoreResult<Vec<_>>>()?
@@ -132,7 +83,7 @@ impl SqlStore {
     /// `complete` in one statement: the holder's guarded update and closing
     /// its open attempt. `None` when the guard matched nothing (the caller
     /// then asks why, in a transaction).
-    pub(super) async fn complete_at_once(
+    pub(in crate::store::sql) async fn complete_at_once(
         &self,
         caller: &Caller,
         id: &str,
@@ -146,7 +97,7 @@ impl SqlStore {
             None => (None, false),
         };
         let mut conn = self.hot_connection().await?;
-        let row = sqlx::query(*COMPLETE)
+        let row = sqlx::query(AssertSqlSafe(statements::COMPLETE_WITH_ATTEMPT.as_str()))
             .bind(result)
             .bind(now.as_millis())
             .bind(id)

@@ -191,7 +191,10 @@ impl Lane {
     /// ([`forget_value_samples`]). `on_outside_commit` runs (on whichever
     /// thread leads) at the start of the first transaction after another
     /// connection committed to the file.
-    pub(super) fn open(path: &Path, on_outside_commit: OutsideCommit) -> StoreResult<Self> {
+    pub(in crate::store::sql) fn open(
+        path: &Path,
+        on_outside_commit: OutsideCommit,
+    ) -> StoreResult<Self> {
         let open_err = |e: rusqlite::Error| {
             StoreError::Unavailable(Box::new(WithContext {
                 context: format!("cannot open {} for the writer thread", path.display()),
@@ -288,7 +291,7 @@ impl Lane {
     /// on this kind of machine costs more than the SQL (B1 at c = 1: two
     /// wake-ups per call were most of its CPU). A caller that finds the
     /// connection taken queues its call for whoever holds it.
-    pub(super) async fn run<R: Send + 'static>(
+    pub(in crate::store::sql) async fn run<R: Send + 'static>(
         &self,
         work: impl FnOnce(&Connection) -> StoreResult<R> + Send + 'static,
     ) -> StoreResult<R> {
@@ -366,13 +369,13 @@ impl Lane {
     }
 
     /// How many transactions the lane has run so far.
-    pub(super) fn batches(&self) -> u64 {
+    pub(in crate::store::sql) fn batches(&self) -> u64 {
         self.shared.batches.load(Ordering::Relaxed)
     }
 
     /// Lets queued calls finish, then stops the thread and closes the
     /// connection; later calls answer `unavailable`.
-    pub(super) async fn close(&self) {
+    pub(in crate::store::sql) async fn close(&self) {
         locked(&self.errands).take();
         let thread = locked(&self.thread).take();
         let checkpointer = locked(&self.checkpointer).take();
@@ -619,7 +622,7 @@ fn wait_for_the_write_lock(attempt: i32) -> bool {
 
 /// `sqlx`'s `$n` placeholders as SQLite's `?n`: rusqlite binds by position,
 /// and SQLite numbers `$n` parameters by first appearance, `?n` by `n`.
-pub(super) fn numbered(sql: &str) -> String {
+pub(in crate::store::sql) fn numbered(sql: &str) -> String {
     sql.replace('$', "?")
 }
 

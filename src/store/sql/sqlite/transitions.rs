@@ -1,20 +1,26 @@
-//! The agent loop's transitions on SQLite's writer thread (`sqlite_lane`):
+//! The agent loop's transitions on SQLite's writer thread ([`super::lane`]):
 //! `claim_next`'s pending path, `complete` and `heartbeat`, each one job
 //! inside the thread's write transaction (all or nothing: an `Err` undoes
 //! the job's writes), with the same guards and the same rows written as
 //! the sqlx transaction paths beside them. A job answers `None` when its guard
 //! matched nothing; the caller then asks why on the transaction path, which
-//! re-checks under its own guards (as `fast.rs` does on PostgreSQL).
+//! re-checks under its own guards (as `postgres/transitions.rs` does on
+//! PostgreSQL). Every text is [`statements`]'s, numbered `?n`.
 
 use std::sync::LazyLock;
 
 use rusqlite::{Connection, params};
 
-use super::*;
-use crate::store::sql::sqlite_lane::numbered;
+use super::lane::numbered;
+use crate::domain::Timestamp;
+use crate::domain::ids::sha256_hex;
+use crate::domain::todo::{self as rules, Disposition, Outcome};
+use crate::store::dialect::Dialect;
+use crate::store::sql::statements::{self, ClaimScope};
+use crate::store::{Attempt, Caller, StoreResult, Todo, rows};
 
 /// Everything a claim binds, owned: it travels to the writer thread.
-pub(super) struct LaneClaim {
+pub(in crate::store::sql) struct LaneClaim {
     pub endpoint_id: String,
     pub queue: Option<String>,
     pub now: Timestamp,
@@ -26,7 +32,7 @@ pub(super) struct LaneClaim {
 
 /// The holder's guard (`holder_guard`): the todo, its endpoint, the
 /// holder and the fence hash of the presented lease token.
-pub(super) struct LaneHolder {
+pub(in crate::store::sql) struct LaneHolder {
     pub id: String,
     pub endpoint_id: String,
     pub owner: String,
@@ -34,7 +40,7 @@ pub(super) struct LaneHolder {
 }
 
 impl LaneHolder {
-    pub(super) fn new(caller: &Caller, id: &str, lease_token: Option<&str>) -> Self {
+    pub(in crate::store::sql) fn new(caller: &Caller, id: &str, lease_token: Option<&str>) -> Self {
         Self {
             id: id.to_owned(),
             endpoint_id: caller.endpoint_id.clone(),
@@ -45,7 +51,7 @@ impl LaneHolder {
 }
 
 /// Everything a completion binds.
-pub(super) struct LaneFinish {
+pub(in crate::store::sql) struct LaneFinish {
     pub holder: LaneHolder,
     pub result: Option<String>,
     pub summary: Option<(String, bool)>,
@@ -53,48 +59,47 @@ pub(super) struct LaneFinish {
 }
 
 /// Everything a heartbeat binds.
-pub(super) struct LaneHeartbeat {
+pub(in crate::store::sql) struct LaneHeartbeat {
     pub holder: LaneHolder,
     pub note: Option<String>,
     pub now: Timestamp,
     pub expires: Timestamp,
 }
 
-fn claim_pending_sql(one_queue: bool) -> String {
-    numbered(&format!(
-        concat!(
-            "UPDATE todos SET {set} WHERE id = (SELECT id FROM {from} ",
-            "WHERE endpoint_id = $5 AND state = 'pending'{filter} ",
-            "ORDER BY created_at, id LIMIT 1) RETURNING ",
-            todo_columns!()
-        ),
-        set = CLAIM_SET,
-        // A named queue's claim takes the per-queue pending index by itself;
-        // the whole scope's needs naming its index (`Dialect::pending_todos_by_endpoint`).
-        from = if one_queue {
-            "todos"
-        } else {
-            Dialect::Sqlite.pending_todos_by_endpoint()
-        },
-        filter = if one_queue { " AND queue = $6" } else { "" },
+// The transaction path's own texts, numbered for rusqlite.
+static CLAIM_ANY_QUEUE: LazyLock<String> = LazyLock::new(|| {
+    numbered(statements::claim_pending(
+        Dialect::Sqlite,
+        ClaimScope::AnyQueue,
     ))
-}
-
-static CLAIM_ANY_QUEUE: LazyLock<String> = LazyLock::new(|| claim_pending_sql(false));
-static CLAIM_ONE_QUEUE: LazyLock<String> = LazyLock::new(|| claim_pending_sql(true));
+});
+static CLAIM_ONE_QUEUE: LazyLock<String> = LazyLock::new(|| {
+    numbered(statements::claim_pending(
+        Dialect::Sqlite,
+        ClaimScope::OneQueue,
+    ))
+});
 
 // Whether a takeover is due, with the transaction path's own subquery.
-static TAKEOVER_ANY_QUEUE: LazyLock<String> =
-    LazyLock::new(|| numbered(&oldest_takeover(Dialect::Sqlite, "")));
-static TAKEOVER_ONE_QUEUE: LazyLock<String> =
-    LazyLock::new(|| numbered(&oldest_takeover(Dialect::Sqlite, " AND queue = $6")));
+static TAKEOVER_ANY_QUEUE: LazyLock<String> = LazyLock::new(|| {
+    numbered(statements::oldest_takeover(
+        Dialect::Sqlite,
+        ClaimScope::AnyQueue,
+    ))
+});
+static TAKEOVER_ONE_QUEUE: LazyLock<String> = LazyLock::new(|| {
+    numbered(statements::oldest_takeover(
+        Dialect::Sqlite,
+        ClaimScope::OneQueue,
+    ))
+});
 
 /// What a claim on the lane found.
 #[expect(
     clippy::large_enum_variant,
     reason = "made once per claim and moved once, to its caller; boxing would add an allocation"
 )]
-pub(super) enum LaneClaimed {
+pub(in crate::store::sql) enum LaneClaimed {
     /// The oldest pending todo, claimed, and its prior attempts.
     Claimed(Todo, Vec<Attempt>),
     /// Nothing pending and nothing to take over.
@@ -105,33 +110,16 @@ pub(super) enum LaneClaimed {
     TakeoverDue,
 }
 
-const OPEN_ATTEMPT: &str = "INSERT INTO todo_attempts (todo_id, seq, attempt, claimant, claimed_at) \
-     VALUES (?1, ?2, ?3, ?4, ?5)";
-
-const PRIOR_ATTEMPTS: &str = concat!(
-    "SELECT ",
-    attempt_columns!(),
-    " FROM todo_attempts WHERE todo_id = ?1 AND ended_at IS NOT NULL ORDER BY seq DESC LIMIT ?2"
-);
-
-static COMPLETE: LazyLock<String> = LazyLock::new(|| numbered(&COMPLETE_SQL));
-
-const CLOSE_ATTEMPT: &str = "UPDATE todo_attempts SET ended_at = ?1, outcome = ?2, \
-     disposition = ?3, summary = ?4, summary_truncated = ?5 \
-     WHERE todo_id = ?6 AND ended_at IS NULL";
-
-const PRUNE_ATTEMPTS: &str = "DELETE FROM todo_attempts WHERE todo_id = ?1 AND ended_at IS NOT NULL \
-     AND seq <= (SELECT seq FROM todo_attempts WHERE todo_id = ?1 AND ended_at IS NOT NULL \
-     ORDER BY seq DESC LIMIT 1 OFFSET ?2)";
-
-const COUNT_PRUNED: &str = "UPDATE todos SET attempts_pruned = attempts_pruned + ?1 WHERE id = ?2";
-
-static HEARTBEAT: LazyLock<String> = LazyLock::new(|| numbered(&HEARTBEAT_SQL));
-
-const HEARTBEAT_ATTEMPT: &str = "UPDATE todo_attempts SET last_heartbeat_at = ?1, \
-     note = COALESCE(?2, note) WHERE todo_id = ?3 AND ended_at IS NULL";
-
-const ENDPOINT_NOTE: &str = "UPDATE endpoints SET last_note = ?1, last_note_at = ?2 WHERE id = ?3";
+static OPEN_ATTEMPT: LazyLock<String> = LazyLock::new(|| numbered(statements::OPEN_ATTEMPT));
+static PRIOR_ATTEMPTS: LazyLock<String> = LazyLock::new(|| numbered(statements::PRIOR_ATTEMPTS));
+static COMPLETE: LazyLock<String> = LazyLock::new(|| numbered(&statements::COMPLETE));
+static CLOSE_ATTEMPT: LazyLock<String> = LazyLock::new(|| numbered(statements::CLOSE_ATTEMPT));
+static PRUNE_ATTEMPTS: LazyLock<String> = LazyLock::new(|| numbered(statements::PRUNE_ATTEMPTS));
+static COUNT_PRUNED: LazyLock<String> = LazyLock::new(|| numbered(statements::COUNT_PRUNED));
+static HEARTBEAT: LazyLock<String> = LazyLock::new(|| numbered(&statements::HEARTBEAT));
+static HEARTBEAT_ATTEMPT: LazyLock<String> =
+    LazyLock::new(|| numbered(statements::HEARTBEAT_ATTEMPT));
+static ENDPOINT_NOTE: LazyLock<String> = LazyLock::new(|| numbered(statements::ENDPOINT_NOTE));
 
 /// The first row `sql` returns, decoded as a todo.
 fn todo_row(
@@ -154,10 +142,10 @@ fn prune(tx: &Connection, todo: &Todo) -> StoreResult<i64> {
         return Ok(0);
     }
     let pruned = tx
-        .prepare_cached(PRUNE_ATTEMPTS)?
+        .prepare_cached(&PRUNE_ATTEMPTS)?
         .execute(params![todo.id, rules::KEPT_ATTEMPTS])? as i64;
     if pruned > 0 {
-        tx.prepare_cached(COUNT_PRUNED)?
+        tx.prepare_cached(&COUNT_PRUNED)?
             .execute(params![pruned, todo.id])?;
     }
     Ok(pruned)
@@ -167,7 +155,10 @@ fn prune(tx: &Connection, todo: &Todo) -> StoreResult<i64> {
 /// transaction. When nothing is pending it says whether a takeover is due,
 /// so that an empty queue (how every drain ends) costs no second
 /// transaction on the sqlx writer connection.
-pub(super) fn claim_pending(tx: &Connection, claim: LaneClaim) -> StoreResult<LaneClaimed> {
+pub(in crate::store::sql) fn claim_pending(
+    tx: &Connection,
+    claim: LaneClaim,
+) -> StoreResult<LaneClaimed> {
     let common = (
         claim.now.as_millis(),
         &claim.owner,
@@ -202,7 +193,7 @@ pub(super) fn claim_pending(tx: &Connection, claim: LaneClaim) -> StoreResult<La
             LaneClaimed::Empty
         });
     };
-    tx.prepare_cached(OPEN_ATTEMPT)?.execute(params![
+    tx.prepare_cached(&OPEN_ATTEMPT)?.execute(params![
         todo.id,
         todo.attempts_total,
         todo.attempt,
@@ -210,7 +201,7 @@ pub(super) fn claim_pending(tx: &Connection, claim: LaneClaim) -> StoreResult<La
         claim.now.as_millis()
     ])?;
     let prior = if todo.attempts_total > 1 {
-        let mut stmt = tx.prepare_cached(PRIOR_ATTEMPTS)?;
+        let mut stmt = tx.prepare_cached(&PRIOR_ATTEMPTS)?;
         let mut found = stmt.query(params![todo.id, rules::PRIOR_ATTEMPTS_ON_CLAIM])?;
         let mut prior = Vec::new();
         while let Some(row) = found.next()? {
@@ -225,7 +216,10 @@ pub(super) fn claim_pending(tx: &Connection, claim: LaneClaim) -> StoreResult<La
 
 /// The holder's completion and the closing of its attempt. `None` when the
 /// holder's guard matched nothing.
-pub(super) fn complete(tx: &Connection, finish: LaneFinish) -> StoreResult<Option<Todo>> {
+pub(in crate::store::sql) fn complete(
+    tx: &Connection,
+    finish: LaneFinish,
+) -> StoreResult<Option<Todo>> {
     let now = finish.now.as_millis();
     let Some(mut todo) = todo_row(
         tx,
@@ -246,7 +240,7 @@ pub(super) fn complete(tx: &Connection, finish: LaneFinish) -> StoreResult<Optio
         Some((text, cut)) => (Some(text), cut),
         None => (None, false),
     };
-    tx.prepare_cached(CLOSE_ATTEMPT)?.execute(params![
+    tx.prepare_cached(&CLOSE_ATTEMPT)?.execute(params![
         now,
         Outcome::Completed.as_str(),
         Disposition::Done.as_str(),
@@ -260,7 +254,10 @@ pub(super) fn complete(tx: &Connection, finish: LaneFinish) -> StoreResult<Optio
 
 /// The holder's heartbeat: the lease extended, the attempt's and the
 /// endpoint's note stamped. `None` when the holder's guard matched nothing.
-pub(super) fn heartbeat(tx: &Connection, beat: LaneHeartbeat) -> StoreResult<Option<Todo>> {
+pub(in crate::store::sql) fn heartbeat(
+    tx: &Connection,
+    beat: LaneHeartbeat,
+) -> StoreResult<Option<Todo>> {
     let now = beat.now.as_millis();
     let Some(todo) = todo_row(
         tx,
@@ -278,10 +275,10 @@ pub(super) fn heartbeat(tx: &Connection, beat: LaneHeartbeat) -> StoreResult<Opt
     else {
         return Ok(None);
     };
-    tx.prepare_cached(HEARTBEAT_ATTEMPT)?
+    tx.prepare_cached(&HEARTBEAT_ATTEMPT)?
         .execute(params![now, beat.note, beat.holder.id])?;
     if let Some(note) = &beat.note {
-        tx.prepare_cached(ENDPOINT_NOTE)?
+        tx.prepare_cached(&ENDPOINT_NOTE)?
             .execute(params![note, now, beat.holder.endpoint_id])?;
     }
     Ok(Some(todo))

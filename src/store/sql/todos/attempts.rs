@@ -34,25 +34,21 @@ impl SqlStore {
             Some((text, cut)) => (Some(text), cut),
             None => (None, false),
         };
-        let done = sqlx::query(
-            "UPDATE todo_attempts SET ended_at = $1, outcome = $2, disposition = $3, \
-               summary = $4, summary_truncated = $5 \
-             WHERE todo_id = $6 AND ended_at IS NULL",
-        )
-        .bind(now.as_millis())
-        .bind(outcome.as_str())
-        .bind(disposition.as_str())
-        .bind(summary)
-        .bind(i64::from(truncated))
-        .bind(todo_id)
-        .execute(&mut **tx)
-        .await?;
+        let done = sqlx::query(statements::CLOSE_ATTEMPT)
+            .bind(now.as_millis())
+            .bind(outcome.as_str())
+            .bind(disposition.as_str())
+            .bind(summary)
+            .bind(i64::from(truncated))
+            .bind(todo_id)
+            .execute(&mut **tx)
+            .await?;
         Ok(done.rows_affected())
     }
 
     /// Keeps the newest [`rules::KEPT_ATTEMPTS`] closed attempts; counts the rest
     /// in `attempts_pruned`. Returns how many it pruned.
-    pub(super) async fn prune_attempts(
+    pub(in crate::store::sql) async fn prune_attempts(
         tx: &mut Transaction<'static, Any>,
         todo: &Todo,
     ) -> StoreResult<i64> {
@@ -70,18 +66,14 @@ impl SqlStore {
         if attempts_total - attempts_pruned <= rules::KEPT_ATTEMPTS {
             return Ok(0);
         }
-        let pruned = sqlx::query(
-            "DELETE FROM todo_attempts WHERE todo_id = $1 AND ended_at IS NOT NULL AND seq <= \
-               (SELECT seq FROM todo_attempts WHERE todo_id = $1 AND ended_at IS NOT NULL \
-                ORDER BY seq DESC LIMIT 1 OFFSET $2)",
-        )
-        .bind(todo_id)
-        .bind(rules::KEPT_ATTEMPTS)
-        .execute(&mut **tx)
-        .await?
-        .rows_affected() as i64;
+        let pruned = sqlx::query(statements::PRUNE_ATTEMPTS)
+            .bind(todo_id)
+            .bind(rules::KEPT_ATTEMPTS)
+            .execute(&mut **tx)
+            .await?
+            .rows_affected() as i64;
         if pruned > 0 {
-            sqlx::query("UPDATE todos SET attempts_pruned = attempts_pruned + $1 WHERE id = $2")
+            sqlx::query(statements::COUNT_PRUNED)
                 .bind(pruned)
                 .bind(todo_id)
                 .execute(&mut **tx)

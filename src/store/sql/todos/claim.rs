@@ -1,8 +1,8 @@
 //! Claims: by id, or the oldest claimable todo (a takeover included).
 
-use super::fast::ClaimBinds;
-use super::lane::{self, LaneClaim, LaneClaimed};
 use super::*;
+use crate::store::sql::postgres::transitions::ClaimBinds;
+use crate::store::sql::sqlite::transitions::{self as lane, LaneClaim, LaneClaimed};
 
 pub(super) enum ClaimTarget<'a> {
     ById(&'a str),
@@ -30,7 +30,8 @@ impl SqlStore {
         let expires = now.add_secs(lease_secs);
         let owner = caller.owner();
 
-        if let (ClaimTarget::Oldest(queue), Dialect::Postgres) = (&target, self.dialect) {
+        let specialised = self.specialised();
+        if let (ClaimTarget::Oldest(queue), Specialised::Postgres) = (&target, &specialised) {
             let binds = ClaimBinds {
                 now,
                 owner: &owner,
@@ -50,7 +51,9 @@ impl SqlStore {
             }
             // Nothing pending: the transaction below tries a takeover.
         }
-        if let (ClaimTarget::Oldest(queue), Some(writer)) = (&target, &self.lane) {
+        if let (ClaimTarget::Oldest(queue), Specialised::SqliteLane(writer)) =
+            (&target, specialised)
+        {
             let claim = LaneClaim {
                 endpoint_id: caller.endpoint_id.clone(),
                 queue: queue.map(str::to_owned),
@@ -79,7 +82,7 @@ impl SqlStore {
         }
 
         let mut tx = self.begin().await?;
-        let bind_claim = |sql: String| {
+        let bind_claim = |sql: &'static str| {
             sqlx::query(AssertSqlSafe(sql))
                 .bind(now.as_millis())
                 .bind(owner.clone())
@@ -88,15 +91,7 @@ impl SqlStore {
         };
         let (row, may_be_takeover) = match target {
             ClaimTarget::ById(id) => {
-                let sql = format!(
-                    concat!(
-                        "UPDATE todos SET {} WHERE id = $5 AND endpoint_id = $6 ",
-                        "AND (state = 'pending' OR ({})) RETURNING ",
-                        todo_columns!()
-                    ),
-                    CLAIM_SET, TAKEOVER_CONDITION
-                );
-                let row = bind_claim(sql)
+                let row = bind_claim(statements::CLAIM_BY_ID.as_str())
                     .bind(id.to_owned())
                     .bind(caller.endpoint_id.clone())
                     .fetch_optional(&mut *tx)
@@ -109,60 +104,24 @@ impl SqlStore {
                 (row, true)
             }
             ClaimTarget::Oldest(queue) => {
-                let queues: Vec<&str> = match queue {
-                    Some(q) => vec![q],
-                    None => caller.queues.iter().map(String::as_str).collect(),
-                };
-                // Todos exist only in scope queues, so claiming across the
-                // whole scope needs no queue filter (and uses the endpoint index).
-                let queue_filter = if queue.is_none() {
-                    String::new()
-                } else {
-                    format!(" AND queue IN ({})", placeholders(6, queues.len()))
-                };
-                let pending_sql = format!(
-                    concat!(
-                        "UPDATE todos SET {set} WHERE id = (SELECT id FROM {from} ",
-                        "WHERE endpoint_id = $5 AND state = 'pending'{filter} ",
-                        "ORDER BY created_at, id LIMIT 1{skip}) RETURNING ",
-                        todo_columns!()
-                    ),
-                    set = CLAIM_SET,
-                    from = if queue.is_none() {
-                        self.dialect.pending_todos_by_endpoint()
-                    } else {
-                        "todos"
-                    },
-                    filter = queue_filter,
-                    skip = self.dialect.skip_locked(),
-                );
-                let mut q = bind_claim(pending_sql).bind(caller.endpoint_id.clone());
-                if queue.is_some() {
-                    for name in &queues {
-                        q = q.bind((*name).to_owned());
+                let scope = ClaimScope::of(queue);
+                let bind_scope = |sql: &'static str| {
+                    let q = bind_claim(sql).bind(caller.endpoint_id.clone());
+                    match queue {
+                        Some(name) => q.bind(name.to_owned()),
+                        None => q,
                     }
-                }
-                let pending = q.fetch_optional(&mut *tx).await?;
+                };
+                let pending = bind_scope(statements::claim_pending(self.dialect, scope))
+                    .fetch_optional(&mut *tx)
+                    .await?;
                 if pending.is_some() {
                     (pending, false)
                 } else {
                     // Nothing pending: take over a lapsed lease or an elapsed
                     // retry directly, so recovery never waits for the reaper.
-                    let takeover_sql = format!(
-                        concat!(
-                            "UPDATE todos SET {set} WHERE id = ({oldest}) RETURNING ",
-                            todo_columns!()
-                        ),
-                        set = CLAIM_SET,
-                        oldest = oldest_takeover(self.dialect, &queue_filter),
-                    );
-                    let mut q = bind_claim(takeover_sql).bind(caller.endpoint_id.clone());
-                    if queue.is_some() {
-                        for name in &queues {
-                            q = q.bind((*name).to_owned());
-                        }
-                    }
-                    (q.fetch_optional(&mut *tx).await?, true)
+                    let takeover = statements::claim_takeover(self.dialect, scope);
+                    (bind_scope(takeover).fetch_optional(&mut *tx).await?, true)
                 }
             }
         };
@@ -188,28 +147,20 @@ impl SqlStore {
             }
         }
         let attempt_seq = todo.attempts_total;
-        sqlx::query(
-            "INSERT INTO todo_attempts (todo_id, seq, attempt, claimant, claimed_at) \
-             VALUES ($1, $2, $3, $4, $5)",
-        )
-        .bind(&todo.id)
-        .bind(attempt_seq)
-        .bind(todo.attempt)
-        .bind(claimant)
-        .bind(now.as_millis())
-        .execute(&mut *tx)
-        .await?;
-        let prior_attempts = if todo.attempts_total > 1 {
-            let rows = sqlx::query(concat!(
-                "SELECT ",
-                attempt_columns!(),
-                " FROM todo_attempts WHERE todo_id = $1 AND ended_at IS NOT NULL \
-                 ORDER BY seq DESC LIMIT $2"
-            ))
+        sqlx::query(statements::OPEN_ATTEMPT)
             .bind(&todo.id)
-            .bind(rules::PRIOR_ATTEMPTS_ON_CLAIM)
-            .fetch_all(&mut *tx)
+            .bind(attempt_seq)
+            .bind(todo.attempt)
+            .bind(claimant)
+            .bind(now.as_millis())
+            .execute(&mut *tx)
             .await?;
+        let prior_attempts = if todo.attempts_total > 1 {
+            let rows = sqlx::query(statements::PRIOR_ATTEMPTS)
+                .bind(&todo.id)
+                .bind(rules::PRIOR_ATTEMPTS_ON_CLAIM)
+                .fetch_all(&mut *tx)
+                .await?;
             rows.iter()
                 .map(rows::attempt)
                 .collect::<StoreResult<Vec<_>>>()?

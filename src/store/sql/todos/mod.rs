@@ -1,4 +1,4 @@
-//! The todo lifecycle (`02-queue.md`): create with dedup, claims, the holder's
+//! The todo lifecycle (`docs/queue.md`): create with dedup, claims, the holder's
 //! verbs, and a human's retry and release.
 //!
 //! Every transition is a guarded `UPDATE … RETURNING`: when it matches no row
@@ -13,9 +13,7 @@
 mod attempts;
 mod claim;
 mod create;
-mod fast;
 mod filter;
-mod lane;
 mod operator;
 mod refusal;
 
@@ -23,14 +21,16 @@ use claim::ClaimTarget;
 use refusal::Refused;
 
 use super::paging::Cursor;
-use super::{SqlStore, paging};
+use super::sqlite::transitions as lane;
+use super::statements::{self, ClaimScope, holder_guard};
+use super::{Specialised, SqlStore, paging};
 use crate::domain::backoff::retry_backoff;
 use crate::domain::ids::sha256_hex;
 use crate::domain::lease::resolve_lease_seconds;
 use crate::domain::todo::{self as rules, Disposition, Outcome, TodoState};
 use crate::domain::{Invalid, Timestamp};
 use crate::mint::{new_id, new_todo_id, random_token};
-use crate::store::dialect::{Dialect, placeholders};
+use crate::store::dialect::Dialect;
 use crate::store::error::is_unique_violation;
 use crate::store::model::*;
 use crate::store::prelude::*;
@@ -38,22 +38,6 @@ use crate::store::rows::{attempt_columns, todo_columns};
 use crate::store::{StoreError, StoreResult, Taken, rows};
 use async_trait::async_trait;
 use sqlx::{Any, AssertSqlSafe, Row, Transaction};
-
-/// The columns a claim sets; `$1` now, `$2` owner, `$3` lease expiry, `$4` fence hash.
-const CLAIM_SET: &str = "state = 'claimed', owner = $2, lease_expires_at = $3, \
-    lease_token_hash = $4, attempt = attempt + 1, attempts_total = attempts_total + 1, \
-    claimed_at = $1, updated_at = $1, next_retry_at = NULL, last_note = NULL";
-
-/// What a takeover may claim besides a pending todo: a lapsed lease or an
-/// elapsed retry window, below the attempt cap. `$1` is now.
-const TAKEOVER_CONDITION: &str = concat!(
-    below_attempt_cap!(),
-    " AND ((",
-    lapsed_lease!(),
-    ") OR (",
-    elapsed_retry!(),
-    "))"
-);
 
 /// On SQLite, the index a listing of `state` names with `INDEXED BY`, when
 /// `state` is a live one. SQLite has no statistics (the product never runs
@@ -165,86 +149,6 @@ fn human_list_todos_sql(
     };
     Ok((sql, conditions.binds))
 }
-
-/// A subquery yielding the id of the oldest todo of endpoint `$5` that a
-/// takeover may claim ([`TAKEOVER_CONDITION`]); `$1` is now and `filter`
-/// (`" AND queue …"`, or empty) narrows it to queues.
-///
-/// It reads only the endpoint's live claims and open retry windows, never
-/// its history. SQLite has no statistics (the product never runs ANALYZE)
-/// and served the `ORDER BY` from the listings' index, walking every
-/// finished todo of the endpoint: an empty `claim_next` took 67 ms against
-/// 400 000 finished todos, and sixteen agents draining a queue at once ran
-/// the single writer connection past its acquire timeout (B2, SQLite,
-/// c = 16: `unavailable`). So on SQLite the two partial indexes are named,
-/// one branch each, and the few candidates sorted. PostgreSQL combines the
-/// same two indexes by itself (a BitmapOr) and locks the row it takes.
-fn oldest_takeover(dialect: Dialect, filter: &str) -> String {
-    match dialect {
-        Dialect::Sqlite => format!(
-            concat!(
-                "SELECT id FROM (",
-                "SELECT id, created_at FROM todos INDEXED BY todos_claimed_by_endpoint ",
-                "WHERE endpoint_id = $5{filter} AND ",
-                lapsed_lease!(),
-                " AND ",
-                below_attempt_cap!(),
-                " UNION ALL ",
-                "SELECT id, created_at FROM todos INDEXED BY todos_retry_by_endpoint ",
-                "WHERE endpoint_id = $5{filter} AND ",
-                elapsed_retry!(),
-                " AND ",
-                below_attempt_cap!(),
-                ") ORDER BY created_at, id LIMIT 1"
-            ),
-            filter = filter
-        ),
-        Dialect::Postgres => format!(
-            "SELECT id FROM todos WHERE endpoint_id = $5{filter} AND {TAKEOVER_CONDITION} \
-             ORDER BY created_at, id LIMIT 1 FOR UPDATE SKIP LOCKED"
-        ),
-    }
-}
-
-/// The holder's guard: `$h` the id, `$h+1` the endpoint, `$h+2` the owner,
-/// `$h+3` the fence hash (a fenced lease needs its token; an unfenced one ignores it).
-fn holder_guard(h: usize) -> String {
-    format!(
-        "id = ${} AND endpoint_id = ${} AND state = 'claimed' AND owner = ${} \
-         AND (lease_token_hash IS NULL OR lease_token_hash = ${})",
-        h,
-        h + 1,
-        h + 2,
-        h + 3
-    )
-}
-
-/// The holder's completion: `$1` result, `$2` now, `$3`–`$6` the holder's
-/// guard. One text for the transaction path and SQLite's writer thread.
-static COMPLETE_SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
-    format!(
-        concat!(
-            "UPDATE todos SET state = 'done', result = $1, completed_at = $2, ",
-            "updated_at = $2, lease_expires_at = NULL, lease_token_hash = NULL ",
-            "WHERE {} RETURNING ",
-            todo_columns!()
-        ),
-        holder_guard(3)
-    )
-});
-
-/// The holder's heartbeat: `$1` lease expiry, `$2` now, `$3` note, `$4`–`$7`
-/// the holder's guard.
-static HEARTBEAT_SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
-    format!(
-        concat!(
-            "UPDATE todos SET lease_expires_at = $1, updated_at = $2, ",
-            "last_note = COALESCE($3, last_note) WHERE {} RETURNING ",
-            todo_columns!()
-        ),
-        holder_guard(4)
-    )
-});
 
 const LIVE_CONDITION: &str =
     "(state IN ('pending', 'claimed') OR (state = 'failed' AND next_retry_at IS NOT NULL))";
@@ -382,7 +286,7 @@ impl TodoStore for SqlStore {
             resolve_lease_seconds(opts.lease_ttl_seconds, caller.default_lease_ttl_seconds)?;
         let note = opts.note.as_deref().map(rules::clean_note);
         let now = self.now();
-        if let Some(writer) = &self.lane {
+        if let Specialised::SqliteLane(writer) = self.specialised() {
             let beat = lane::LaneHeartbeat {
                 holder: lane::LaneHolder::new(caller, id, opts.lease_token.as_deref()),
                 note: note.clone(),
@@ -395,7 +299,7 @@ impl TodoStore for SqlStore {
             // Nothing matched: the transaction below re-checks and says why.
         }
         let mut tx = self.begin().await?;
-        let row = sqlx::query(AssertSqlSafe(HEARTBEAT_SQL.as_str()))
+        let row = sqlx::query(AssertSqlSafe(statements::HEARTBEAT.as_str()))
             .bind(now.add_secs(lease_secs).as_millis())
             .bind(now.as_millis())
             .bind(note.clone())
@@ -410,17 +314,14 @@ impl TodoStore for SqlStore {
             tx.rollback().await?;
             return Err(err);
         };
-        sqlx::query(
-            "UPDATE todo_attempts SET last_heartbeat_at = $1, note = COALESCE($2, note) \
-             WHERE todo_id = $3 AND ended_at IS NULL",
-        )
-        .bind(now.as_millis())
-        .bind(note.clone())
-        .bind(id)
-        .execute(&mut *tx)
-        .await?;
+        sqlx::query(statements::HEARTBEAT_ATTEMPT)
+            .bind(now.as_millis())
+            .bind(note.clone())
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
         if let Some(note) = &note {
-            sqlx::query("UPDATE endpoints SET last_note = $1, last_note_at = $2 WHERE id = $3")
+            sqlx::query(statements::ENDPOINT_NOTE)
                 .bind(note)
                 .bind(now.as_millis())
                 .bind(&caller.endpoint_id)
@@ -436,7 +337,8 @@ impl TodoStore for SqlStore {
         let result = encode_result(finish.result.as_ref())?;
         let summary = finish.summary.as_deref().map(rules::clip_summary);
         let now = self.now();
-        if self.dialect == Dialect::Postgres {
+        let specialised = self.specialised();
+        if let Specialised::Postgres = specialised {
             let hash = finish.lease_token.as_deref().map(sha256_hex);
             if let Some(todo) = self
                 .complete_at_once(caller, id, result.clone(), hash, summary.clone(), now)
@@ -446,7 +348,7 @@ impl TodoStore for SqlStore {
             }
             // Nothing matched: the transaction below re-checks and says why.
         }
-        if let Some(writer) = &self.lane {
+        if let Specialised::SqliteLane(writer) = specialised {
             let finish = lane::LaneFinish {
                 holder: lane::LaneHolder::new(caller, id, finish.lease_token.as_deref()),
                 result: result.clone(),
@@ -459,7 +361,7 @@ impl TodoStore for SqlStore {
             // Nothing matched: the transaction below re-checks and says why.
         }
         let mut tx = self.begin().await?;
-        let row = sqlx::query(AssertSqlSafe(COMPLETE_SQL.as_str()))
+        let row = sqlx::query(AssertSqlSafe(statements::COMPLETE.as_str()))
             .bind(result)
             .bind(now.as_millis())
             .bind(id)
@@ -764,8 +666,8 @@ mod tests {
 
     #[test]
     fn on_sqlite_a_takeover_reads_the_live_claims_and_retries_not_the_history() {
-        for filter in ["", " AND queue = $6"] {
-            let plan = sqlite_plan(&oldest_takeover(Dialect::Sqlite, filter));
+        for filter in [ClaimScope::AnyQueue, ClaimScope::OneQueue] {
+            let plan = sqlite_plan(statements::oldest_takeover(Dialect::Sqlite, filter));
             let uses = |index: &str| plan.iter().any(|step| step.contains(index));
             assert!(uses("todos_claimed_by_endpoint"), "{filter:?}: {plan:#?}");
             assert!(uses("todos_retry_by_endpoint"), "{filter:?}: {plan:#?}");
