@@ -64,18 +64,7 @@ impl SqlStore {
         // A todo back in the queue after earlier attempts shows the claimant
         // its recent history. Closed attempts do not change under a claim,
         // so reading them after the commit sees what the transaction would.
-        let prior = if todo.attempts_total > 1 {
-            let rows = sqlx::query(statements::PRIOR_ATTEMPTS)
-                .bind(&todo.id)
-                .bind(rules::PRIOR_ATTEMPTS_ON_CLAIM)
-                .fetch_all(&mut *conn)
-                .await?;
-            rows.iter()
-                .map(rows::attempt)
-                .collect::<StoreResult<Vec<_>>>()?
-        } else {
-            Vec::new()
-        };
+        let prior = Self::prior_attempts(&mut conn, &todo).await?;
         self.put_hot_connection(conn);
         Ok(Some((todo, prior)))
     }

@@ -21,6 +21,23 @@ impl SqlStore {
         Ok(todo)
     }
 
+    /// The closed attempts a claimant of `todo` is shown (its recent
+    /// history; none on a first attempt).
+    pub(in crate::store::sql) async fn prior_attempts(
+        conn: &mut sqlx::AnyConnection,
+        todo: &Todo,
+    ) -> StoreResult<Vec<Attempt>> {
+        if todo.attempts_total <= 1 {
+            return Ok(Vec::new());
+        }
+        let rows = sqlx::query(statements::PRIOR_ATTEMPTS)
+            .bind(&todo.id)
+            .bind(rules::PRIOR_ATTEMPTS_ON_CLAIM)
+            .fetch_all(&mut *conn)
+            .await?;
+        rows.iter().map(rows::attempt).collect()
+    }
+
     /// Closes the todo's open attempt, if any. Returns how many were closed (0 or 1).
     pub(in crate::store::sql) async fn close_open_attempt(
         tx: &mut Transaction<'static, Any>,

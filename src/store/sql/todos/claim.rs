@@ -155,18 +155,7 @@ impl SqlStore {
             .bind(now.as_millis())
             .execute(&mut *tx)
             .await?;
-        let prior_attempts = if todo.attempts_total > 1 {
-            let rows = sqlx::query(statements::PRIOR_ATTEMPTS)
-                .bind(&todo.id)
-                .bind(rules::PRIOR_ATTEMPTS_ON_CLAIM)
-                .fetch_all(&mut *tx)
-                .await?;
-            rows.iter()
-                .map(rows::attempt)
-                .collect::<StoreResult<Vec<_>>>()?
-        } else {
-            Vec::new()
-        };
+        let prior_attempts = Self::prior_attempts(&mut tx, &todo).await?;
         tx.commit().await?;
         Ok(Some(Claimed {
             todo,
