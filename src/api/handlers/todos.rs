@@ -209,7 +209,8 @@ pub(crate) async fn event(
     Ok(Json(IntakeEventView::build(&id, &event)))
 }
 
-/// Retries a failed, dead-lettered or cancelled todo: back to pending with `attempt = 0`.
+/// Retries a failed, dead-lettered or cancelled todo: back to pending with
+/// `attempt = 0`, and its doorbell rung at once.
 #[utoipa::path(post, path = "/api/v1/todos/{id}/retry", operation_id = "retry_todo", tag = "todos",
     params(("id" = String, Path, description = "Todo id")),
     security(("bearer" = [])),
