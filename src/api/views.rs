@@ -232,10 +232,6 @@ fn endpoint_liveness(
     }
 }
 
-pub fn mcp_url(public_url: &str, slug: &str) -> String {
-    format!("{}/mcp/{slug}", public_url.trim_end_matches('/'))
-}
-
 impl EndpointView {
     pub fn build(
         e: &Endpoint,
@@ -250,7 +246,7 @@ impl EndpointView {
             slug: e.slug.clone(),
             agent: e.agent_name.clone(),
             agent_kind: e.agent_kind.as_str().to_owned(),
-            mcp_url: mcp_url(public_url, &e.slug),
+            mcp_url: crate::domain::client_setup::mcp_url(public_url, &e.slug),
             server_name: e.server_name(),
             credential_prefix: e.credential_prefix.clone(),
             scope: ScopeView {
