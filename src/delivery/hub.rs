@@ -71,8 +71,7 @@ pub enum RingOutcome {
 /// Failed or unanswered rings in a row after which a session counts as deaf.
 pub const DEAF_AFTER: u32 = 3;
 
-/// How long a session has to answer a doorbell with any request.
-pub const DEFAULT_UNANSWERED_AFTER: Duration = Duration::from_secs(120);
+pub use crate::delivery::sessions::DEFAULT_UNANSWERED_AFTER;
 
 /// Why a session counts as deaf.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -183,9 +182,6 @@ pub struct Doorbells {
     /// Per (todo, trigger, counted rings so far): when it last rang. The
     /// count tells one sweep ring from the next (each is its own trigger).
     recent: Mutex<HashMap<(String, Trigger, i64), Instant>>,
-    /// A session rung this many times in a row with no request within this
-    /// long after each is deaf (`unanswered`).
-    unanswered_after: Duration,
     pub counters: RingCounters,
     rings: AtomicU64,
     /// Per endpoint: when this instance last sent it a digest.
@@ -201,7 +197,6 @@ impl Doorbells {
             sessions,
             cursors: Mutex::new(HashMap::new()),
             recent: Mutex::new(HashMap::new()),
-            unanswered_after: DEFAULT_UNANSWERED_AFTER,
             counters: RingCounters::default(),
             rings: AtomicU64::new(0),
             digest_gate: Mutex::new(HashMap::new()),
@@ -209,14 +204,9 @@ impl Doorbells {
     }
 
     /// How long a session has to make any request after a doorbell before
-    /// that doorbell counts as unanswered (`--unanswered-after`).
-    pub fn with_unanswered_after(mut self, within: Duration) -> Self {
-        self.unanswered_after = within;
-        self
-    }
-
+    /// that doorbell counts as unanswered (the registry's `--unanswered-after`).
     pub fn unanswered_after(&self) -> Duration {
-        self.unanswered_after
+        self.sessions.unanswered_after()
     }
 
     pub fn sessions(&self) -> &Arc<SessionRegistry> {
@@ -240,7 +230,7 @@ impl Doorbells {
     pub fn deaf_reason(&self, session: &Session) -> Option<DeafReason> {
         if session.failed_writes() >= DEAF_AFTER {
             Some(DeafReason::BufferFull)
-        } else if session.unanswered_rings(self.unanswered_after) >= DEAF_AFTER as usize {
+        } else if session.unanswered_rings(self.unanswered_after()) >= DEAF_AFTER as usize {
             Some(DeafReason::Unanswered)
         } else {
             None
@@ -264,8 +254,10 @@ impl Doorbells {
         if ok {
             // The doorbells before this one that nobody answered: warn once,
             // when the third one's window has passed.
-            let unanswered = session.unanswered_rings(self.unanswered_after);
-            session.note_ring();
+            let unanswered = session.unanswered_rings(self.unanswered_after());
+            if session.note_ring() {
+                self.sessions.count_answers(session.hearer.kind(), false, 1);
+            }
             if unanswered == DEAF_AFTER as usize {
                 tracing::warn!(
                     endpoint = %session.slug,

@@ -7,6 +7,13 @@
 //! alike; what a transport knows of its client is a [`Hearer`], shown to
 //! operators and never used to decide who is rung.
 //!
+//! A **ghost** is a session whose stream the peer closed and that has made
+//! no request since, for longer than the registry's ghost grace (two SSE
+//! keepalive periods): an exited client that never sent `DELETE` (Claude
+//! Code never does). It is no hearer — [`SessionRegistry::sessions_of`]
+//! leaves it out, so it is not rung, counted or deaf — and
+//! [`SessionRegistry::close_ghosts`] closes it (`docs/doorbells.md`, "Ghost sessions").
+//!
 //! Memory only: a session is lost with the process, as it may be.
 
 use std::collections::{BTreeMap, HashMap};
@@ -14,6 +21,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
@@ -21,6 +31,23 @@ use crate::mint::random_token;
 
 /// Outbound messages a session's stream can hold before it counts as full.
 pub const STREAM_BUFFER: usize = 16;
+
+/// The `clientInfo.name` of `switchboard work`, the local runner: its
+/// sessions are shown, and their rings counted, as a runner's.
+pub const RUNNER_CLIENT_NAME: &str = "switchboard-work";
+
+/// How long a session has to answer a doorbell with any request.
+pub const DEFAULT_UNANSWERED_AFTER: Duration = Duration::from_secs(120);
+
+/// The labels of `switchboard_rings_answered_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct AnswerLabels {
+    /// `session`, `runner` or `hook`.
+    pub hearer: &'static str,
+    /// `acknowledged` (a request, or a hook's 2xx, within
+    /// `--unanswered-after`) or `unheard`.
+    pub answer: &'static str,
+}
 
 /// Who a session is, as the transport that registered it describes it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -34,6 +61,18 @@ pub struct Hearer {
     /// The transport's protocol version, when it has one (MCP's
     /// `protocolVersion`).
     pub protocol_version: Option<String>,
+}
+
+impl Hearer {
+    /// The hearer kind its rings are counted under: `runner` for
+    /// `switchboard work`, else `session`.
+    pub fn kind(&self) -> &'static str {
+        if self.client_name.as_deref() == Some(RUNNER_CLIENT_NAME) {
+            "runner"
+        } else {
+            "session"
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -58,6 +97,9 @@ struct SessionState {
     rung_since_request: std::collections::VecDeque<Instant>,
     /// Doorbell writes that failed in a row (a full buffer).
     failed_writes: u32,
+    /// When the peer closed this session's stream, if it has made no
+    /// request since (any request clears it).
+    stream_closed_at: Option<Instant>,
 }
 
 /// Rings remembered per session for the "unanswered" rule.
@@ -81,6 +123,16 @@ impl Session {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Whether the peer closed this session's stream more than `grace` ago
+    /// and it has made no request since: a client that went away.
+    pub fn is_ghost(&self, grace: Duration, now: Instant) -> bool {
+        let state = self.lock();
+        state.in_flight == 0
+            && state
+                .stream_closed_at
+                .is_some_and(|closed| now.saturating_duration_since(closed) >= grace)
+    }
+
     pub fn is_streaming(&self) -> bool {
         self.lock()
             .stream
@@ -100,13 +152,17 @@ impl Session {
         self.lock().failed_writes
     }
 
-    /// Records that a doorbell was written to this session.
-    pub fn note_ring(&self) {
+    /// Records that a doorbell was written to this session. True when the
+    /// oldest unanswered one had to be forgotten to make room (it went
+    /// unheard).
+    pub fn note_ring(&self) -> bool {
         let mut state = self.lock();
-        if state.rung_since_request.len() == RINGS_REMEMBERED {
+        let forgot = state.rung_since_request.len() == RINGS_REMEMBERED;
+        if forgot {
             state.rung_since_request.pop_front();
         }
         state.rung_since_request.push_back(Instant::now());
+        forgot
     }
 
     /// How many doorbells this session was sent since its last request whose
@@ -189,7 +245,10 @@ impl Drop for StreamGuard {
             .as_ref()
             .is_some_and(|s| s.generation == self.generation)
         {
+            // This stream was still the session's own (not replaced, not
+            // ended by us): the peer went away from it.
             state.stream = None;
+            state.stream_closed_at = Some(Instant::now());
         }
     }
 }
@@ -210,7 +269,19 @@ pub struct SessionRegistry {
     max_per_endpoint: usize,
     /// Set on shutdown: every stream has ended and new ones end at once.
     shutting_down: AtomicBool,
+    /// How long a session whose stream the peer closed stays a hearer
+    /// without making a request (two SSE keepalive periods).
+    ghost_grace: Duration,
+    /// How long a session has to answer a doorbell with any request
+    /// (`--unanswered-after`).
+    unanswered_after: Duration,
+    /// `switchboard_rings_answered_total`: rings acknowledged or unheard, by
+    /// hearer kind (the server's registry holds a clone).
+    answers: Family<AnswerLabels, Counter>,
 }
+
+/// The ghost grace unless configured: two default SSE keepalive periods.
+pub const DEFAULT_GHOST_GRACE: Duration = Duration::from_secs(30);
 
 /// Sessions per endpoint per instance unless configured
 /// (`--max-sessions-per-endpoint`).
@@ -288,7 +359,70 @@ impl SessionRegistry {
             generations: AtomicU64::new(1),
             max_per_endpoint: max.max(1),
             shutting_down: AtomicBool::new(false),
+            ghost_grace: DEFAULT_GHOST_GRACE,
+            unanswered_after: DEFAULT_UNANSWERED_AFTER,
+            answers: Family::default(),
         }
+    }
+
+    /// How long a session has to make any request after a doorbell before
+    /// that doorbell counts as unanswered (`--unanswered-after`).
+    pub fn with_unanswered_after(mut self, within: Duration) -> Self {
+        self.unanswered_after = within;
+        self
+    }
+
+    pub fn unanswered_after(&self) -> Duration {
+        self.unanswered_after
+    }
+
+    /// Rings acknowledged or unheard, by hearer kind (for `/metrics`).
+    pub fn answers(&self) -> &Family<AnswerLabels, Counter> {
+        &self.answers
+    }
+
+    /// Counts `n` rings of a hearer of this kind as acknowledged or unheard.
+    pub fn count_answers(&self, hearer: &'static str, acknowledged: bool, n: u64) {
+        if n == 0 {
+            return;
+        }
+        let answer = if acknowledged {
+            "acknowledged"
+        } else {
+            "unheard"
+        };
+        self.answers
+            .get_or_create(&AnswerLabels { hearer, answer })
+            .inc_by(n);
+    }
+
+    /// Rings counted so far for this hearer kind and answer.
+    pub fn answered(&self, hearer: &'static str, answer: &'static str) -> u64 {
+        self.answers
+            .get(&AnswerLabels { hearer, answer })
+            .map_or(0, |c| c.get())
+    }
+
+    /// A session leaves: the doorbells it never answered went unheard, and
+    /// its stream (if any) ends.
+    fn retire(&self, session: &Session) {
+        let mut state = session.lock();
+        state.stream = None;
+        let unheard = state.rung_since_request.len() as u64;
+        state.rung_since_request.clear();
+        drop(state);
+        self.count_answers(session.hearer.kind(), false, unheard);
+    }
+
+    /// How long a session whose stream the peer closed, and that has made
+    /// no request since, stays a hearer (`docs/doorbells.md`, "Ghost sessions").
+    pub fn with_ghost_grace(mut self, grace: Duration) -> Self {
+        self.ghost_grace = grace;
+        self
+    }
+
+    pub fn ghost_grace(&self) -> Duration {
+        self.ghost_grace
     }
 
     /// Ends every open stream now (a clean end of stream: clients reconnect,
@@ -327,6 +461,7 @@ impl SessionRegistry {
                 waiting: std::collections::VecDeque::new(),
                 rung_since_request: std::collections::VecDeque::new(),
                 failed_writes: 0,
+                stream_closed_at: None,
             }),
         });
         let mut sessions = self.write();
@@ -342,7 +477,7 @@ impl SessionRegistry {
             .insert(session.id.clone(), session.clone());
         drop(sessions);
         for old in evicted {
-            old.lock().stream = None;
+            self.retire(&old);
             tracing::info!(
                 endpoint = %old.slug,
                 max = self.max_per_endpoint,
@@ -360,7 +495,7 @@ impl SessionRegistry {
     pub fn close(&self, id: &str) -> bool {
         let removed = self.write().remove(id);
         if let Some(session) = &removed {
-            session.lock().stream = None;
+            self.retire(session);
         }
         removed.is_some()
     }
@@ -372,20 +507,35 @@ impl SessionRegistry {
             return 0;
         };
         sessions.hosted = None;
-        for (id, session) in &of_endpoint {
+        for id in of_endpoint.keys() {
             sessions.by_id.remove(id);
-            session.lock().stream = None;
+        }
+        drop(sessions);
+        for session in of_endpoint.values() {
+            self.retire(session);
         }
         of_endpoint.len()
     }
 
     pub fn begin_request(&self, session: &Arc<Session>) -> InFlight {
+        let now = Instant::now();
         let mut state = session.lock();
         state.in_flight += 1;
-        state.last_activity = Instant::now();
-        // Any request answers every doorbell before it.
+        state.last_activity = now;
+        // Any request answers every doorbell before it (in time, or too
+        // late: unheard), and shows the client is still there.
+        let in_time = state
+            .rung_since_request
+            .iter()
+            .filter(|at| now.saturating_duration_since(**at) < self.unanswered_after)
+            .count() as u64;
+        let late = state.rung_since_request.len() as u64 - in_time;
         state.rung_since_request.clear();
+        state.stream_closed_at = None;
         drop(state);
+        let kind = session.hearer.kind();
+        self.count_answers(kind, true, in_time);
+        self.count_answers(kind, false, late);
         InFlight(session.clone())
     }
 
@@ -423,13 +573,40 @@ impl SessionRegistry {
         )
     }
 
-    /// The endpoint's sessions on this instance, by id.
+    /// The endpoint's hearers on this instance, by id: its sessions but
+    /// ghosts (a ghost is not rung, counted or deaf).
     pub fn sessions_of(&self, endpoint_id: &str) -> Vec<Arc<Session>> {
+        let now = Instant::now();
         self.read()
             .by_endpoint
             .get(endpoint_id)
-            .map(|of_endpoint| of_endpoint.values().cloned().collect())
+            .map(|of_endpoint| {
+                of_endpoint
+                    .values()
+                    .filter(|s| !s.is_ghost(self.ghost_grace, now))
+                    .cloned()
+                    .collect()
+            })
             .unwrap_or_default()
+    }
+
+    /// Closes every ghost (a session whose stream the peer closed over the
+    /// ghost grace ago, with no request since). Returns their ids. Run
+    /// before the sweep reads the hosted endpoints, so that an endpoint
+    /// whose only sessions are ghosts is not hosted and keeps its budget.
+    pub fn close_ghosts(&self) -> Vec<String> {
+        let now = Instant::now();
+        let ghosts: Vec<String> = self
+            .read()
+            .by_id
+            .values()
+            .filter(|s| s.is_ghost(self.ghost_grace, now))
+            .map(|s| s.id.clone())
+            .collect();
+        for id in &ghosts {
+            self.close(id);
+        }
+        ghosts
     }
 
     /// Endpoints with at least one session attached here.
@@ -492,6 +669,18 @@ impl SessionRegistry {
     /// Every session on this instance (for counting them, e.g. `/metrics`).
     pub fn all(&self) -> Vec<Arc<Session>> {
         self.read().by_id.values().cloned().collect()
+    }
+
+    /// Every hearer on this instance: every session but ghosts (what
+    /// `/metrics` counts).
+    pub fn hearers(&self) -> Vec<Arc<Session>> {
+        let now = Instant::now();
+        self.read()
+            .by_id
+            .values()
+            .filter(|s| !s.is_ghost(self.ghost_grace, now))
+            .cloned()
+            .collect()
     }
 }
 
@@ -626,6 +815,45 @@ mod tests {
             reg.get(&s.id).is_some(),
             "the session stays for requests in flight"
         );
+    }
+
+    #[test]
+    fn a_session_whose_peer_closed_its_stream_is_a_ghost_after_the_grace_until_it_asks() {
+        let reg = SessionRegistry::new().with_ghost_grace(Duration::ZERO);
+        let gone = reg.create("ep_1", "w-1", Hearer::default());
+        let (guard, _rx) = reg.open_stream(&gone);
+        assert_eq!(reg.sessions_of("ep_1").len(), 1, "streaming: a hearer");
+        drop(guard);
+        assert!(reg.sessions_of("ep_1").is_empty(), "the peer left: a ghost");
+        assert_eq!(reg.counts("ep_1"), SessionCounts::default(), "not counted");
+        // A request brings it back: it was only between streams.
+        drop(reg.begin_request(&gone));
+        assert_eq!(reg.sessions_of("ep_1").len(), 1);
+
+        // Never streamed: not a ghost (nothing says its client left).
+        let never = reg.create("ep_2", "w-2", Hearer::default());
+        // Ended by us (replaced, shut down, closed): not a ghost either.
+        let replaced = reg.create("ep_2", "w-2", Hearer::default());
+        let (old, _rx1) = reg.open_stream(&replaced);
+        let (_new, _rx2) = reg.open_stream(&replaced);
+        drop(old);
+        assert_eq!(reg.sessions_of("ep_2").len(), 2);
+
+        let (guard, _rx) = reg.open_stream(&gone);
+        drop(guard);
+        assert_eq!(reg.close_ghosts(), vec![gone.id.clone()]);
+        assert!(reg.get(&gone.id).is_none() && reg.get(&never.id).is_some());
+        assert_eq!(&*reg.hosted_endpoints(), ["ep_2"], "a ghost hosts nothing");
+    }
+
+    #[test]
+    fn a_ghost_is_a_hearer_within_its_grace() {
+        let reg = SessionRegistry::new().with_ghost_grace(Duration::from_secs(3600));
+        let s = reg.create("ep_1", "w-1", Hearer::default());
+        let (guard, _rx) = reg.open_stream(&s);
+        drop(guard);
+        assert_eq!(reg.sessions_of("ep_1").len(), 1, "momentarily streamless");
+        assert!(reg.close_ghosts().is_empty());
     }
 
     #[test]

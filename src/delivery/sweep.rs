@@ -39,6 +39,8 @@ impl Default for SweepConfig {
 /// Returns how many doorbells were counted (and so attempted).
 pub async fn sweep_tick(delivery: &Delivery, config: &SweepConfig) -> usize {
     let (store, doorbells) = (delivery.store(), delivery.doorbells());
+    // A ghost hosts nothing: an endpoint whose client left keeps its budget.
+    doorbells.sessions().close_ghosts();
     let hosted = doorbells.hosted_endpoints();
     if hosted.is_empty() {
         return 0;

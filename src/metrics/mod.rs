@@ -30,7 +30,7 @@ use subtle::ConstantTimeEq;
 use crate::bus::InstanceId;
 use crate::bus::pg::PgBusStats;
 use crate::delivery::Doorbells;
-use crate::delivery::sessions::Session;
+use crate::delivery::sessions::{AnswerLabels, Session};
 use crate::delivery::{DropLabels, EventCounters, RingLabels};
 use crate::domain::Timestamp;
 use crate::domain::lease::effective_lease_seconds;
@@ -313,6 +313,18 @@ impl Metrics {
             "Doorbells dropped (the todo stays pullable), by reason",
             dropped,
         );
+        let answers = doorbells.sessions().answers().clone();
+        for hearer in ["session", "runner", "hook"] {
+            for answer in ["acknowledged", "unheard"] {
+                let _ = answers.get_or_create(&AnswerLabels { hearer, answer });
+            }
+        }
+        registry.register(
+            "rings_answered",
+            "Rings acknowledged (a request from the rung session or runner, or a hook's 2xx, \
+             within --unanswered-after) or unheard, by hearer kind",
+            answers,
+        );
 
         // Every family shows all its series from the start (an empty family
         // would be left out of the exposition altogether).
@@ -564,7 +576,7 @@ impl Metrics {
     pub async fn render(&self, store: &dyn Store, doorbells: &Doorbells) -> StoreResult<String> {
         let _one_at_a_time = self.scrape.lock().await;
         let (tally, all_deaf) =
-            tally_sessions(&doorbells.sessions().all(), |s| doorbells.is_deaf(s));
+            tally_sessions(&doorbells.sessions().hearers(), |s| doorbells.is_deaf(s));
         for (state, n) in
             SESSION_STATES
                 .into_iter()

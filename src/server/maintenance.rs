@@ -105,6 +105,13 @@ pub fn spawn_loops(bg: Background, stop: watch::Receiver<bool>) -> Vec<JoinHandl
                 if !closed.is_empty() {
                     tracing::info!(closed = closed.len(), "closed idle MCP sessions");
                 }
+                let ghosts = sessions.close_ghosts();
+                if !ghosts.is_empty() {
+                    tracing::info!(
+                        closed = ghosts.len(),
+                        "closed MCP sessions whose client left (stream closed, no request since)"
+                    );
+                }
             })
             .await;
         })

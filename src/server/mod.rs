@@ -200,11 +200,13 @@ pub async fn serve_on(
             (bus, Some(stats), loops)
         }
     };
-    let sessions = Arc::new(SessionRegistry::with_max_per_endpoint(
-        config.mcp.max_sessions_per_endpoint,
-    ));
-    let doorbells =
-        Arc::new(Doorbells::new(sessions.clone()).with_unanswered_after(config.unanswered_after));
+    let sessions = Arc::new(
+        SessionRegistry::with_max_per_endpoint(config.mcp.max_sessions_per_endpoint)
+            // Two keepalive periods: a stream that broke is reopened well within.
+            .with_ghost_grace(config.mcp.keepalive * 2)
+            .with_unanswered_after(config.unanswered_after),
+    );
+    let doorbells = Arc::new(Doorbells::new(sessions.clone()));
     let delivery = Arc::new(Delivery::new(store.clone(), doorbells.clone(), bus.clone()));
     let mcp = Arc::new(McpContext::new(config.mcp.clone(), sessions.clone()));
     let connection_stats = Arc::new(ConnectionStats::new());

@@ -353,8 +353,11 @@ const scenarios = {
       check(byName[name].annotations.readOnlyHint === false, `${name} is not read-only`, byName[name]);
     }
     check(byName.heartbeat.annotations.idempotentHint === true, "heartbeat is idempotent", byName.heartbeat);
-    check(byName.complete.annotations.destructiveHint === true, "complete is destructive", byName.complete);
-    check(byName.release.annotations.destructiveHint === false, "release is not destructive", byName.release);
+    // Codex asks approval before a destructive tool and `codex exec` never
+    // approves: recording an outcome on a held todo must not be one.
+    for (const name of ["complete", "fail", "release"]) {
+      check(byName[name].annotations.destructiveHint === false, `${name} is not destructive`, byName[name]);
+    }
     check(
       tools.every((t) => t.annotations.openWorldHint === false),
       "no tool reaches an open world",

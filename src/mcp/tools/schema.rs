@@ -424,8 +424,10 @@ mod tests {
         );
         assert!(ToolName::Heartbeat.hints().idempotent);
         assert!(ToolName::ClockIn.hints().idempotent && ToolName::ClockOut.hints().idempotent);
-        assert!(ToolName::Complete.hints().destructive && ToolName::Fail.hints().destructive);
-        assert!(!ToolName::Release.hints().destructive);
+        assert!(
+            ToolName::ALL.iter().all(|n| !n.hints().destructive),
+            "recording an outcome on a todo one holds destroys nothing"
+        );
         assert!(!ToolName::ClaimNext.hints().idempotent);
     }
 

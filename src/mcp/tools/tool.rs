@@ -141,9 +141,11 @@ impl ToolName {
     ///   finishing verbs `complete`, `fail`, `release` (a repeat is refused
     ///   with `conflict`, never applied twice); not `claim`/`claim_next`
     ///   (another call may take another todo, or a new attempt);
-    /// - destructive: `complete` and `fail` end the attempt for good (the
-    ///   todo is done, or retried/dead-lettered; it cannot be taken back);
-    ///   `release` hands it back unharmed, a claim only takes it;
+    /// - destructive: none. `complete`, `fail` and `release` record an
+    ///   outcome on a todo the caller holds; nothing is destroyed (the row,
+    ///   its payload and its history stay). Codex asks approval before any
+    ///   destructive tool and `codex exec` never approves, so the old hint
+    ///   left every Codex claim stuck until its lease lapsed (issue 42);
     /// - open world: none (they only touch this server's queue).
     pub fn hints(self) -> Hints {
         let (read_only, idempotent, destructive) = match self {
@@ -155,8 +157,9 @@ impl ToolName {
             | ToolName::SetDefaultLease
             | ToolName::ClockIn
             | ToolName::ClockOut
-            | ToolName::Release => (false, true, false),
-            ToolName::Complete | ToolName::Fail => (false, true, true),
+            | ToolName::Release
+            | ToolName::Complete
+            | ToolName::Fail => (false, true, false),
             ToolName::Claim | ToolName::ClaimNext => (false, false, false),
         };
         Hints {

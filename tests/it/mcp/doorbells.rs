@@ -441,5 +441,152 @@ async fn an_sdk_client_that_never_answers_becomes_deaf_and_its_next_call_clears_
         "{endpoint}"
     );
     assert_ne!(endpoint["liveness"]["condition"], "deaf");
+    // Heard or not: the three went unheard (answered too late); one answered
+    // at once is acknowledged.
+    assert_eq!(answered(&server, "session", "unheard").await, 3);
+    assert_eq!(answered(&server, "session", "acknowledged").await, 0);
+    push_kind(&server, &ep.slug, "heard", "task").await;
+    listener.one(ARRIVES, "a fourth doorbell").await;
+    listener.call_ok(0, "presence", json!({})).await;
+    assert_eq!(answered(&server, "session", "acknowledged").await, 1);
+    assert_eq!(answered(&server, "runner", "acknowledged").await, 0);
     listener.close().await;
+}
+
+/// `switchboard_rings_answered_total{hearer, answer}` as `/metrics` shows it.
+async fn answered(server: &Server, hearer: &str, answer: &str) -> u64 {
+    let text = server
+        .http
+        .get(server.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let series =
+        format!("switchboard_rings_answered_total{{hearer=\"{hearer}\",answer=\"{answer}\"}} ");
+    text.lines()
+        .find_map(|line| line.strip_prefix(&series))
+        .unwrap_or_else(|| panic!("no {series} in /metrics:\n{text}"))
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// The protocol era is pinned (`docs/decisions.md`, "Protocol era"): Claude
+/// Code opens every HTTP server with `server/discover` under 2026-07-28 and
+/// registers a channel only on a connection that fell back to `initialize`.
+/// Its opening, replayed byte for byte in shape: the probe must keep being
+/// refused with -32601 (the fallback signal, not -32600), the fallback must
+/// negotiate a 2025 revision, and a doorbell must then reach its stream.
+#[tokio::test]
+async fn claude_code_s_opening_falls_back_to_initialize_and_is_rung() {
+    let (server, ep) = setup(&[]).await;
+    let mcp = server.mcp(&ep);
+
+    let probe = mcp
+        .request(Method::POST, None)
+        .header("Content-Type", "application/json")
+        .header("MCP-Protocol-Version", "2026-07-28")
+        .body(
+            json!({"jsonrpc": "2.0", "id": 0, "method": "server/discover", "params": {}})
+                .to_string(),
+        )
+        .send()
+        .await
+        .unwrap();
+    let probe = mcp::Answer::read(probe).await;
+    probe.expect(400);
+    assert_eq!(
+        probe.json()["error"]["code"],
+        -32601,
+        "a 2026-07-28 server/discover must read as 'method not found' so the client falls back \
+         to initialize, the only era in which Claude Code registers a channel: {}",
+        probe.text()
+    );
+    assert!(
+        probe.header("mcp-session-id").is_none(),
+        "no session for a probe"
+    );
+
+    let init = json!({
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {"roots": {}},
+            "clientInfo": {"name": "claude-code", "version": "2.1.328"}
+        }
+    });
+    let answer = mcp.post(None, &init).await;
+    answer.expect(200);
+    assert_eq!(answer.json()["result"]["protocolVersion"], "2025-11-25");
+    assert!(
+        answer.json()["result"]["capabilities"]["experimental"]["claude/channel"].is_object(),
+        "the channel capability is declared on the legacy connection: {}",
+        answer.text()
+    );
+    let session = answer.header("mcp-session-id").unwrap().to_owned();
+    mcp.post(
+        Some(&session),
+        &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    )
+    .await
+    .expect(202);
+    let mut stream = mcp.open_stream(&session).await;
+    wait_sessions(&server, &ep.slug, 1, 1).await;
+
+    let id = server.push(&ep.slug, "After the fallback").await;
+    let bell = next_event(&mut stream, ARRIVES, |v| {
+        v["method"] == "notifications/claude/channel"
+    })
+    .await
+    .expect("a doorbell on the fallback connection");
+    assert_eq!(bell["params"]["meta"]["todo_id"], id);
+}
+
+/// A client that drops its GET stream without `DELETE` and never asks again
+/// (every exited Claude Code) is a ghost after two keepalive periods: not
+/// attached, not rung, its endpoint not hosted, so the sweep spends none of
+/// the todo's ring budget on it; and it is closed.
+#[tokio::test]
+async fn a_client_that_left_without_delete_spends_no_rings_and_is_closed() {
+    let (server, ep) = setup(&[
+        "--sse-keepalive",
+        "300ms",
+        "--maintenance-interval",
+        "100ms",
+        "--ring-steps",
+        "500ms,500ms,500ms",
+    ])
+    .await;
+    let mcp = server.mcp(&ep);
+    let session = mcp.initialize().await;
+    let stream = mcp.open_stream(&session).await;
+    wait_sessions(&server, &ep.slug, 1, 1).await;
+
+    drop(stream);
+    // Noticed at a keepalive write, then two keepalive periods of grace.
+    wait_sessions(&server, &ep.slug, 0, 0).await;
+    let endpoint = server.endpoint(&ep.slug).await;
+    assert_eq!(endpoint["sessions"]["deaf"], 0, "{endpoint}");
+
+    let id = server.push(&ep.slug, "for nobody").await;
+    // Three steps of the schedule and then some: a hosted endpoint would
+    // have had every ring counted by now.
+    tokio::time::sleep(Duration::from_millis(2200)).await;
+    let todo = server.todo(&id).await;
+    assert_eq!(
+        todo["ring_attempts"], 0,
+        "no ring counted for a ghost: {todo}"
+    );
+    assert_eq!(todo["state"], "pending");
+
+    let answer = mcp.rpc(&session, 9, "ping", json!({})).await;
+    assert_eq!(
+        answer.status,
+        404,
+        "the ghost was closed: {}",
+        answer.text()
+    );
 }

@@ -156,11 +156,7 @@ async fn list_tools_shows_every_granted_verb_with_schemas() {
         );
         let a = &tool["annotations"];
         assert_eq!(a["readOnlyHint"], read_only, "{name}: {a}");
-        assert_eq!(
-            a["destructiveHint"],
-            matches!(name, "complete" | "fail"),
-            "{name}: {a}"
-        );
+        assert_eq!(a["destructiveHint"], false, "{name}: {a}");
         assert_eq!(
             a["idempotentHint"],
             !matches!(name, "claim" | "claim_next"),

@@ -1196,11 +1196,7 @@ async fn tools_list_carries_titles_and_annotations() {
             "list_todos" | "get_todo" | "get_default_lease" | "presence"
         );
         assert_eq!(hints["readOnlyHint"], read_only, "{name}");
-        assert_eq!(
-            hints["destructiveHint"],
-            matches!(name, "complete" | "fail"),
-            "{name}"
-        );
+        assert_eq!(hints["destructiveHint"], false, "{name}");
         assert_eq!(
             hints["idempotentHint"],
             !matches!(name, "claim" | "claim_next"),

@@ -31,9 +31,9 @@ pub fn hub() -> Hub {
 
 /// A hub whose sessions must answer a doorbell within `within`.
 pub fn hub_answering_within(within: Duration) -> Hub {
-    let sessions = Arc::new(SessionRegistry::new());
+    let sessions = Arc::new(SessionRegistry::new().with_unanswered_after(within));
     Hub {
-        doorbells: Arc::new(Doorbells::new(sessions.clone()).with_unanswered_after(within)),
+        doorbells: Arc::new(Doorbells::new(sessions.clone())),
         sessions,
         bus: Arc::new(InProcessBus::new(InstanceId(
             switchboard::mint::new_instance_id(),
