@@ -88,6 +88,10 @@ fn routes() -> Router<ApiState> {
                 .delete(endpoints::remove),
         )
         .route("/endpoints/{reference}/revoke", post(endpoints::revoke))
+        .route(
+            "/endpoints/{reference}/test-ring",
+            post(endpoints::test_ring),
+        )
         .route("/endpoints/{reference}/todos", post(todos::push))
         .route(
             "/endpoints/{reference}/presence",

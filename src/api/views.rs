@@ -187,6 +187,9 @@ pub struct SessionsView {
 pub struct SessionRow {
     /// The first 8 characters of its `Mcp-Session-Id`, to tell rows apart.
     pub id_prefix: String,
+    /// The hearer kind: `runner` (`switchboard work`) or `session` (any
+    /// other MCP client).
+    pub hearer: String,
     /// `clientInfo.name` from `initialize`, when the client sent one.
     pub client_name: Option<String>,
     /// `clientInfo.version` from `initialize`, when the client sent one.

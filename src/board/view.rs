@@ -155,6 +155,8 @@ fn chip_text(condition: Condition, until: Option<&str>, deaf_reason: Option<&str
 pub(crate) struct SessionLine {
     pub(crate) id_prefix: String,
     pub(crate) client: String,
+    /// A `switchboard work` runner, shown as such.
+    pub(crate) runner: bool,
     pub(crate) streaming: bool,
     pub(crate) deaf_reason: Option<&'static str>,
     pub(crate) idle: String,
@@ -221,6 +223,7 @@ impl EndpointCard {
                     (Some(n), None) => n,
                     _ => "unnamed client".to_owned(),
                 },
+                runner: s.kind == "runner",
                 streaming: s.streaming,
                 deaf_reason: s.deaf_reason.map(|r| r.as_str()),
                 idle: format!("idle {}", countdown(now, now.saturating_add(s.idle_for))),

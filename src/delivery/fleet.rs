@@ -17,6 +17,8 @@ use crate::store::Endpoint;
 pub struct SessionStatus {
     /// The first 8 characters of its id, to tell rows apart.
     pub id_prefix: String,
+    /// `session`, or `runner` for `switchboard work` (`Hearer::kind`).
+    pub kind: &'static str,
     pub transport: &'static str,
     pub client_name: Option<String>,
     pub client_version: Option<String>,
@@ -38,6 +40,7 @@ pub fn session_statuses(doorbells: &Doorbells, endpoint_id: &str) -> Vec<Session
         .iter()
         .map(|s| SessionStatus {
             id_prefix: s.id.chars().take(8).collect(),
+            kind: s.hearer.kind(),
             transport: s.hearer.transport,
             client_name: s.hearer.client_name.clone(),
             client_version: s.hearer.client_version.clone(),

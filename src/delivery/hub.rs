@@ -355,6 +355,31 @@ impl Doorbells {
         RingOutcome::Dropped(DropReason::BufferFull)
     }
 
+    /// Rings one session of the endpoint here with a test doorbell (picked
+    /// as a todo's would be; counted against no todo). Returns the session
+    /// and how many requests it had begun before the ring, to wait for its
+    /// answer with [`Session::asked_since`].
+    pub fn ring_test(&self, endpoint_id: &str) -> Option<(Arc<Session>, u64)> {
+        let sessions = self.sessions.sessions_of(endpoint_id);
+        let (streaming, waiting): (Vec<_>, Vec<_>) =
+            sessions.into_iter().partition(|s| s.is_streaming());
+        let candidates = if streaming.is_empty() {
+            waiting
+        } else {
+            streaming
+        };
+        let message = crate::domain::doorbell::test_doorbell();
+        for session in self.in_turn(endpoint_id, candidates) {
+            let seen = session.requests();
+            if session.try_send_or_hold(message.clone()).is_ok() {
+                self.record_write(&session, true);
+                return Some((session, seen));
+            }
+            self.record_write(&session, false);
+        }
+        None
+    }
+
     /// Sends a digest to exactly one session of the endpoint here (prefer
     /// streaming; rotate) and arms the reconnect gate. True when written.
     pub fn send_digest(

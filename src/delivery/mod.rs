@@ -263,6 +263,26 @@ impl Delivery {
         doorbells.ring(&candidate, trigger);
     }
 
+    /// Rings one hearer of the endpoint on this instance with a test
+    /// doorbell (counted against no todo; held while the endpoint is out)
+    /// and waits up to `wait` for it to answer with any request.
+    pub async fn test_ring(&self, endpoint: &Endpoint, wait: std::time::Duration) -> TestRing {
+        if presence::is_out(endpoint, self.store.clock().now()) {
+            return TestRing::Held;
+        }
+        let Some((session, seen)) = self.doorbells.ring_test(&endpoint.id) else {
+            return TestRing::NoHearer;
+        };
+        let rung = std::time::Instant::now();
+        let answered = session.asked_since(seen, wait).await;
+        TestRing::Rung {
+            hearer: session.hearer.kind(),
+            client: session.hearer.client_name.clone(),
+            session_prefix: session.id.chars().take(8).collect(),
+            answered_after: answered.then(|| rung.elapsed()),
+        }
+    }
+
     /// After a gap on the bus: rings, once, todos of these endpoints created
     /// since `since` that no instance rang (their message may have been
     /// lost). Returns how many were rung here.
@@ -365,6 +385,23 @@ impl Delivery {
             .get(endpoint_id)
             .is_some_and(|at| *at >= since)
     }
+}
+
+/// What a test ring found (`switchboard doctor --ring`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TestRing {
+    /// The endpoint is out: its doorbells are held, the test's too.
+    Held,
+    /// No hearer of the endpoint here (in a cluster: on this instance).
+    NoHearer,
+    /// Rung: which hearer, and how soon it answered, if it did in time.
+    Rung {
+        /// `session` or `runner`.
+        hearer: &'static str,
+        client: Option<String>,
+        session_prefix: String,
+        answered_after: Option<std::time::Duration>,
+    },
 }
 
 /// Runs a read of the bus catch-up, again while it fails as `Unavailable`

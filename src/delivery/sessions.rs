@@ -32,9 +32,7 @@ use crate::mint::random_token;
 /// Outbound messages a session's stream can hold before it counts as full.
 pub const STREAM_BUFFER: usize = 16;
 
-/// The `clientInfo.name` of `switchboard work`, the local runner: its
-/// sessions are shown, and their rings counted, as a runner's.
-pub const RUNNER_CLIENT_NAME: &str = "switchboard-work";
+pub use crate::domain::doorbell::RUNNER_CLIENT_NAME;
 
 /// How long a session has to answer a doorbell with any request.
 pub const DEFAULT_UNANSWERED_AFTER: Duration = Duration::from_secs(120);
@@ -82,6 +80,10 @@ pub struct Session {
     pub slug: String,
     pub hearer: Hearer,
     state: Mutex<SessionState>,
+    /// Requests begun so far, and a wake-up for whoever waits for the next
+    /// one (a test ring waiting for its answer).
+    requests: AtomicU64,
+    asked: tokio::sync::Notify,
 }
 
 #[derive(Debug)]
@@ -179,6 +181,28 @@ impl Session {
     /// How long ago the last doorbell it has not answered was written.
     pub fn unanswered_for(&self) -> Option<Duration> {
         self.lock().rung_since_request.back().map(Instant::elapsed)
+    }
+
+    /// Waits until this session has begun more than `seen` requests (see
+    /// [`Self::requests`]), or `within` passes; true when it has.
+    pub async fn asked_since(&self, seen: u64, within: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            let next = self.asked.notified();
+            tokio::pin!(next);
+            next.as_mut().enable();
+            if self.requests.load(Ordering::SeqCst) > seen {
+                return true;
+            }
+            if tokio::time::timeout_at(deadline, next).await.is_err() {
+                return self.requests.load(Ordering::SeqCst) > seen;
+            }
+        }
+    }
+
+    /// Requests this session has begun so far.
+    pub fn requests(&self) -> u64 {
+        self.requests.load(Ordering::SeqCst)
     }
 
     /// How long since this session's last request began or ended.
@@ -463,6 +487,8 @@ impl SessionRegistry {
                 failed_writes: 0,
                 stream_closed_at: None,
             }),
+            requests: AtomicU64::new(0),
+            asked: tokio::sync::Notify::new(),
         });
         let mut sessions = self.write();
         let evicted = sessions.make_room(endpoint_id, self.max_per_endpoint);
@@ -536,6 +562,8 @@ impl SessionRegistry {
         let kind = session.hearer.kind();
         self.count_answers(kind, true, in_time);
         self.count_answers(kind, false, late);
+        session.requests.fetch_add(1, Ordering::SeqCst);
+        session.asked.notify_waiters();
         InFlight(session.clone())
     }
 

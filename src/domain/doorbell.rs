@@ -11,6 +11,10 @@ use serde_json::{Map, Value, json};
 pub const METHOD: &str = "notifications/claude/channel";
 
 /// Makes untrusted text safe to embed in a channel event.
+/// The `clientInfo.name` of `switchboard work`, the local runner: the server
+/// shows its sessions, and counts their rings, as a runner's.
+pub const RUNNER_CLIENT_NAME: &str = "switchboard-work";
+
 pub fn neutralize(text: &str) -> String {
     let flat: String = text
         .chars()
@@ -48,6 +52,22 @@ pub struct TodoBell<'a> {
     pub title: &'a str,
     pub kind: Option<&'a str>,
     pub source: Option<&'a str>,
+}
+
+/// A test doorbell (`switchboard doctor --ring`): rings like a todo's,
+/// names no todo, and asks for any call back so the sender can tell
+/// whether the agent side heard it.
+pub fn test_doorbell() -> Value {
+    json!({
+        "jsonrpc": "2.0",
+        "method": METHOD,
+        "params": {
+            "content": "Switchboard test doorbell (switchboard doctor --ring): nothing to do. \
+                        If you can read this, call the presence tool once so the operator sees \
+                        that this agent hears its doorbells.",
+            "meta": {"kind": "test"}
+        }
+    })
 }
 
 /// The notification for one ready todo. A todo whose own kind is literally

@@ -226,6 +226,39 @@ pub async fn stamp_seen(
     }
 }
 
+/// How long a test ring waits for its answer unless told, and at most (seconds).
+pub const TEST_RING_WAIT_SECONDS: i64 = 10;
+pub const MAX_TEST_RING_WAIT_SECONDS: i64 = 120;
+
+/// Rings one hearer of the endpoint with a test doorbell and waits up to
+/// `wait_seconds` (1–120, default 10) for its answer
+/// (`switchboard doctor --ring`).
+pub async fn test_ring(
+    delivery: &Delivery,
+    endpoint: &Endpoint,
+    wait_seconds: Option<i64>,
+) -> StoreResult<crate::delivery::TestRing> {
+    let wait = wait_seconds.unwrap_or(TEST_RING_WAIT_SECONDS);
+    if !(1..=MAX_TEST_RING_WAIT_SECONDS).contains(&wait) {
+        return Err(Invalid::new(
+            "wait_seconds",
+            format!("must be 1–{MAX_TEST_RING_WAIT_SECONDS} seconds"),
+        )
+        .into());
+    }
+    if !endpoint.is_active() {
+        return Err(StoreError::Conflict(format!(
+            "endpoint {} is revoked: nothing can hear it",
+            endpoint.slug
+        )));
+    }
+    let outcome = delivery
+        .test_ring(endpoint, std::time::Duration::from_secs(wait as u64))
+        .await;
+    tracing::info!(endpoint = %endpoint.slug, outcome = ?outcome, "test doorbell");
+    Ok(outcome)
+}
+
 /// Sets (or, with `None`, clears) the endpoint's default lease, 60–86 400
 /// seconds. The tool descriptions quote it, so every session of the
 /// endpoint on every instance is told its tool list changed.

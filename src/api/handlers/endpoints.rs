@@ -49,6 +49,7 @@ fn sessions_view(doorbells: &Doorbells, endpoint_id: &str) -> SessionsView {
         .into_iter()
         .map(|s| SessionRow {
             id_prefix: s.id_prefix,
+            hearer: s.kind.to_owned(),
             client_name: s.client_name,
             client_version: s.client_version,
             protocol_version: s.protocol_version.unwrap_or_default(),
@@ -234,6 +235,91 @@ pub(crate) async fn edit(
         }
     };
     Ok(Json(endpoint_view(&state, &endpoint).await?))
+}
+
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct TestRingRequest {
+    /// How long to wait for the agent side to answer, 1–120 seconds (default 10).
+    #[schema(minimum = 1, maximum = 120)]
+    pub wait_seconds: Option<i64>,
+}
+
+/// What a test doorbell found.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct TestRingView {
+    /// `rung`, `held` (the endpoint is out: doorbells are held, the test's
+    /// too) or `no_hearer` (nothing of the endpoint on the instance that
+    /// answered can hear one).
+    pub outcome: &'static str,
+    /// `session` or `runner`, when rung.
+    pub hearer: Option<&'static str>,
+    /// The rung session's `clientInfo.name`, when it gave one.
+    pub client_name: Option<String>,
+    /// The first 8 characters of the rung session's id.
+    pub session_prefix: Option<String>,
+    /// Whether the hearer answered (any request) within the wait.
+    pub answered: bool,
+    /// How soon it answered, in milliseconds.
+    pub answered_after_ms: Option<i64>,
+}
+
+impl From<crate::delivery::TestRing> for TestRingView {
+    fn from(ring: crate::delivery::TestRing) -> Self {
+        use crate::delivery::TestRing;
+        let none = |outcome| TestRingView {
+            outcome,
+            hearer: None,
+            client_name: None,
+            session_prefix: None,
+            answered: false,
+            answered_after_ms: None,
+        };
+        match ring {
+            TestRing::Held => none("held"),
+            TestRing::NoHearer => none("no_hearer"),
+            TestRing::Rung {
+                hearer,
+                client,
+                session_prefix,
+                answered_after,
+            } => TestRingView {
+                outcome: "rung",
+                hearer: Some(hearer),
+                client_name: client,
+                session_prefix: Some(session_prefix),
+                answered: answered_after.is_some(),
+                answered_after_ms: answered_after.map(|d| d.as_millis() as i64),
+            },
+        }
+    }
+}
+
+/// Sends a test doorbell to one hearer of the endpoint (counted against no
+/// todo) and waits for any request from it: does the agent side hear its
+/// doorbells, and how fast? (`switchboard doctor --ring`.)
+#[utoipa::path(post, path = "/api/v1/endpoints/{reference}/test-ring", operation_id = "test_ring_endpoint", tag = "endpoints",
+    request_body = TestRingRequest,
+    params(("reference" = String, Path, description = "Endpoint slug or id")),
+    security(("bearer" = [])),
+    responses(
+        (status = 200, body = TestRingView),
+        (status = 400, body = ErrorBody),
+        (status = 401, body = ErrorBody),
+        (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody),
+        (status = 413, body = ErrorBody),
+        (status = 429, body = ErrorBody),
+    ))]
+pub(crate) async fn test_ring(
+    State(state): State<ApiState>,
+    auth: HumanAuth,
+    ApiPath(reference): ApiPath<String>,
+    ApiJson(body): ApiJson<TestRingRequest>,
+) -> ApiResult<Json<TestRingView>> {
+    let endpoint = state.store.get_endpoint(&auth.human.id, &reference).await?;
+    let ring = ops::endpoints::test_ring(&state.delivery, &endpoint, body.wait_seconds).await?;
+    Ok(Json(ring.into()))
 }
 
 /// Revokes an endpoint at once: its live todos become dead letters and its

@@ -13,6 +13,7 @@ use serde_json::Value;
 use crate::cli::args::ClientArgs;
 use crate::cli::client::ApiClient;
 use crate::cli::output::text;
+use crate::domain::doorbell::RUNNER_CLIENT_NAME;
 use crate::domain::server_key::default_server_key;
 
 #[derive(Debug, Args)]
@@ -20,7 +21,17 @@ pub struct DoctorArgs {
     #[command(flatten)]
     pub client: ClientArgs,
     /// An endpoint to examine (slug or id).
+    #[arg(conflicts_with = "ring")]
     pub reference: Option<String>,
+    /// Examine this endpoint and send it a test doorbell (counted against no
+    /// todo): which hearer got it, and whether and how fast it answered.
+    #[arg(long, value_name = "REF")]
+    pub ring: Option<String>,
+    /// How long --ring waits for the answer, in seconds (1–25: within the
+    /// CLI's request timeout).
+    #[arg(long, default_value_t = 10, requires = "ring",
+          value_parser = clap::value_parser!(i64).range(1..=25))]
+    pub wait: i64,
 }
 
 /// How bad a finding is.
@@ -157,11 +168,14 @@ async fn examine(args: &DoctorArgs) -> Vec<Finding> {
             return findings;
         }
     }
-    if let Some(reference) = &args.reference {
+    if let Some(reference) = args.reference.as_ref().or(args.ring.as_ref()) {
         match client.get(&["endpoints", reference], &[]).await {
             Ok(endpoint) => {
                 let endpoint = endpoint.json().unwrap_or_default();
                 findings.extend(examine_endpoint(&endpoint));
+                if args.ring.is_some() {
+                    findings.push(test_ring(&client, &endpoint, args.wait).await);
+                }
             }
             Err(e) => findings.push(Finding::problem(
                 "endpoint",
@@ -171,6 +185,68 @@ async fn examine(args: &DoctorArgs) -> Vec<Finding> {
         }
     }
     findings
+}
+
+/// Sends the endpoint a test doorbell and says who got it and how soon
+/// they answered.
+async fn test_ring(client: &ApiClient, endpoint: &Value, wait: i64) -> Finding {
+    let slug = text(endpoint, "slug");
+    let answer = client
+        .post(
+            &["endpoints", &slug, "test-ring"],
+            &serde_json::json!({ "wait_seconds": wait }),
+        )
+        .await
+        .and_then(|r| r.json());
+    match answer {
+        Ok(ring) => judge_test_ring(&ring, endpoint, wait),
+        Err(e) => Finding::problem(
+            "ring",
+            format!("the test doorbell could not be sent: {e:#}"),
+            "check the server's log",
+        ),
+    }
+}
+
+/// What a test ring's answer means for the operator.
+fn judge_test_ring(ring: &Value, endpoint: &Value, wait: i64) -> Finding {
+    let key = endpoint["server_name"].as_str().unwrap_or("switchboard");
+    let mcp_url = text(endpoint, "mcp_url");
+    let who = || {
+        let client = ring["client_name"].as_str().unwrap_or("unnamed client");
+        format!(
+            "{} {}… ({client})",
+            text(ring, "hearer"),
+            text(ring, "session_prefix")
+        )
+    };
+    match ring["outcome"].as_str() {
+        Some("held") => Finding::note(
+            "ring",
+            "the endpoint is out: the test doorbell is held like every other (clock it in to test)",
+        ),
+        Some("no_hearer") => Finding::problem(
+            "ring",
+            "nothing on the instance that answered can hear a doorbell of this endpoint",
+            wake_advice(None, key, &mcp_url),
+        ),
+        _ if ring["answered"] == true => Finding::ok(
+            "ring",
+            format!(
+                "{} heard the test doorbell and answered in {} ms",
+                who(),
+                ring["answered_after_ms"].as_i64().unwrap_or(0)
+            ),
+        ),
+        _ => Finding::problem(
+            "ring",
+            format!(
+                "{} got the test doorbell and made no request within {wait}s",
+                who()
+            ),
+            wake_advice(ring["client_name"].as_str(), key, &mcp_url),
+        ),
+    }
 }
 
 /// Health, readiness and version; false when the server cannot be used.
@@ -208,6 +284,37 @@ async fn check_server(client: &ApiClient, findings: &mut Vec<Finding>) -> bool {
 }
 
 /// What an endpoint's view says about whether its doorbells are heard.
+/// What wakes an agent whose client is `client` (its `clientInfo.name`;
+/// `None`: no client yet). Only Claude Code turns a doorbell into a turn,
+/// and only with channels on; every client can be woken by the runner or a
+/// notify hook (`docs/agents.md`).
+fn wake_advice(client: Option<&str>, key: &str, mcp_url: &str) -> String {
+    let runner = format!(
+        "`switchboard work {mcp_url} -- claude -p \"Work the switchboard queue\" --allowedTools \"mcp__{key}\"`"
+    );
+    let unattended = format!(
+        "for an unattended agent run the runner ({runner}; for Codex `-- codex exec …`) or add a \
+         notify hook (`switchboard hook add REF URL`)"
+    );
+    match client {
+        Some(RUNNER_CLIENT_NAME) => "the runner took the doorbells but made no request \
+            after them: is `switchboard work` still running? Check its log"
+            .to_owned(),
+        Some(name) if name.starts_with("claude") => format!(
+            "Claude Code drops doorbells unless channels are on for the account and it was started \
+             with `claude --dangerously-load-development-channels server:{key}` (a dialog at every \
+             start) or the Switchboard plugin as an allowed channel (docs/agents.md); {unattended}"
+        ),
+        Some(name) => {
+            format!("{name} does not act on doorbells (a Claude Code extension): {unattended}")
+        }
+        None => format!(
+            "start Claude Code with `claude --dangerously-load-development-channels server:{key}` \
+             (channels on for the account), or {unattended}"
+        ),
+    }
+}
+
 pub(crate) fn examine_endpoint(e: &Value) -> Vec<Finding> {
     let mut findings = Vec::new();
     let slug = text(e, "slug");
@@ -252,12 +359,15 @@ pub(crate) fn examine_endpoint(e: &Value) -> Vec<Finding> {
     let attached = sessions["attached"].as_i64().unwrap_or(0);
     let streaming = sessions["streaming"].as_i64().unwrap_or(0);
     let rows = sessions["list"].as_array().cloned().unwrap_or_default();
-    let launch = format!("claude --dangerously-load-development-channels server:{key}");
+    let mcp_url = text(e, "mcp_url");
     if attached == 0 {
         findings.push(Finding::problem(
             "sessions",
             "no MCP session is attached on the instance that answered",
-            format!("start the agent's client (Claude Code: `{launch}`, needs ≥ 2.1.80)"),
+            format!(
+                "nothing can hear a doorbell: {}",
+                wake_advice(None, &key, &mcp_url)
+            ),
         ));
     } else if streaming == 0 {
         findings.push(Finding::problem(
@@ -299,10 +409,7 @@ pub(crate) fn examine_endpoint(e: &Value) -> Vec<Finding> {
                     row["unanswered_doorbells"].as_i64().unwrap_or(0),
                     row["unanswered_since_seconds"].as_i64().unwrap_or(0),
                 ),
-                format!(
-                    "its client drops the doorbells: start Claude Code with `{launch}` (needs ≥ 2.1.80; \
-                     channels are not available on Bedrock or Vertex, and Team/Enterprise orgs must enable them)"
-                ),
+                wake_advice(row["client_name"].as_str(), &key, &mcp_url),
             )),
             Some(reason) => findings.push(Finding::problem(
                 "doorbells",
@@ -390,6 +497,32 @@ mod tests {
         assert!(
             fix.contains("--dangerously-load-development-channels server:switchboard-reviewer"),
             "{fix}"
+        );
+        assert!(fix.contains("switchboard work"), "{fix}");
+    }
+
+    /// The advice follows the client: only Claude Code is told about its
+    /// channels flag; Codex and others are pointed at the runner or a hook,
+    /// and a deaf runner at its own log.
+    #[test]
+    fn the_advice_for_a_deaf_session_depends_on_its_client() {
+        let fix_for = |client: &str| {
+            let mut e = endpoint(Some("unanswered"));
+            e["sessions"]["list"][0]["client_name"] = json!(client);
+            examine_endpoint(&e)
+                .into_iter()
+                .find(|f| f.level == Level::Problem)
+                .and_then(|f| f.fix)
+                .expect("a fix")
+        };
+        let codex = fix_for("codex-mcp-client");
+        assert!(!codex.contains("--dangerously"), "{codex}");
+        assert!(codex.contains("does not act on doorbells"), "{codex}");
+        assert!(codex.contains("switchboard work") && codex.contains("switchboard hook add"));
+        let runner = fix_for(RUNNER_CLIENT_NAME);
+        assert!(
+            runner.contains("its log") && !runner.contains("--dangerously"),
+            "{runner}"
         );
     }
 }

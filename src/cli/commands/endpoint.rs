@@ -346,6 +346,48 @@ fn print_endpoints(list: &Value) {
     print_next_page(list);
 }
 
+/// The endpoint's sessions on the instance that answered, one phrase each:
+/// who they are (a runner is named so), streaming or not, deaf and why.
+fn hearers(e: &Value) -> String {
+    let rows = e["sessions"]["list"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    if rows.is_empty() {
+        return "none on the instance that answered".to_owned();
+    }
+    rows.iter()
+        .map(|row| {
+            let client = match (row["client_name"].as_str(), row["client_version"].as_str()) {
+                (Some(name), Some(version)) => format!("{name} {version}"),
+                (Some(name), None) => name.to_owned(),
+                _ => "unnamed client".to_owned(),
+            };
+            let mut traits = Vec::new();
+            if row["hearer"] == "runner" {
+                traits.push("runner".to_owned());
+            }
+            traits.push(
+                if row["streaming"] == true {
+                    "streaming"
+                } else {
+                    "no stream"
+                }
+                .to_owned(),
+            );
+            if let Some(reason) = row["deaf_reason"].as_str() {
+                traits.push(format!("deaf: {reason}"));
+            }
+            format!(
+                "{}… {client} ({})",
+                text(row, "id_prefix"),
+                traits.join(", ")
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
 fn print_endpoint(e: &Value) -> anyhow::Result<()> {
     let lease = match e["default_lease_ttl_seconds"].as_i64() {
         Some(secs) => format!("{secs}s"),
@@ -363,6 +405,7 @@ fn print_endpoint(e: &Value) -> anyhow::Result<()> {
         ),
         ("state", text(e, "state")),
         ("condition", text(e, "liveness.condition")),
+        ("hearers", hearers(e)),
         ("MCP URL", text(e, "mcp_url")),
         // Only the first characters, to recognise a token; never the token.
         ("token", format!("{}…", text(e, "credential_prefix"))),

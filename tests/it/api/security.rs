@@ -106,6 +106,13 @@ fn endpoint_routes() -> Vec<Route> {
         },
         |r| {
             (
+                Method::POST,
+                format!("/api/v1/endpoints/{r}/test-ring"),
+                Body::Json(json!({ "wait_seconds": 1 })),
+            )
+        },
+        |r| {
+            (
                 Method::GET,
                 format!("/api/v1/endpoints/{r}/webhooks"),
                 Body::None,

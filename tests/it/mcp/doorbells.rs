@@ -590,3 +590,62 @@ async fn a_client_that_left_without_delete_spends_no_rings_and_is_closed() {
         answer.text()
     );
 }
+
+/// `POST /api/v1/endpoints/{ref}/test-ring` (`switchboard doctor --ring`):
+/// nobody to ring, a hearer that answers (with how soon), one that does
+/// not, and an endpoint that is out (held) — and no todo is touched.
+#[tokio::test]
+async fn a_test_ring_reports_who_heard_it_and_how_fast() {
+    let (server, ep) = setup(&[]).await;
+    let path = format!("/api/v1/endpoints/{}/test-ring", ep.slug);
+    let ring = |wait: i64| {
+        server.api_as(
+            &server.admin_token,
+            Method::POST,
+            &path,
+            Some(json!({"wait_seconds": wait})),
+            200,
+        )
+    };
+    assert_eq!(ring(1).await["outcome"], "no_hearer");
+    server
+        .api_as(
+            &server.admin_token,
+            Method::POST,
+            &path,
+            Some(json!({"wait_seconds": 0})),
+            400,
+        )
+        .await;
+
+    let mut listener = Listener::start(&ep, 1).await;
+    wait_sessions(&server, &ep.slug, 1, 1).await;
+    // Unanswered: the client reads the doorbell and calls nothing.
+    let unanswered = ring(1).await;
+    assert_eq!(unanswered["outcome"], "rung", "{unanswered}");
+    assert_eq!(unanswered["hearer"], "session");
+    assert_eq!(unanswered["client_name"], "switchboard-interop-test");
+    assert_eq!(unanswered["answered"], false, "{unanswered}");
+    let bell = listener.one(ARRIVES, "the test doorbell").await;
+    assert_eq!(bell.meta, json!({"kind": "test"}), "{bell:?}");
+    assert!(bell.todo_id().is_none());
+
+    // Answered: the test waits while the client hears it and calls back.
+    let (answer, _) = tokio::join!(ring(10), async {
+        listener.one(ARRIVES, "the second test doorbell").await;
+        listener.call_ok(0, "presence", json!({})).await;
+    });
+    assert_eq!(answer["answered"], true, "{answer}");
+    assert!(answer["answered_after_ms"].as_i64().unwrap() < 10_000);
+
+    server
+        .api(
+            Method::PUT,
+            &format!("/api/v1/endpoints/{}/presence", ep.slug),
+            Some(json!({"presence": "out"})),
+        )
+        .await;
+    assert_eq!(ring(1).await["outcome"], "held");
+    listener.assert_silent(SILENCE, "held while out").await;
+    listener.close().await;
+}
