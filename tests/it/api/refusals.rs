@@ -462,6 +462,21 @@ fn cases(w: &World) -> Vec<Case> {
             409,
         ),
         raw(M::POST, &format!("{gone}/revoke"), None, b"", 409),
+        // A test ring: its wait is bounded, and a revoked endpoint has no hearer.
+        case(
+            M::POST,
+            &format!("{ep}/test-ring"),
+            json!({"wait_seconds": 121}),
+            400,
+            "wait_seconds",
+        ),
+        raw(
+            M::POST,
+            &format!("{gone}/test-ring"),
+            json,
+            b"{\"wait_seconds\":1}",
+            409,
+        ),
         raw(M::DELETE, &ep, None, b"", 409),
         raw(
             M::POST,
