@@ -3,6 +3,7 @@
 //! `api::` (the REST API), `mcp::` (MCP end to end), `delivery::` (doorbells
 //! and presence in process), `cli::`, `binary` (the process itself), `edge`
 //! (Host/Origin, proxies, request ids, the access log), `intake`, `metrics`,
+//! `clients` (the real Claude Code and Codex CLI, set up as vend prints it),
 //! `ops` (a write's consequences, alike from every surface), `maintenance`,
 //! `faults` (the binary under faults and floods), `cluster` and
 //! `cluster_faults` (several real processes on PostgreSQL), `shift` and
@@ -16,6 +17,7 @@ mod binary;
 mod board;
 mod bootstrap;
 mod cli;
+mod clients;
 mod cluster;
 mod cluster_faults;
 mod delivery;
