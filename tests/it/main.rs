@@ -4,7 +4,8 @@
 //! and presence in process), `cli::`, `binary` (the process itself), `edge`
 //! (Host/Origin, proxies, request ids, the access log), `intake`, `metrics`,
 //! `ops` (a write's consequences, alike from every surface), `maintenance`,
-//! `faults` (the binary under faults and floods), `cluster` and
+//! `faults` (the binary under faults and floods), `runner` (`switchboard work`
+//! end to end), `cluster` and
 //! `cluster_faults` (several real processes on PostgreSQL), `shift` and
 //! `store_conformance` (both backends).
 //! Shared helpers live in `support/`; `support::server` starts servers.
@@ -26,6 +27,7 @@ mod maintenance;
 mod mcp;
 mod metrics;
 mod ops;
+mod runner;
 mod shift;
 mod store_conformance;
 mod support;

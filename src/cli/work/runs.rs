@@ -360,7 +360,10 @@ mod tests {
             pauses.push(pause);
         }
         assert_eq!(
-            pauses[..6].iter().map(Duration::as_secs).collect::<Vec<_>>(),
+            pauses[..6]
+                .iter()
+                .map(Duration::as_secs)
+                .collect::<Vec<_>>(),
             [10, 20, 40, 80, 160, 300]
         );
         assert_eq!(pause, MAX_BACKOFF, "capped");
