@@ -516,6 +516,31 @@ async fn a_crash_looping_command_backs_off_and_says_so() {
     assert_eq!(runner.wait_exit().code(), Some(0), "{}", runner.text());
 }
 
+#[tokio::test]
+async fn a_command_that_exits_0_without_draining_backs_off_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = Srv::start(dir.path());
+    let (slug, url, token) = srv.vend().await;
+    let mut runner = Runner::start(dir.path(), &url, &token, &["true"], &[]);
+    runner.wait_events("connected", 1).await;
+    srv.push(&slug, "nobody claims me").await;
+
+    runner.wait_events("backoff", 1).await;
+    let runs = runner.runs();
+    assert!(
+        runs.iter().all(|r| r["exit_code"] == 0),
+        "{}",
+        runner.text()
+    );
+    // The doorbell's run, then three follow-ups that each left the todo waiting.
+    assert_eq!(runs.len(), 4, "{}", runner.text());
+    assert_eq!(runner.events("no_progress").len(), 3, "{}", runner.text());
+    tokio::time::sleep(QUIET).await;
+    assert_eq!(runner.runs().len(), 4, "{}", runner.text());
+    runner.signal("TERM");
+    assert_eq!(runner.wait_exit().code(), Some(0), "{}", runner.text());
+}
+
 #[test]
 fn a_missing_token_is_a_usage_error_naming_the_variable() {
     let out = Command::new(BIN)

@@ -18,6 +18,11 @@
 //! starts for that only when the answer is `in` with `pending > 0`. A
 //! doorbell or a digest starts a run without asking: the server rings only
 //! an endpoint that is in, and holds every doorbell while it is out.
+//!
+//! A run started because work waited that exits 0 while no fewer todos wait
+//! than when it started made no progress (a command without the right tool
+//! permission, an agent that gave up): it counts as a failed run for the
+//! crash-loop backoff, so a command that cannot drain the queue never spins.
 
 mod runs;
 mod session;
@@ -232,7 +237,7 @@ pub(super) async fn run(args: WorkArgs) -> anyhow::Result<()> {
                 if first {
                     clock_in_if_ours(&client, log).await;
                 }
-                if stop_deadline.is_none() && work_waits(&client).await {
+                if stop_deadline.is_none() && pending_work(&client).await.is_some() {
                     runs.ask(Trigger::new(Reason::Start), now);
                 }
             }
@@ -259,7 +264,21 @@ pub(super) async fn run(args: WorkArgs) -> anyhow::Result<()> {
             }) => {
                 children.remove(&id);
                 log.run(&trigger, status, now.saturating_duration_since(started));
-                let success = status.is_some_and(|s| s.success());
+                let mut success = status.is_some_and(|s| s.success());
+                if let (true, Some(before)) = (success, trigger.pending)
+                    && pending_work(&client)
+                        .await
+                        .is_some_and(|after| after >= before)
+                {
+                    success = false;
+                    log.note(
+                        "no_progress",
+                        &format!(
+                            "the command exited 0 but as many todos wait as when it started \
+                             ({before}): counted as a failed run"
+                        ),
+                    );
+                }
                 if let Outcome::BackOff(pause) = runs.finished(success, now) {
                     log.note(
                         "backoff",
@@ -318,10 +337,15 @@ pub(super) async fn run(args: WorkArgs) -> anyhow::Result<()> {
             break;
         }
         // Start whatever may start now.
-        while let Some(trigger) = runs.next(Instant::now()) {
-            if trigger.reason == Reason::FollowUp && !work_waits(&client).await {
-                runs.cancel();
-                continue;
+        while let Some(mut trigger) = runs.next(Instant::now()) {
+            if trigger.reason == Reason::FollowUp {
+                match pending_work(&client).await {
+                    Some(pending) => trigger.pending = Some(pending),
+                    None => {
+                        runs.cancel();
+                        continue;
+                    }
+                }
             }
             next_id += 1;
             match spawner.spawn(next_id, trigger, tx.clone()) {
@@ -353,15 +377,12 @@ async fn sleep_until_opt(at: Option<tokio::time::Instant>) {
 }
 
 /// Whether a run should start for waiting work: `presence` answers `in`
-/// with push-eligible todos pending. Unanswered (the server away) is no:
-/// the reconnect asks again.
-async fn work_waits(client: &McpClient) -> bool {
-    match client.call_tool("presence", json!({})).await {
-        Ok(answer) => {
-            answer["presence"] == "in" && answer["pending"].as_i64().is_some_and(|n| n > 0)
-        }
-        Err(_) => false,
-    }
+/// with push-eligible todos pending (how many). Unanswered (the server
+/// away) is no: the reconnect asks again.
+async fn pending_work(client: &McpClient) -> Option<i64> {
+    let answer = client.call_tool("presence", json!({})).await.ok()?;
+    let pending = answer["pending"].as_i64()?;
+    (answer["presence"] == "in" && pending > 0).then_some(pending)
 }
 
 /// At start: clock back in when the endpoint is out by an agent's own

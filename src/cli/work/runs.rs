@@ -52,11 +52,18 @@ pub(super) struct Trigger {
     pub(super) reason: Reason,
     /// The doorbell's meta (`SWITCHBOARD_DOORBELL`), when a doorbell asked.
     pub(super) meta: Option<Map<String, Value>>,
+    /// For a run started because work waited: how many push-eligible todos
+    /// were pending when it started (the runner's progress check).
+    pub(super) pending: Option<i64>,
 }
 
 impl Trigger {
     pub(super) fn new(reason: Reason) -> Self {
-        Self { reason, meta: None }
+        Self {
+            reason,
+            meta: None,
+            pending: None,
+        }
     }
 
     /// A doorbell's trigger: a digest when `meta.kind` says so, else a todo
@@ -71,6 +78,7 @@ impl Trigger {
                 Reason::Doorbell
             },
             meta: Some(meta),
+            pending: None,
         }
     }
 
@@ -139,10 +147,12 @@ impl Runs {
             None => Trigger {
                 reason: Reason::FollowUp,
                 meta: trigger.meta,
+                pending: None,
             },
             Some(waiting) => Trigger {
                 reason: Reason::FollowUp,
                 meta: trigger.meta.or(waiting.meta),
+                pending: None,
             },
         };
         self.queued = Some(merged);
