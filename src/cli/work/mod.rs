@@ -217,7 +217,9 @@ pub(super) async fn run(args: WorkArgs) -> anyhow::Result<()> {
         ),
     );
     loop {
-        let wake = runs.wake_at().map(tokio::time::Instant::from_std);
+        let wake = runs
+            .wake_at(Instant::now())
+            .map(tokio::time::Instant::from_std);
         let event = tokio::select! {
             event = rx.recv() => event,
             _ = sleep_until_opt(wake) => None,

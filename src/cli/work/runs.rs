@@ -199,10 +199,13 @@ impl Runs {
     }
 
     /// When a waiting run may start although nothing else happens: the end
-    /// of a backoff, if a run waits for it.
-    pub(super) fn wake_at(&self) -> Option<Instant> {
+    /// of a backoff still ahead of `now`, if a run waits for it. (A backoff
+    /// already over wakes nothing: a waiting run then waits for a slot, and
+    /// a run's end is an event of its own.)
+    pub(super) fn wake_at(&self, now: Instant) -> Option<Instant> {
         self.queued.as_ref()?;
-        self.paused_until.filter(|_| !self.stopping)
+        self.paused_until
+            .filter(|until| !self.stopping && *until > now)
     }
 
     /// Stops starting runs (shutdown): the queued run is dropped.
@@ -341,7 +344,7 @@ mod tests {
         // Paused: a request waits, and says when it may start.
         runs.ask(Trigger::new(Reason::FollowUp), now);
         assert_eq!(runs.next(now), None);
-        assert_eq!(runs.wake_at(), Some(now + FIRST_BACKOFF));
+        assert_eq!(runs.wake_at(now), Some(now + FIRST_BACKOFF));
         now += FIRST_BACKOFF;
         runs.next(now).expect("the backoff is over");
         // Still failing fast: the next pause doubles.
@@ -405,6 +408,24 @@ mod tests {
         assert_eq!(runs.next(t0), None);
         runs.ask(bell("td_2"), t0);
         assert_eq!(runs.next(t0), None);
-        assert_eq!(runs.wake_at(), None);
+        assert_eq!(runs.wake_at(t0), None);
+    }
+
+    #[test]
+    fn a_backoff_that_is_over_wakes_nothing_while_a_run_holds_the_slot() {
+        let t0 = Instant::now();
+        let mut runs = Runs::new(1);
+        for _ in 0..STRIKES {
+            runs.ask(Trigger::new(Reason::FollowUp), t0);
+            runs.next(t0).unwrap();
+            runs.finished(false, t0);
+        }
+        let later = t0 + FIRST_BACKOFF;
+        runs.ask(Trigger::new(Reason::FollowUp), later);
+        runs.next(later).expect("the backoff is over");
+        // A doorbell during that run waits for the slot, not for a timer.
+        runs.ask(bell("td_1"), later);
+        assert_eq!(runs.wake_at(later), None);
+        assert_eq!(runs.next(later), None);
     }
 }
