@@ -180,10 +180,24 @@ struct Runner {
 
 impl Runner {
     fn start(dir: &Path, url: &str, token: &str, command: &[&str], env: &[(&str, &str)]) -> Runner {
+        Self::start_with(dir, url, token, &[], command, env)
+    }
+
+    /// With more runner `flags`.
+    fn start_with(
+        dir: &Path,
+        url: &str,
+        token: &str,
+        flags: &[&str],
+        command: &[&str],
+        env: &[(&str, &str)],
+    ) -> Runner {
         let work_log = dir.join("runs.jsonl");
         let mut cmd = Command::new(BIN);
         cmd.current_dir(env!("CARGO_MANIFEST_DIR"))
-            .args(["work", url, "--json", "--grace", "20s", "--"])
+            .args(["work", url, "--json", "--grace", "20s"])
+            .args(flags)
+            .arg("--")
             .args(command)
             .env("SWITCHBOARD_TOKEN", token)
             .env("WORK_LOG", &work_log)
@@ -376,6 +390,38 @@ async fn doorbells_during_a_slow_run_coalesce_into_one_follow_up_run() {
     );
     let work = runner.work_lines();
     assert_eq!(work[1]["completed"], json!(todos[1..]));
+}
+
+#[tokio::test]
+async fn with_parallel_2_two_doorbells_run_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = Srv::start(dir.path());
+    let (slug, url, token) = srv.vend().await;
+    let script = client_dir().join("work-one.mjs");
+    let runner = Runner::start_with(
+        dir.path(),
+        &url,
+        &token,
+        &["--parallel", "2"],
+        &["node", script.to_str().unwrap()],
+        // Long enough for the second run's node to start on a loaded host.
+        &[("WORK_SLEEP_MS", "6000")],
+    );
+    runner.wait_events("connected", 1).await;
+    let first = srv.push(&slug, "one").await;
+    srv.wait_states(std::slice::from_ref(&first), "claimed", &runner)
+        .await;
+    let second = srv.push(&slug, "two").await;
+    // Both claimed at once: the second run started while the first slept.
+    let both = [first, second];
+    srv.wait_states(&both, "claimed", &runner).await;
+    srv.wait_states(&both, "done", &runner).await;
+    let runs = runner.wait_events("run", 2).await;
+    assert!(
+        runs.iter().all(|r| r["reason"] == "doorbell"),
+        "{}",
+        runner.text()
+    );
 }
 
 #[tokio::test]
