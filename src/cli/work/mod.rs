@@ -86,8 +86,9 @@ pub struct WorkArgs {
 /// What the runner's tasks tell its loop.
 enum Event {
     /// The session is initialized and its stream open; `first` the first
-    /// time since the runner started.
-    Connected { first: bool },
+    /// time since the runner started; `away` how long the server was away
+    /// when this ends an outage.
+    Connected { first: bool, away: Option<Duration> },
     /// A doorbell's meta (todo doorbell, digest, test).
     Doorbell(Map<String, Value>),
     /// A run's command exited (or could not start: `status` None).
@@ -235,12 +236,24 @@ pub(super) async fn run(args: WorkArgs) -> anyhow::Result<()> {
         let now = Instant::now();
         match event {
             None => {}
-            Some(Event::Connected { first }) => {
+            Some(Event::Connected { first, away }) => {
                 if first {
                     clock_in_if_ours(&client, log).await;
                 }
                 if stop_deadline.is_none() && pending_work(&client).await.is_some() {
                     runs.ask(Trigger::new(Reason::Start), now);
+                }
+                // Logged once the start check is done: from here on, a push rings.
+                match away {
+                    Some(away) => log.note(
+                        "reconnected",
+                        &format!(
+                            "reconnected (the server was away for {:.1}s)",
+                            away.as_secs_f64()
+                        ),
+                    ),
+                    None if first => log.note("connected", "connected; listening for doorbells"),
+                    None => {}
                 }
             }
             Some(Event::Doorbell(meta)) => {
@@ -564,18 +577,8 @@ async fn connection(client: Arc<McpClient>, tx: UnboundedSender<Event>, log: Log
             }
         };
         backoff = RECONNECT_FIRST;
-        match outage.take() {
-            Some(since) => log.note(
-                "reconnected",
-                &format!(
-                    "reconnected (the server was away for {:.1}s)",
-                    since.elapsed().as_secs_f64()
-                ),
-            ),
-            None if first => log.note("connected", "connected; listening for doorbells"),
-            None => {}
-        }
-        if tx.send(Event::Connected { first }).is_err() {
+        let away = outage.take().map(|since| since.elapsed());
+        if tx.send(Event::Connected { first, away }).is_err() {
             return;
         }
         first = false;
