@@ -587,6 +587,41 @@ async fn a_command_that_exits_0_without_draining_backs_off_too() {
     assert_eq!(runner.wait_exit().code(), Some(0), "{}", runner.text());
 }
 
+#[tokio::test]
+async fn a_refused_token_exits_1_and_says_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = Srv::start(dir.path());
+    let (_, url, _) = srv.vend().await;
+    let mut runner = Runner::start(dir.path(), &url, "sbk_not_a_real_token", &["true"], &[]);
+    assert_eq!(runner.wait_exit().code(), Some(1), "{}", runner.text());
+    assert!(runner.text().contains("401"), "{}", runner.text());
+    assert!(runner.runs().is_empty());
+    assert!(!runner.text().contains("sbk_not_a_real_token"));
+}
+
+#[tokio::test]
+async fn a_runner_started_before_its_server_waits_for_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut srv = Srv::start(dir.path());
+    let (slug, url, token) = srv.vend().await;
+    let mut runner = None;
+    srv.restart_after(|| {
+        let started = Runner::work_one(dir.path(), &url, &token, &[]);
+        let deadline = Instant::now() + WITHIN;
+        while started.events("disconnected").is_empty() {
+            assert!(Instant::now() < deadline, "{}", started.text());
+            std::thread::sleep(Duration::from_millis(25));
+        }
+        runner = Some(started);
+    });
+    let runner = runner.unwrap();
+    runner.wait_events("connected", 1).await;
+    assert_eq!(runner.events("disconnected").len(), 1, "{}", runner.text());
+    let id = srv.push(&slug, "once it is up").await;
+    srv.wait_states(std::slice::from_ref(&id), "done", &runner)
+        .await;
+}
+
 #[test]
 fn a_missing_token_is_a_usage_error_naming_the_variable() {
     let out = Command::new(BIN)

@@ -244,16 +244,16 @@ pub(super) async fn run(args: WorkArgs) -> anyhow::Result<()> {
                     runs.ask(Trigger::new(Reason::Start), now);
                 }
                 // Logged once the start check is done: from here on, a push rings.
-                match away {
-                    Some(away) => log.note(
+                match (first, away) {
+                    (true, _) => log.note("connected", "connected; listening for doorbells"),
+                    (false, Some(away)) => log.note(
                         "reconnected",
                         &format!(
                             "reconnected (the server was away for {:.1}s)",
                             away.as_secs_f64()
                         ),
                     ),
-                    None if first => log.note("connected", "connected; listening for doorbells"),
-                    None => {}
+                    (false, None) => {}
                 }
             }
             Some(Event::Doorbell(meta)) => {
@@ -532,12 +532,17 @@ async fn connection(client: Arc<McpClient>, tx: UnboundedSender<Event>, log: Log
     let mut backoff = RECONNECT_FIRST;
     let mut first = true;
     let mut outage: Option<Instant> = None;
-    let lost = |why: &str, outage: &mut Option<Instant>| {
+    let lost = |why: &str, outage: &mut Option<Instant>, first: bool| {
         if outage.is_none() {
             *outage = Some(Instant::now());
+            let what = if first {
+                "cannot reach the server"
+            } else {
+                "lost the server"
+            };
             log.note(
                 "disconnected",
-                &format!("lost the server ({why}); reconnecting with backoff"),
+                &format!("{what} ({why}); retrying with backoff, up to every 30s"),
             );
         }
     };
@@ -551,7 +556,7 @@ async fn connection(client: Arc<McpClient>, tx: UnboundedSender<Event>, log: Log
                     return;
                 }
                 Err(e) => {
-                    lost(&e.to_string(), &mut outage);
+                    lost(&e.to_string(), &mut outage, first);
                     tokio::time::sleep(backoff).await;
                     backoff = (backoff * 2).min(RECONNECT_MAX);
                     continue;
@@ -570,7 +575,7 @@ async fn connection(client: Arc<McpClient>, tx: UnboundedSender<Event>, log: Log
             }
             Err(e) => {
                 client.forget_session();
-                lost(&e.to_string(), &mut outage);
+                lost(&e.to_string(), &mut outage, first);
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(RECONNECT_MAX);
                 continue;
@@ -602,7 +607,7 @@ async fn connection(client: Arc<McpClient>, tx: UnboundedSender<Event>, log: Log
                 Err(_) => break "the stream went silent",
             }
         };
-        lost(why, &mut outage);
+        lost(why, &mut outage, first);
     }
 }
 
