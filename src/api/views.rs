@@ -317,6 +317,15 @@ pub struct ClientSetup {
     /// Codex: a block for `~/.codex/config.toml` (Codex takes bearer tokens
     /// only from the environment).
     pub codex_toml: String,
+    /// Claude Code unattended, one pass over the queue: `claude -p "…"
+    /// --allowedTools "mcp__<server_name>"`.
+    pub claude_unattended: String,
+    /// `switchboard work <mcp_url> --token-env <token_env> -- claude -p …`:
+    /// a Claude Code run on every doorbell.
+    pub work_claude: String,
+    /// `switchboard work <mcp_url> --token-env <token_env> -- codex exec …`:
+    /// a Codex run on every doorbell.
+    pub work_codex: String,
 }
 
 impl ClientSetup {
@@ -329,6 +338,9 @@ impl ClientSetup {
             claude_mcp_add: s.claude_mcp_add,
             claude_launch: s.claude_launch,
             codex_toml: s.codex_toml,
+            claude_unattended: s.claude_unattended,
+            work_claude: s.work_claude,
+            work_codex: s.work_codex,
         }
     }
 }

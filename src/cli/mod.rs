@@ -8,6 +8,7 @@ mod commands;
 mod credentials;
 mod output;
 mod prompt;
+mod work;
 
 use std::io::IsTerminal;
 use std::net::SocketAddr;
@@ -94,6 +95,9 @@ pub enum Command {
     Token(token::TokenArgs),
     /// Check a weekly shift locally (no server): canonical form, presence, boundaries.
     Shift(shift::ShiftArgs),
+    /// Run a headless agent command on every doorbell of an endpoint (a
+    /// local runner): `switchboard work MCP_URL -- COMMAND [ARG…]`.
+    Work(work::WorkArgs),
     /// Print a shell completion script, e.g.
     /// `switchboard completions bash > ~/.local/share/bash-completion/completions/switchboard`.
     Completions(CompletionsArgs),
@@ -334,6 +338,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Webhook(args) => webhook::run(args).await,
         Command::Token(args) => token::run(args).await,
         Command::Shift(args) => shift::run(args),
+        Command::Work(args) => work::run(args).await,
         Command::Completions(args) => {
             use clap::CommandFactory;
             clap_complete::generate(

@@ -22,12 +22,30 @@ pub struct ClientSnippets {
     pub claude_launch: String,
     /// Codex: a block for `~/.codex/config.toml` (bearer tokens only from the environment).
     pub codex_toml: String,
+    /// Claude Code unattended, one pass over the queue (`claude -p`), allowed
+    /// the endpoint's tools only.
+    pub claude_unattended: String,
+    /// The runner over Claude Code: a `claude -p` run on every doorbell
+    /// (`switchboard work`, token from `token_env`).
+    pub work_claude: String,
+    /// The runner over Codex: a `codex exec` run on every doorbell.
+    pub work_codex: String,
 }
+
+/// What an unattended run is told to do (the vended `claude -p` and
+/// `codex exec` lines).
+pub const UNATTENDED_PROMPT: &str = "Work the switchboard queue: claim_next, do the todo, complete it; repeat until nothing is left.";
 
 impl ClientSnippets {
     pub fn new(server_name: &str, mcp_url: &str, token: &str) -> Self {
         let token_env = token_env_var(server_name);
+        let claude_unattended =
+            format!("claude -p \"{UNATTENDED_PROMPT}\" --allowedTools \"mcp__{server_name}\"");
+        let work = format!("switchboard work {mcp_url} --token-env {token_env} --");
         Self {
+            work_claude: format!("{work} {claude_unattended}"),
+            work_codex: format!("{work} codex exec \"{UNATTENDED_PROMPT}\""),
+            claude_unattended,
             export: format!("export {token_env}='{token}'"),
             claude_mcp_add: format!(
                 "claude mcp add --transport http --scope local {server_name} {mcp_url} \
@@ -73,4 +91,36 @@ pub fn ingest_url(public_url: &str, url_token: &str) -> String {
         "{}/webhooks/w/{url_token}",
         public_url.trim_end_matches('/')
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unattended_lines_name_the_server_and_the_token_variable() {
+        let s = ClientSnippets::new("switchboard-rev", "http://h/mcp/ab12", "sbk_secret");
+        assert_eq!(
+            s.claude_unattended,
+            format!("claude -p \"{UNATTENDED_PROMPT}\" --allowedTools \"mcp__switchboard-rev\"")
+        );
+        assert_eq!(
+            s.work_claude,
+            format!(
+                "switchboard work http://h/mcp/ab12 --token-env SWITCHBOARD_TOKEN_SWITCHBOARD_REV \
+                 -- {}",
+                s.claude_unattended
+            )
+        );
+        assert_eq!(
+            s.work_codex,
+            format!(
+                "switchboard work http://h/mcp/ab12 --token-env SWITCHBOARD_TOKEN_SWITCHBOARD_REV \
+                 -- codex exec \"{UNATTENDED_PROMPT}\""
+            )
+        );
+        for line in [&s.claude_unattended, &s.work_claude, &s.work_codex] {
+            assert!(!line.contains("sbk_secret"), "no token in {line}");
+        }
+    }
 }

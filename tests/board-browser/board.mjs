@@ -127,6 +127,7 @@ try {
   assert(claude.startsWith('claude mcp add --transport http') && claude.includes(credential), `the Claude Code command: ${claude}`);
   assert((await page.textContent('#snippet-mcp-json')).includes('"mcpServers"'), 'the .mcp.json block');
   assert((await page.textContent('#snippet-codex')).includes('[mcp_servers.'), 'the Codex block');
+  assert((await page.textContent('#snippet-work-claude')).startsWith('switchboard work '), 'the runner line for Claude Code');
   await page.screenshot({ path: `${SHOTS}/vend-reveal-light.png`, fullPage: true });
   await page.goto(BASE + '/board/vend');
   assert(!(await page.content()).includes(credential), 'the vend page does not show the credential again');

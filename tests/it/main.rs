@@ -5,7 +5,8 @@
 //! (Host/Origin, proxies, request ids, the access log), `intake`, `metrics`,
 //! `clients` (the real Claude Code and Codex CLI, set up as vend prints it),
 //! `ops` (a write's consequences, alike from every surface), `maintenance`,
-//! `faults` (the binary under faults and floods), `cluster` and
+//! `faults` (the binary under faults and floods), `runner` (`switchboard work`
+//! end to end), `cluster` and
 //! `cluster_faults` (several real processes on PostgreSQL), `shift` and
 //! `store_conformance` (both backends).
 //! Shared helpers live in `support/`; `support::server` starts servers.
@@ -28,6 +29,7 @@ mod maintenance;
 mod mcp;
 mod metrics;
 mod ops;
+mod runner;
 mod shift;
 mod store_conformance;
 mod support;

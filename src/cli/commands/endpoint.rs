@@ -307,6 +307,11 @@ fn print_vended(vended: &Value) -> anyhow::Result<()> {
     for line in text(client, "codex_toml").lines() {
         println!("    {line}");
     }
+    println!("\nUnattended (with the export above): one Claude Code pass over the queue,\n");
+    println!("    {}\n", text(client, "claude_unattended"));
+    println!("  or a run on every doorbell with `switchboard work`, for Claude Code or Codex:\n");
+    println!("    {}\n", text(client, "work_claude"));
+    println!("    {}", text(client, "work_codex"));
     if let Some(webhook) = vended.get("webhook") {
         println!(
             "\nWebhook URL for queue {} (shown this once):\n\n    {}",

@@ -1011,3 +1011,41 @@ async fn form_posts_past_the_write_rate_are_refused_and_write_nothing() {
     expected.sort_unstable();
     assert_eq!(names, expected, "exactly the accepted posts were written");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_vend_reveal_shows_the_unattended_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::in_process(dir.path(), &HIGH_RATES);
+    let admin = server.first_token.clone();
+    let mut board = Board::new(&server.addr);
+    board.sign_in(&admin).await;
+    let csrf = board.csrf().await;
+    let reveal = board
+        .post("/board/vend", &[("agent", "runner"), ("csrf", &csrf)])
+        .await;
+    assert_eq!(reveal.status, 200, "{}", reveal.body);
+    for (id, start) in [
+        ("snippet-unattended", "claude -p "),
+        ("snippet-work-claude", "switchboard work http://"),
+        ("snippet-work-codex", "switchboard work http://"),
+    ] {
+        let marker = format!(r#"id="{id}">"#);
+        let at = reveal.body.find(&marker).unwrap_or_else(|| panic!("{id}")) + marker.len();
+        assert!(
+            reveal.body[at..].starts_with(start),
+            "{id}: {}",
+            &reveal.body[at..at + 80]
+        );
+    }
+    assert!(
+        reveal
+            .body
+            .contains("--allowedTools &#34;mcp__switchboard-runner&#34;")
+            || reveal
+                .body
+                .contains("--allowedTools &quot;mcp__switchboard-runner&quot;"),
+        "{}",
+        reveal.body
+    );
+    assert!(reveal.body.contains("-- codex exec "));
+}

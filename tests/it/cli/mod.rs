@@ -165,6 +165,18 @@ fn login_vend_push_list_revoke_and_the_todo_is_a_dead_letter() {
             .contains("bearer_token_env_var = \"SWITCHBOARD_TOKEN_SWITCHBOARD_REVIEWER\""),
         "{client}"
     );
+    let prompt = switchboard::domain::client_setup::UNATTENDED_PROMPT;
+    let unattended = format!("claude -p \"{prompt}\" --allowedTools \"mcp__switchboard-reviewer\"");
+    assert_eq!(client["claude_unattended"], unattended.as_str());
+    let work = format!(
+        "switchboard work {} --token-env SWITCHBOARD_TOKEN_SWITCHBOARD_REVIEWER --",
+        vended["mcp_url"].as_str().unwrap()
+    );
+    assert_eq!(client["work_claude"], format!("{work} {unattended}"));
+    assert_eq!(
+        client["work_codex"],
+        format!("{work} codex exec \"{prompt}\"")
+    );
 
     // The token is shown once: no list ever carries it.
     let list = cli.json(&["endpoint", "list"]);
@@ -485,6 +497,10 @@ fn vend_prints_setups_that_work_when_pasted_and_refuses_names_claude_cannot_take
         "claude --dangerously-load-development-channels server:coder-main",
         "[mcp_servers.coder-main]",
         "bearer_token_env_var = \"SWITCHBOARD_TOKEN_CODER_MAIN\"",
+        "claude -p \"Work the switchboard queue",
+        "--allowedTools \"mcp__coder-main\"",
+        "--token-env SWITCHBOARD_TOKEN_CODER_MAIN -- claude -p \"",
+        "--token-env SWITCHBOARD_TOKEN_CODER_MAIN -- codex exec \"",
     ] {
         assert!(text.contains(line), "missing {line:?} in:\n{text}");
     }
