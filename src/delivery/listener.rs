@@ -70,6 +70,9 @@ pub async fn apply(delivery: &Delivery, message: Message) {
         Message::EndpointChanged { endpoint_id } => {
             delivery.endpoint_changed_here(&endpoint_id);
         }
+        Message::HooksChanged { endpoint_id } => {
+            delivery.hooks().refresh(&endpoint_id).await;
+        }
         Message::TransitionClaimed {
             endpoint_id,
             presence: Presence::In,
@@ -112,7 +115,7 @@ async fn digest_here(delivery: &Delivery, endpoint_id: &str, reason: DigestReaso
     };
     if endpoint.is_active() && effective_of(&endpoint, store.clock().now()).presence == Presence::In
     {
-        send_return_digest(delivery, &endpoint, reason).await;
+        send_return_digest(delivery, &endpoint, reason, false).await;
     }
 }
 
@@ -121,6 +124,8 @@ async fn digest_here(delivery: &Delivery, endpoint_id: &str, reason: DigestReaso
 /// (claimed by another instance) gets this instance's digest; todos that
 /// became ready meanwhile and never rang ring once.
 pub async fn catch_up(delivery: &Delivery, since: Timestamp) {
+    // A lost message may have been a hook change.
+    delivery.hooks().reload().await;
     let hosted = delivery.doorbells().hosted_endpoints();
     if hosted.is_empty() {
         return;
@@ -144,7 +149,7 @@ pub async fn catch_up(delivery: &Delivery, since: Timestamp) {
             && !delivery.claimed_here_since(&endpoint.id, since);
         if returned_meanwhile {
             let reason = reason_of(endpoint.presence_changed_by.as_deref());
-            send_return_digest(delivery, endpoint, reason).await;
+            send_return_digest(delivery, endpoint, reason, false).await;
         }
     }
     // Endpoints deleted outright are gone from the read: their sessions too.

@@ -39,7 +39,14 @@ impl Default for SweepConfig {
 /// Returns how many doorbells were counted (and so attempted).
 pub async fn sweep_tick(delivery: &Delivery, config: &SweepConfig) -> usize {
     let (store, doorbells) = (delivery.store(), delivery.doorbells());
-    let hosted = doorbells.hosted_endpoints();
+    // Endpoints with a session here, and those with an enabled hook (hosted
+    // on every instance; the one statement below decides who rings).
+    let mut hosted: Vec<String> = doorbells.hosted_endpoints().to_vec();
+    for id in delivery.hooks().hooked_endpoints() {
+        if !hosted.contains(&id) {
+            hosted.push(id);
+        }
+    }
     if hosted.is_empty() {
         return 0;
     }
@@ -60,7 +67,7 @@ pub async fn sweep_tick(delivery: &Delivery, config: &SweepConfig) -> usize {
         Ok(due) => {
             for todo in &due {
                 // Counted already; a ring lost in delivery is accepted (`docs/doorbells.md`).
-                doorbells.ring(todo, Trigger::Sweep);
+                delivery.ring_candidate(todo, Trigger::Sweep);
             }
             due.len()
         }

@@ -5,6 +5,7 @@
 pub mod backoff;
 pub mod client_setup;
 pub mod doorbell;
+pub mod hook;
 pub mod duration;
 pub mod ids;
 pub mod invalid;
