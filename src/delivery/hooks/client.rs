@@ -57,6 +57,9 @@ impl Resolve for PublicOnly {
 pub fn build(allow_private: bool) -> reqwest::Client {
     let mut builder = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
+        // Dialled directly: through a proxy, the proxy would resolve the
+        // name and the address check below would never see it.
+        .no_proxy()
         .timeout(TIMEOUT)
         .connect_timeout(TIMEOUT)
         .user_agent(concat!("switchboard-hooks/", env!("CARGO_PKG_VERSION")));
