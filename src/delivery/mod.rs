@@ -59,7 +59,11 @@ pub struct Delivery {
 
 impl Delivery {
     pub fn new(store: Arc<dyn Store>, doorbells: Arc<Doorbells>, bus: Arc<dyn Bus>) -> Self {
-        let hooks = Arc::new(Hooks::new(store.clone(), bus.clone(), HookConfig::default()));
+        let hooks = Arc::new(Hooks::new(
+            store.clone(),
+            bus.clone(),
+            HookConfig::default(),
+        ));
         Self {
             store,
             doorbells,

@@ -26,10 +26,7 @@ pub fn validate_url(url: &str) -> Result<String, Invalid> {
         return Err(Invalid::new("url", "required"));
     }
     if url.len() > MAX_URL_LEN {
-        return Err(Invalid::new(
-            "url",
-            format!("at most {MAX_URL_LEN} bytes"),
-        ));
+        return Err(Invalid::new("url", format!("at most {MAX_URL_LEN} bytes")));
     }
     let parsed = reqwest::Url::parse(url)
         .map_err(|e| Invalid::new("url", format!("not an absolute URL: {e}")))?;

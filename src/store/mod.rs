@@ -486,7 +486,7 @@ impl<T> Store for T where
 /// methods are callable only with the supertrait in scope).
 pub mod prelude {
     pub use super::{
-        AgentStore, EndpointStore, HookStore, HumanStore, PresenceStore, RegistryStore, RingStore, StatsStore,
-        Store, StoreBase, SweepStore, TodoStore, TokenStore, WebhookStore,
+        AgentStore, EndpointStore, HookStore, HumanStore, PresenceStore, RegistryStore, RingStore,
+        StatsStore, Store, StoreBase, SweepStore, TodoStore, TokenStore, WebhookStore,
     };
 }

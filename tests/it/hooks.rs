@@ -163,7 +163,10 @@ fn verify(secret: &str, post: &Post) -> (Value, String) {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_secs() as i64;
-    assert!((now - sent_at).abs() < 300, "timestamp {sent_at} vs now {now}");
+    assert!(
+        (now - sent_at).abs() < 300,
+        "timestamp {sent_at} vs now {now}"
+    );
     let body: Value = serde_json::from_slice(&post.body).unwrap();
     (body, id)
 }
@@ -246,7 +249,12 @@ impl Api {
     }
 
     /// Polls the endpoint's one hook until `done` holds.
-    async fn wait_hook(&self, slug: &str, within: Duration, done: impl Fn(&Value) -> bool) -> Value {
+    async fn wait_hook(
+        &self,
+        slug: &str,
+        within: Duration,
+        done: impl Fn(&Value) -> bool,
+    ) -> Value {
         let deadline = Instant::now() + within;
         loop {
             let hooks = self.hooks(slug).await;
@@ -287,10 +295,7 @@ fn start(dir: &std::path::Path, extra: &[&str]) -> (Process, String) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_push_posts_one_signed_delivery_and_the_sweep_rerings_it() {
     let dir = tempfile::tempdir().unwrap();
-    let (node, token) = start(
-        dir.path(),
-        &["--allow-private-hooks", "--ring-steps", "1s"],
-    );
+    let (node, token) = start(dir.path(), &["--allow-private-hooks", "--ring-steps", "1s"]);
     let api = Api::of(&node, &token);
     let rx = receiver().await;
     let slug = api.vend("hooked").await;
@@ -412,8 +417,11 @@ async fn failing_deliveries_retry_then_disable_the_hook_until_enabled() {
         .count();
     assert_eq!(disabled_logs, 1, "{}", node.log_text());
     assert_eq!(
-        api.metric(&node, "switchboard_hook_deliveries_total{outcome=\"failed\"}")
-            .await,
+        api.metric(
+            &node,
+            "switchboard_hook_deliveries_total{outcome=\"failed\"}"
+        )
+        .await,
         20.0
     );
     // Disabled: a push delivers nothing (past the whole retry schedule).
@@ -502,8 +510,11 @@ async fn private_targets_are_refused_without_the_flag() {
     }
     assert!(rx.posts().is_empty());
     assert_eq!(
-        api.metric(&node, "switchboard_hook_deliveries_total{outcome=\"refused\"}")
-            .await,
+        api.metric(
+            &node,
+            "switchboard_hook_deliveries_total{outcome=\"refused\"}"
+        )
+        .await,
         3.0
     );
     // Bad URLs are refused when added, naming the field, and change nothing.
@@ -574,7 +585,8 @@ async fn two_instances_deliver_each_ring_and_each_digest_once() {
         todos.push(api.push(&slug, &format!("todo {n}")).await);
     }
     // Each todo: one ready and two re-rings (the budget), from one instance.
-    rx.wait_posts(todos.len() * 3, Duration::from_secs(60)).await;
+    rx.wait_posts(todos.len() * 3, Duration::from_secs(60))
+        .await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     let delivered = rx.verified(&secret);
     assert_eq!(delivered.len(), todos.len() * 3, "{delivered:?}");
@@ -621,4 +633,100 @@ async fn two_instances_deliver_each_ring_and_each_digest_once() {
     assert_eq!(got[0]["pending"], 7);
     drop((a, b));
     ts.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_board_shows_hooks_and_enables_a_disabled_one() {
+    use crate::board::Board;
+    use crate::support::api::{Body, HIGH_RATES, Server, make_human, push, vend};
+
+    let dir = tempfile::tempdir().unwrap();
+    // In process, private targets are not allowed: every ring to the
+    // loopback receiver is refused, a final failure each (no retries).
+    let server = Server::in_process(dir.path(), &HIGH_RATES);
+    let admin = server.first_token.clone();
+    let alpha = vend(&server, &admin, json!({ "agent": "alpha" })).await;
+    let rx = receiver().await;
+    let made = server
+        .expect(
+            201,
+            Method::POST,
+            &format!("/api/v1/endpoints/{}/hooks", alpha.slug),
+            &admin,
+            Body::Json(json!({ "url": rx.url() })),
+        )
+        .await;
+    let hook_id = made["id"].as_str().unwrap().to_owned();
+    let secret = made["secret"].as_str().unwrap().to_owned();
+    for n in 0..20 {
+        push(&server, &admin, &alpha.slug, &format!("todo {n}")).await;
+    }
+    let mut board = Board::new(&server.addr);
+    board.sign_in(&admin).await;
+    let path = format!("/board/endpoints/{}", alpha.slug);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let page = loop {
+        let page = board.get(&path).await;
+        if page.body.contains("<strong>disabled</strong>") {
+            break page;
+        }
+        assert!(Instant::now() < deadline, "never disabled: {}", page.body);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(page.body.contains(&format!(r#"data-hook="{hook_id}""#)));
+    assert!(page.body.contains(&rx.url()));
+    assert!(
+        page.body.contains("refused"),
+        "the last deliveries are shown"
+    );
+    assert!(!page.body.contains(&secret[6..]), "never the secret");
+    assert!(
+        page.body
+            .contains(&format!("/board/hooks/{hook_id}/enable"))
+    );
+    assert!(rx.posts().is_empty());
+
+    // Another human cannot enable it.
+    let bob = make_human(&server, "bob");
+    let mut bob_board = Board::new(&server.addr);
+    bob_board.sign_in(&bob.token).await;
+    let bob_csrf = bob_board.csrf().await;
+    let foreign = bob_board
+        .post(
+            &format!("/board/hooks/{hook_id}/enable"),
+            &[("csrf", &bob_csrf)],
+        )
+        .await;
+    assert_eq!(foreign.status, 404);
+    // Without the CSRF token, nothing.
+    let forged = board
+        .post(&format!("/board/hooks/{hook_id}/enable"), &[])
+        .await;
+    assert_eq!(forged.status, 403);
+
+    let csrf = board.csrf().await;
+    let enabled = board
+        .post(
+            &format!("/board/hooks/{hook_id}/enable"),
+            &[("csrf", &csrf)],
+        )
+        .await;
+    assert_eq!(enabled.status, 303);
+    let page = board.get(&path).await;
+    assert!(
+        !page.body.contains("<strong>disabled</strong>"),
+        "{}",
+        page.body
+    );
+    let hooks = server
+        .expect(
+            200,
+            Method::GET,
+            &format!("/api/v1/endpoints/{}/hooks", alpha.slug),
+            &admin,
+            Body::None,
+        )
+        .await;
+    assert_eq!(hooks["hooks"][0]["state"], "enabled");
+    assert_eq!(hooks["hooks"][0]["consecutive_failures"], 0);
 }

@@ -21,7 +21,11 @@ impl From<&Hook> for HookView {
             id: h.id.clone(),
             endpoint_id: h.endpoint_id.clone(),
             url: h.url.clone(),
-            state: if h.is_enabled() { "enabled" } else { "disabled" },
+            state: if h.is_enabled() {
+                "enabled"
+            } else {
+                "disabled"
+            },
             consecutive_failures: h.consecutive_failures,
             disabled_reason: h.disabled_reason.clone(),
             disabled_at: h.disabled_at.map(|t| t.to_rfc3339()),

@@ -39,15 +39,16 @@ impl Resolve for PublicOnly {
     fn resolve(&self, name: Name) -> Resolving {
         let host = name.as_str().to_owned();
         Box::pin(async move {
-            let found: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), 0))
-                .await?
-                .collect();
+            let found: Vec<SocketAddr> =
+                tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
             let public: Vec<SocketAddr> = found
                 .into_iter()
                 .filter(|a| !is_private_address(a.ip()))
                 .collect();
             if public.is_empty() {
-                return Err(Box::new(PrivateAddress(host)) as Box<dyn std::error::Error + Send + Sync>);
+                return Err(
+                    Box::new(PrivateAddress(host)) as Box<dyn std::error::Error + Send + Sync>
+                );
             }
             Ok(Box::new(public.into_iter()) as Addrs)
         })

@@ -164,8 +164,7 @@ impl Hooks {
     pub async fn reload(&self) {
         match self.store.unscoped_hooked_endpoints().await {
             Ok(ids) => {
-                *self.hooked.write().unwrap_or_else(|p| p.into_inner()) =
-                    ids.into_iter().collect();
+                *self.hooked.write().unwrap_or_else(|p| p.into_inner()) = ids.into_iter().collect();
             }
             Err(e) => tracing::warn!(error = %e, "could not read the endpoints with hooks"),
         }
@@ -408,10 +407,8 @@ impl Hooks {
                 }
             }
             Err(e) if client::is_refusal(&e) => Outcome::Refused {
-                error: client::PrivateAddress(
-                    target_host(&target.hook.url).unwrap_or_default(),
-                )
-                .to_string(),
+                error: client::PrivateAddress(target_host(&target.hook.url).unwrap_or_default())
+                    .to_string(),
             },
             Err(e) => Outcome::Error {
                 error: client::describe(&e),
@@ -421,8 +418,5 @@ impl Hooks {
 }
 
 fn target_host(url: &str) -> Option<String> {
-    reqwest::Url::parse(url)
-        .ok()?
-        .host_str()
-        .map(str::to_owned)
+    reqwest::Url::parse(url).ok()?.host_str().map(str::to_owned)
 }

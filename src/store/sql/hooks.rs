@@ -145,7 +145,9 @@ impl HookStore for SqlStore {
         .bind(human_id)
         .fetch_optional(self.writer()?)
         .await?;
-        row.as_ref().map(target).unwrap_or(Err(StoreError::NotFound))
+        row.as_ref()
+            .map(target)
+            .unwrap_or(Err(StoreError::NotFound))
     }
 
     async fn list_hook_deliveries(

@@ -650,7 +650,13 @@ fn cases(w: &World) -> Vec<Case> {
         ),
         raw(M::DELETE, "/api/v1/webhooks/wh_missing", None, b"", 404),
         // Notify hooks.
-        case(M::POST, &notify, json!({"url": "ftp://example.com/x"}), 400, "url"),
+        case(
+            M::POST,
+            &notify,
+            json!({"url": "ftp://example.com/x"}),
+            400,
+            "url",
+        ),
         case(
             M::POST,
             &notify,

@@ -27,7 +27,12 @@ async fn hooks_are_their_humans_and_their_endpoints(store: &dyn Store, _ts: &Tes
     let ada = fixture(store, "ada").await;
     let bob = fixture(store, "bob").await;
     let hook = store
-        .create_hook(&ada.human.id, &ada.endpoint.id, "https://example.com/a", "whsec_x")
+        .create_hook(
+            &ada.human.id,
+            &ada.endpoint.id,
+            "https://example.com/a",
+            "whsec_x",
+        )
         .await
         .unwrap();
     assert!(hook.id.starts_with("hk_"), "{hook:?}");
@@ -52,7 +57,12 @@ async fn hooks_are_their_humans_and_their_endpoints(store: &dyn Store, _ts: &Tes
     ));
     assert!(matches!(
         store
-            .create_hook(&bob.human.id, &ada.endpoint.id, "https://example.com/b", "s")
+            .create_hook(
+                &bob.human.id,
+                &ada.endpoint.id,
+                "https://example.com/b",
+                "s"
+            )
             .await,
         Err(StoreError::NotFound)
     ));
@@ -70,7 +80,10 @@ async fn hooks_are_their_humans_and_their_endpoints(store: &dyn Store, _ts: &Tes
         store.unscoped_hooked_endpoints().await.unwrap(),
         vec![ada.endpoint.id.clone()]
     );
-    let listed = store.list_hooks(&ada.human.id, &ada.endpoint.id).await.unwrap();
+    let listed = store
+        .list_hooks(&ada.human.id, &ada.endpoint.id)
+        .await
+        .unwrap();
     assert_eq!(listed.len(), 1);
     store.delete_hook(&ada.human.id, &hook.id).await.unwrap();
     assert!(store.unscoped_hooked_endpoints().await.unwrap().is_empty());
@@ -130,7 +143,10 @@ async fn the_delivery_log_keeps_the_last_deliveries(store: &dyn Store, ts: &Test
         .unwrap();
     assert_eq!(kept.len() as i64, KEPT_DELIVERIES);
     // Newest first; the oldest ones went.
-    assert_eq!(kept[0].todo_id.as_deref(), Some(&*format!("td_{}", total - 1)));
+    assert_eq!(
+        kept[0].todo_id.as_deref(),
+        Some(&*format!("td_{}", total - 1))
+    );
     assert_eq!(
         kept.last().unwrap().todo_id.as_deref(),
         Some(&*format!("td_{}", total - KEPT_DELIVERIES))
@@ -156,14 +172,21 @@ async fn the_twentieth_failure_disables_once_and_enable_restores(
         .await
         .unwrap();
     for n in 1..20 {
-        let failure = store.unscoped_hook_failed(&hook.id, 20, "why").await.unwrap();
+        let failure = store
+            .unscoped_hook_failed(&hook.id, 20, "why")
+            .await
+            .unwrap();
         assert_eq!(failure.consecutive_failures, n);
         assert!(!failure.disabled_now);
     }
     // A success in between starts the count again.
     store.unscoped_hook_succeeded(&hook.id).await.unwrap();
     assert_eq!(
-        store.get_hook(&f.human.id, &hook.id).await.unwrap().consecutive_failures,
+        store
+            .get_hook(&f.human.id, &hook.id)
+            .await
+            .unwrap()
+            .consecutive_failures,
         0
     );
     // 20 failures at once, from many callers: exactly one disables it.
