@@ -62,6 +62,7 @@ pub async fn apply(delivery: &Delivery, message: Message) {
             // Before anything else: no request may authenticate with a
             // cached credential of the revoked endpoint from now on.
             delivery.store().forget_credentials();
+            delivery.hooks().forget(&endpoint_id);
             let closed = delivery.sessions().close_endpoint(&endpoint_id);
             if closed > 0 {
                 tracing::info!(endpoint = %endpoint_id, closed, "sessions closed: endpoint revoked elsewhere");
@@ -127,7 +128,18 @@ pub async fn catch_up(delivery: &Delivery, since: Timestamp) {
     // A lost message may have been a hook change.
     delivery.hooks().reload().await;
     let hosted = delivery.doorbells().hosted_endpoints();
+    // Endpoints with an enabled hook are hosted here too, for their rings.
+    let hooked_only: Vec<String> = delivery
+        .hooks()
+        .hooked_endpoints()
+        .into_iter()
+        .filter(|id| !hosted.contains(id))
+        .collect();
     if hosted.is_empty() {
+        if !hooked_only.is_empty() {
+            let rung = delivery.ring_missed(&hooked_only, since).await;
+            tracing::info!(hooked = hooked_only.len(), rung, "bus catch-up done");
+        }
         return;
     }
     let store = delivery.store();
@@ -158,7 +170,9 @@ pub async fn catch_up(delivery: &Delivery, since: Timestamp) {
             revoked += delivery.sessions().close_endpoint(id);
         }
     }
-    let rung = delivery.ring_missed(&hosted, since).await;
+    let mut ringable = hosted.to_vec();
+    ringable.extend(hooked_only);
+    let rung = delivery.ring_missed(&ringable, since).await;
     tracing::info!(
         hosted = hosted.len(),
         sessions_closed = revoked,

@@ -347,6 +347,7 @@ impl Delivery {
         self.bus.publish(Message::EndpointRevoked {
             endpoint_id: endpoint_id.to_owned(),
         });
+        self.hooks.forget(endpoint_id);
         self.sessions().close_endpoint(endpoint_id)
     }
 

@@ -122,3 +122,48 @@ pub fn describe(err: &reqwest::Error) -> String {
     }
     text
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn private_ip_literals_are_refused_before_sending_and_names_wait_for_the_dial() {
+        for refused in [
+            "http://127.0.0.1:8080/x",
+            "http://[::1]/x",
+            "https://169.254.169.254/latest/meta-data",
+            "http://10.0.0.7/",
+            "http://[fd00::1]:9/",
+        ] {
+            let url = reqwest::Url::parse(refused).unwrap();
+            assert!(refuse_literal(&url).is_some(), "{refused}");
+        }
+        for passed in [
+            "https://8.8.8.8/x",
+            "https://example.com/x",
+            "http://localhost/x",
+        ] {
+            let url = reqwest::Url::parse(passed).unwrap();
+            assert!(refuse_literal(&url).is_none(), "{passed}");
+        }
+    }
+
+    #[test]
+    fn a_refusal_is_found_through_the_error_chain() {
+        #[derive(Debug)]
+        struct Wrapper(PrivateAddress);
+        impl std::fmt::Display for Wrapper {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("connect failed")
+            }
+        }
+        impl std::error::Error for Wrapper {
+            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+                Some(&self.0)
+            }
+        }
+        assert!(is_refusal(&Wrapper(PrivateAddress("localhost".into()))));
+        assert!(!is_refusal(&std::io::Error::other("reset")));
+    }
+}

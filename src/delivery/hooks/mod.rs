@@ -180,6 +180,11 @@ impl Hooks {
         }
     }
 
+    /// The endpoint was revoked (or deleted): it is hosted here no more.
+    pub fn forget(&self, endpoint_id: &str) {
+        self.set_hooked(endpoint_id, false);
+    }
+
     fn set_hooked(&self, endpoint_id: &str, hooked: bool) {
         let mut set = self.hooked.write().unwrap_or_else(|p| p.into_inner());
         if hooked {
