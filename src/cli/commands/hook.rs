@@ -23,7 +23,8 @@ pub enum HookCommand {
         /// Endpoint slug or id.
         reference: String,
         /// An http(s) URL, without a user name or password.
-        url: String,
+        #[arg(value_name = "URL")]
+        target: String,
     },
     /// An endpoint's hooks, their state and last deliveries.
     List { reference: String },
@@ -39,9 +40,12 @@ pub(crate) async fn run(args: HookArgs) -> anyhow::Result<()> {
     let client = args.client.connect()?;
     let json = args.client.json;
     match args.command {
-        HookCommand::Add { reference, url } => {
+        HookCommand::Add { reference, target } => {
             let response = client
-                .post(&["endpoints", &reference, "hooks"], &json!({ "url": url }))
+                .post(
+                    &["endpoints", &reference, "hooks"],
+                    &json!({ "url": target }),
+                )
                 .await?;
             emit(json, &response, print_added)
         }
