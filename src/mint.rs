@@ -53,6 +53,17 @@ pub fn new_signing_secret() -> String {
     random_hex(32)
 }
 
+/// A notify hook's signing secret, as Standard Webhooks writes one:
+/// `whsec_` + standard base64 of 32 random bytes (the HMAC key is those bytes).
+pub fn new_hook_secret() -> String {
+    let mut buf = [0u8; 32];
+    getrandom::fill(&mut buf).expect("the operating system's random source failed");
+    format!(
+        "whsec_{}",
+        base64::engine::general_purpose::STANDARD.encode(buf)
+    )
+}
+
 /// An endpoint slug: the agent's name, `-`, and 4 random `[a-z0-9]`.
 pub fn new_slug(agent_name: &str) -> String {
     const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";

@@ -104,6 +104,13 @@ fn routes() -> Router<ApiState> {
             "/endpoints/{reference}/webhooks",
             get(webhooks::list).post(webhooks::create),
         )
+        .route(
+            "/endpoints/{reference}/hooks",
+            get(hooks::list).post(hooks::add),
+        )
+        .route("/hooks/{id}", delete(hooks::remove))
+        .route("/hooks/{id}/enable", post(hooks::enable))
+        .route("/hooks/{id}/test", post(hooks::test))
         .route("/webhooks/{id}/rotate", post(webhooks::rotate))
         .route("/webhooks/{id}", delete(webhooks::remove))
         .route("/todos", get(todos::list))

@@ -8,7 +8,7 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{ContentBuilder, ObjectBuilder, RefOr, ResponseBuilder, Type};
 use utoipa::{Modify, OpenApi};
 
-use super::handlers::{agents, endpoints, me, presence, todos, tokens, webhooks};
+use super::handlers::{agents, endpoints, hooks, me, presence, todos, tokens, webhooks};
 use super::views::*;
 use crate::http::error::{ErrorBody, ErrorDetail};
 
@@ -28,12 +28,14 @@ use crate::http::error::{ErrorBody, ErrorDetail};
         todos::push, todos::list, todos::show, todos::event, todos::retry, todos::release,
         todos::cancel, todos::bulk_retry, todos::bulk_cancel,
         webhooks::list, webhooks::create, webhooks::rotate, webhooks::remove,
+        hooks::list, hooks::add, hooks::remove, hooks::enable, hooks::test,
     ),
     components(schemas(
         ErrorBody, ErrorDetail, HumanView, TokenView, NewTokenView, TokenList,
         LivenessView, PresenceSummary, SessionsView, SessionRow, ScopeView, ActivityView, EndpointView, EndpointList, VendView, ClientSetup,
         AgentView, AgentList, TodoView, TodoList, BulkResult, todos::BulkRequest, AttemptView, TodoDetail, CreatedTodoView,
         IntakeEventView, WebhookView, NewWebhookView, WebhookList,
+        HookView, HookDeliveryView, NewHookView, HookList, HookTestView, hooks::AddHook,
         tokens::CreateToken, agents::RegisterAgent, agents::EditAgent,
         endpoints::VendRequest, endpoints::EditEndpoint, endpoints::TestRingRequest, endpoints::TestRingView, todos::PushTodo,
         webhooks::CreateWebhook,
@@ -46,6 +48,7 @@ use crate::http::error::{ErrorBody, ErrorDetail};
         (name = "endpoints", description = "Vended MCP endpoints"),
         (name = "todos", description = "Work items"),
         (name = "webhooks", description = "Intake webhooks"),
+        (name = "hooks", description = "Notify hooks: signed POSTs when an endpoint is rung"),
         (name = "presence", description = "Clock in, clock out and shifts"),
     )
 )]

@@ -664,3 +664,67 @@ pub struct NewWebhookView {
 pub struct WebhookList {
     pub webhooks: Vec<WebhookView>,
 }
+
+/// One try of a hook delivery.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct HookDeliveryView {
+    #[schema(format = DateTime)]
+    pub at: String,
+    /// `todo.ready`, `todo.rering`, `digest` or `test`.
+    #[serde(rename = "type")]
+    pub event: String,
+    pub todo_id: Option<String>,
+    /// `ok` (a 2xx), `failed` or `refused` (a private target).
+    pub outcome: String,
+    /// The HTTP status, when the target answered.
+    pub status: Option<i64>,
+    /// Why it failed, when the target did not answer.
+    pub error: Option<String>,
+    pub duration_ms: i64,
+    /// 1 for the first try of a delivery.
+    pub attempt: i64,
+}
+
+/// A notify hook (its secret is shown only when it is added).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct HookView {
+    pub id: String,
+    pub endpoint_id: String,
+    pub url: String,
+    /// `enabled`, or `disabled` (after too many failures in a row).
+    pub state: &'static str,
+    /// Deliveries in a row that failed after every try.
+    pub consecutive_failures: i64,
+    pub disabled_reason: Option<String>,
+    #[schema(format = DateTime)]
+    pub disabled_at: Option<String>,
+    #[schema(format = DateTime)]
+    pub created_at: String,
+    /// The last tries, newest first (in listings).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_deliveries: Option<Vec<HookDeliveryView>>,
+}
+
+/// A hook just added: the signing secret is shown this once.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct NewHookView {
+    /// The Standard Webhooks signing secret (`whsec_…`).
+    pub secret: String,
+    #[serde(flatten)]
+    pub hook: HookView,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct HookList {
+    pub hooks: Vec<HookView>,
+}
+
+/// How a test delivery went.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct HookTestView {
+    /// `ok`, `failed` or `refused`.
+    pub outcome: &'static str,
+    pub status: Option<u16>,
+    pub error: Option<String>,
+    pub duration_ms: i64,
+}

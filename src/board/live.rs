@@ -149,7 +149,8 @@ impl Live {
                 | Message::PresenceChanged { endpoint_id }
                 | Message::TransitionClaimed { endpoint_id, .. }
                 | Message::EndpointRevoked { endpoint_id }
-                | Message::EndpointChanged { endpoint_id } => endpoint_id,
+                | Message::EndpointChanged { endpoint_id }
+                | Message::HooksChanged { endpoint_id } => endpoint_id,
                 Message::Keepalive => return false,
             },
         };

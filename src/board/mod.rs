@@ -116,6 +116,7 @@ pub fn router(state: BoardState) -> Router {
             "/board/webhooks/{id}/delete",
             post(endpoint::delete_webhook),
         )
+        .route("/board/hooks/{id}/enable", post(endpoint::enable_hook))
         .route("/board/endpoints/{slug}/revoke", post(endpoint::revoke))
         .route("/board/endpoints/{slug}/delete", post(endpoint::delete))
         .route("/board/shift-preview", get(endpoint::shift_preview))

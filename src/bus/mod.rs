@@ -59,6 +59,9 @@ pub enum Message {
     /// An endpoint's settings that its sessions see (the default lease)
     /// changed: its sessions everywhere are told their tool list changed.
     EndpointChanged { endpoint_id: String },
+    /// An endpoint's notify hooks were added, deleted, enabled or disabled:
+    /// every instance reads again whether it has an enabled one.
+    HooksChanged { endpoint_id: String },
     /// A listener's probe of its own connection; everyone ignores it.
     Keepalive,
 }

@@ -17,7 +17,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use commands::{admin, agent, auth, doctor, endpoint, shift, todo, token, webhook};
+use commands::{admin, agent, auth, doctor, endpoint, hook, shift, todo, token, webhook};
 
 use crate::api::ApiRates;
 use crate::bus::pg::PgBusConfig;
@@ -91,6 +91,8 @@ pub enum Command {
     Todo(todo::TodoArgs),
     /// Intake webhooks that turn deliveries into todos.
     Webhook(webhook::WebhookArgs),
+    /// Notify hooks: URLs that get a signed POST when an endpoint is rung.
+    Hook(hook::HookArgs),
     /// Your own API tokens.
     Token(token::TokenArgs),
     /// Check a weekly shift locally (no server): canonical form, presence, boundaries.
@@ -290,6 +292,12 @@ pub struct ServeArgs {
     /// only, never a flag: ps shows flags) supplies the token instead.
     #[arg(long, env = "SWITCHBOARD_BOOTSTRAP_TOKEN_FILE")]
     pub bootstrap_token_file: Option<std::path::PathBuf>,
+
+    /// Let notify hooks reach loopback, private (RFC 1918, unique-local),
+    /// link-local and carrier-grade NAT addresses. Off, such targets are
+    /// refused when dialled (after DNS resolution) and recorded as refused.
+    #[arg(long, env = "SWITCHBOARD_ALLOW_PRIVATE_HOOKS")]
+    pub allow_private_hooks: bool,
 }
 
 #[derive(Debug, Args)]
@@ -336,6 +344,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Endpoint(args) => endpoint::run(args).await,
         Command::Todo(args) => todo::run(args).await,
         Command::Webhook(args) => webhook::run(args).await,
+        Command::Hook(args) => hook::run(args).await,
         Command::Token(args) => token::run(args).await,
         Command::Shift(args) => shift::run(args),
         Command::Work(args) => work::run(args).await,
@@ -436,6 +445,10 @@ async fn serve(args: ServeArgs, log_format: LogFormat) -> anyhow::Result<()> {
             body_read_timeout: duration_flag(&args.body_read_timeout, "body-read-timeout")?,
             idle_timeout: duration_flag(&args.idle_timeout, "idle-timeout")?,
             max_connections: positive_count(args.max_connections, "max-connections")?,
+        },
+        hooks: crate::delivery::hooks::HookConfig {
+            allow_private: args.allow_private_hooks,
+            ..Default::default()
         },
     };
     if config.limits.idle_timeout <= config.mcp.keepalive {

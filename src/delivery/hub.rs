@@ -286,7 +286,9 @@ impl Doorbells {
         hearing.into_iter().chain(deaf).collect()
     }
 
-    fn first_time(&self, todo: &RingCandidate, trigger: Trigger) -> bool {
+    /// True the first time this todo rings for this trigger (and counted
+    /// ring) within [`DUPLICATE_GATE`]; a session or a hook rings only then.
+    pub(crate) fn first_time(&self, todo: &RingCandidate, trigger: Trigger) -> bool {
         let now = Instant::now();
         let mut recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
         if recent.len() > 10_000 {
@@ -454,6 +456,13 @@ impl Doorbells {
         if gate.get(endpoint_id) == Some(&armed_at) {
             gate.remove(endpoint_id);
         }
+    }
+
+    /// A ring handed to a notify hook (`delivery::hooks`), counted with the
+    /// rings of sessions.
+    pub fn count_hook_ring(&self, kind: &'static str, trigger: Trigger) {
+        self.counters.count_ring(kind, trigger);
+        self.rings.fetch_add(1, Ordering::Relaxed);
     }
 
     pub fn total_rings(&self) -> u64 {

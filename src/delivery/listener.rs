@@ -62,6 +62,7 @@ pub async fn apply(delivery: &Delivery, message: Message) {
             // Before anything else: no request may authenticate with a
             // cached credential of the revoked endpoint from now on.
             delivery.store().forget_credentials();
+            delivery.hooks().forget(&endpoint_id);
             let closed = delivery.sessions().close_endpoint(&endpoint_id);
             if closed > 0 {
                 tracing::info!(endpoint = %endpoint_id, closed, "sessions closed: endpoint revoked elsewhere");
@@ -69,6 +70,9 @@ pub async fn apply(delivery: &Delivery, message: Message) {
         }
         Message::EndpointChanged { endpoint_id } => {
             delivery.endpoint_changed_here(&endpoint_id);
+        }
+        Message::HooksChanged { endpoint_id } => {
+            delivery.hooks().refresh(&endpoint_id).await;
         }
         Message::TransitionClaimed {
             endpoint_id,
@@ -112,7 +116,7 @@ async fn digest_here(delivery: &Delivery, endpoint_id: &str, reason: DigestReaso
     };
     if endpoint.is_active() && effective_of(&endpoint, store.clock().now()).presence == Presence::In
     {
-        send_return_digest(delivery, &endpoint, reason).await;
+        send_return_digest(delivery, &endpoint, reason, false).await;
     }
 }
 
@@ -121,8 +125,21 @@ async fn digest_here(delivery: &Delivery, endpoint_id: &str, reason: DigestReaso
 /// (claimed by another instance) gets this instance's digest; todos that
 /// became ready meanwhile and never rang ring once.
 pub async fn catch_up(delivery: &Delivery, since: Timestamp) {
+    // A lost message may have been a hook change.
+    delivery.hooks().reload().await;
     let hosted = delivery.doorbells().hosted_endpoints();
+    // Endpoints with an enabled hook are hosted here too, for their rings.
+    let hooked_only: Vec<String> = delivery
+        .hooks()
+        .hooked_endpoints()
+        .into_iter()
+        .filter(|id| !hosted.contains(id))
+        .collect();
     if hosted.is_empty() {
+        if !hooked_only.is_empty() {
+            let rung = delivery.ring_missed(&hooked_only, since).await;
+            tracing::info!(hooked = hooked_only.len(), rung, "bus catch-up done");
+        }
         return;
     }
     let store = delivery.store();
@@ -144,7 +161,7 @@ pub async fn catch_up(delivery: &Delivery, since: Timestamp) {
             && !delivery.claimed_here_since(&endpoint.id, since);
         if returned_meanwhile {
             let reason = reason_of(endpoint.presence_changed_by.as_deref());
-            send_return_digest(delivery, endpoint, reason).await;
+            send_return_digest(delivery, endpoint, reason, false).await;
         }
     }
     // Endpoints deleted outright are gone from the read: their sessions too.
@@ -153,7 +170,9 @@ pub async fn catch_up(delivery: &Delivery, since: Timestamp) {
             revoked += delivery.sessions().close_endpoint(id);
         }
     }
-    let rung = delivery.ring_missed(&hosted, since).await;
+    let mut ringable = hosted.to_vec();
+    ringable.extend(hooked_only);
+    let rung = delivery.ring_missed(&ringable, since).await;
     tracing::info!(
         hosted = hosted.len(),
         sessions_closed = revoked,

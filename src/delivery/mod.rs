@@ -13,6 +13,7 @@
 
 pub mod counters;
 pub mod fleet;
+pub mod hooks;
 pub mod hub;
 pub mod listener;
 pub mod presence;
@@ -37,13 +38,17 @@ const STREAMLESS_GRACE: std::time::Duration = std::time::Duration::from_millis(2
 /// At most this many missed todos are rung by one catch-up pass (the sweep
 /// re-rings the rest on its schedule).
 const MISSED_RINGS_CAP: i64 = 500;
+use hooks::{HookConfig, Hooks};
 use sessions::SessionRegistry;
 
-/// The store, this instance's doorbells (and so its sessions), and the bus.
+/// The store, this instance's doorbells (and so its sessions), its notify
+/// hooks, and the bus.
 pub struct Delivery {
     store: Arc<dyn Store>,
     doorbells: Arc<Doorbells>,
     bus: Arc<dyn Bus>,
+    /// Notify hooks: hearers of every instance, preferred to sessions.
+    hooks: Arc<Hooks>,
     /// When this instance last claimed a transition, per endpoint: a
     /// catch-up after a bus gap must not digest this instance's own claims
     /// twice. Memory only; entries older than a day are dropped.
@@ -54,12 +59,52 @@ pub struct Delivery {
 
 impl Delivery {
     pub fn new(store: Arc<dyn Store>, doorbells: Arc<Doorbells>, bus: Arc<dyn Bus>) -> Self {
+        let hooks = Arc::new(Hooks::new(
+            store.clone(),
+            bus.clone(),
+            HookConfig::default(),
+        ));
         Self {
             store,
             doorbells,
             bus,
+            hooks,
             claimed_here: Mutex::new(HashMap::new()),
             counters: EventCounters::default(),
+        }
+    }
+
+    /// How notify hooks are delivered (`--allow-private-hooks`).
+    pub fn with_hook_config(mut self, config: HookConfig) -> Self {
+        self.hooks = Arc::new(Hooks::new(self.store.clone(), self.bus.clone(), config));
+        self
+    }
+
+    /// This instance's notify hooks.
+    pub fn hooks(&self) -> &Arc<Hooks> {
+        &self.hooks
+    }
+
+    /// An endpoint's hooks were added, deleted or enabled here: this
+    /// instance and the others read again whether it has an enabled one.
+    pub async fn hooks_changed(&self, endpoint_id: &str) {
+        self.hooks.refresh(endpoint_id).await;
+        self.bus.publish(Message::HooksChanged {
+            endpoint_id: endpoint_id.to_owned(),
+        });
+    }
+
+    /// Rings a todo this instance is to ring: one enabled hook of its
+    /// endpoint if it has any (the operator wired it on purpose; see
+    /// `docs/decisions.md`), else one session here.
+    pub(crate) fn ring_candidate(&self, candidate: &RingCandidate, trigger: Trigger) {
+        if !self.hooks.hooked(&candidate.endpoint_id) {
+            self.doorbells.ring(candidate, trigger);
+            return;
+        }
+        if self.doorbells.first_time(candidate, trigger) {
+            self.doorbells.count_hook_ring("todo", trigger);
+            self.hooks.ring(candidate, trigger == Trigger::Sweep);
         }
     }
 
@@ -218,8 +263,10 @@ impl Delivery {
                 },
             }
         };
+        // An endpoint with an enabled hook is hosted on every instance.
+        let hooked = self.hooks.hooked(endpoint_id);
         let sessions = self.sessions().sessions_of(endpoint_id);
-        if sessions.is_empty() {
+        if sessions.is_empty() && !hooked {
             // In a cluster another instance may host it: no drop here.
             if !clustered {
                 doorbells.counters.count_drop(DropReason::NoSession);
@@ -246,7 +293,7 @@ impl Delivery {
         let candidate = match local_candidate {
             Some(candidate) => candidate,
             None => {
-                if !sessions.iter().any(|s| s.is_streaming()) {
+                if !hooked && !sessions.iter().any(|s| s.is_streaming()) {
                     tokio::time::sleep(STREAMLESS_GRACE).await;
                 }
                 match store.unscoped_claim_ready_ring(todo_id).await {
@@ -260,7 +307,7 @@ impl Delivery {
                 }
             }
         };
-        doorbells.ring(&candidate, trigger);
+        self.ring_candidate(&candidate, trigger);
     }
 
     /// Rings one hearer of the endpoint on this instance with a test
@@ -320,6 +367,7 @@ impl Delivery {
         self.bus.publish(Message::EndpointRevoked {
             endpoint_id: endpoint_id.to_owned(),
         });
+        self.hooks.forget(endpoint_id);
         self.sessions().close_endpoint(endpoint_id)
     }
 

@@ -216,7 +216,7 @@ async fn settle_now(
             presence_changed_by: Some(by),
             ..endpoint.clone()
         };
-        send_return_digest(delivery, &claimed_row, reason).await;
+        send_return_digest(delivery, &claimed_row, reason, true).await;
     }
     done(None)
 }
@@ -270,11 +270,13 @@ pub(crate) fn returned_at(endpoint: &Endpoint) -> Option<Timestamp> {
 /// The one digest of this instance for a return (`clock_in`, `operator`,
 /// `shift_start`, `override_end`): [`send_digest`] counting only the todos
 /// created at or before [`returned_at`]. Nothing is sent when the row
-/// records no return. Returns whether a digest was written.
+/// records no return. `claimer`: this instance claimed the transition (it
+/// alone delivers a digest to a hook). Returns whether a digest was written.
 pub(crate) async fn send_return_digest(
     delivery: &Delivery,
     endpoint: &Endpoint,
     reason: DigestReason,
+    claimer: bool,
 ) -> bool {
     let Some(returned) = returned_at(endpoint) else {
         tracing::debug!(endpoint = %endpoint.slug, reason = reason.as_str(), "no return on record; no digest");
@@ -285,7 +287,7 @@ pub(crate) async fn send_return_digest(
     // a todo created after the return within that same millisecond costs at
     // most one doorbell more.
     let cutoff = returned.saturating_add(std::time::Duration::from_millis(1));
-    send_digest(delivery, endpoint, reason, cutoff).await
+    send_digest(delivery, endpoint, reason, cutoff, claimer).await
 }
 
 /// Sends one digest to one session of this instance (prefer streaming,
@@ -293,13 +295,22 @@ pub(crate) async fn send_return_digest(
 /// `created_before` (a todo created later did not wait: it rang on its own);
 /// marks exactly the counted todos' `last_ringed_at` after a successful
 /// write. Returns whether a digest was written.
+///
+/// An endpoint with an enabled hook gets its digest at one hook instead,
+/// from the instance that claimed the transition only (`claimer`): one
+/// POST per return in the whole cluster, and no session digest.
 async fn send_digest(
     delivery: &Delivery,
     endpoint: &Endpoint,
     reason: DigestReason,
     created_before: Timestamp,
+    claimer: bool,
 ) -> bool {
     let (store, doorbells) = (delivery.store(), delivery.doorbells());
+    let hooked = delivery.hooks().hooked(&endpoint.id);
+    if hooked && !claimer {
+        return false;
+    }
     let todos = match store.unscoped_digest_todos(&endpoint.id).await {
         Ok(mut todos) => {
             todos.retain(|t| t.created_at < created_before);
@@ -322,8 +333,18 @@ async fn send_digest(
         }
     }
     let oldest = todos.iter().map(|t| t.created_at).min().unwrap_or(now);
-    let message = digest(reason, &counts, now.as_millis() - oldest.as_millis());
-    if !doorbells.send_digest(&endpoint.id, message, reason, now) {
+    if hooked {
+        // Handed to the hook's own task: marked as a written digest is.
+        delivery
+            .hooks()
+            .digest(&endpoint.id, todos.len() as i64, reason.as_str());
+        doorbells.count_hook_ring("digest", super::Trigger::Digest(reason));
+    } else if !doorbells.send_digest(
+        &endpoint.id,
+        digest(reason, &counts, now.as_millis() - oldest.as_millis()),
+        reason,
+        now,
+    ) {
         tracing::warn!(endpoint = %endpoint.slug, reason = reason.as_str(), "digest not delivered; nothing marked");
         return false;
     }
@@ -396,7 +417,7 @@ pub async fn stream_opened(delivery: &Delivery, endpoint: &Endpoint, opened_at: 
         return;
     }
     let reason = DigestReason::Reconnect;
-    if !send_digest(delivery, endpoint, reason, opened_at).await {
+    if !send_digest(delivery, endpoint, reason, opened_at, false).await {
         // Nothing was sent, so nothing is rationed: a reconnect a minute
         // later with work waiting still gets its digest.
         doorbells.disarm_reconnect_gate(&endpoint.id, now);

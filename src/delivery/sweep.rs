@@ -41,7 +41,23 @@ pub async fn sweep_tick(delivery: &Delivery, config: &SweepConfig) -> usize {
     let (store, doorbells) = (delivery.store(), delivery.doorbells());
     // A ghost hosts nothing: an endpoint whose client left keeps its budget.
     doorbells.sessions().close_ghosts();
-    let hosted = doorbells.hosted_endpoints();
+    // Endpoints with a session here, and those with an enabled hook (hosted
+    // on every instance; the one statement below decides who rings). The
+    // session list is sorted: the hooked ones are merged in by binary
+    // search, never by a scan per id (10 000 hosted endpoints, B5).
+    let with_sessions = doorbells.hosted_endpoints();
+    let hooked = delivery.hooks().hooked_endpoints();
+    let hosted: std::borrow::Cow<'_, [String]> = if hooked.is_empty() {
+        std::borrow::Cow::Borrowed(&with_sessions[..])
+    } else {
+        let mut all = with_sessions.to_vec();
+        all.extend(
+            hooked
+                .into_iter()
+                .filter(|id| with_sessions.binary_search(id).is_err()),
+        );
+        std::borrow::Cow::Owned(all)
+    };
     if hosted.is_empty() {
         return 0;
     }
@@ -62,7 +78,7 @@ pub async fn sweep_tick(delivery: &Delivery, config: &SweepConfig) -> usize {
         Ok(due) => {
             for todo in &due {
                 // Counted already; a ring lost in delivery is accepted (`docs/doorbells.md`).
-                doorbells.ring(todo, Trigger::Sweep);
+                delivery.ring_candidate(todo, Trigger::Sweep);
             }
             due.len()
         }

@@ -6,6 +6,7 @@ pub mod backoff;
 pub mod client_setup;
 pub mod doorbell;
 pub mod duration;
+pub mod hook;
 pub mod ids;
 pub mod invalid;
 pub mod lease;

@@ -485,6 +485,23 @@ impl Metrics {
         );
     }
 
+    /// `switchboard_hook_deliveries_total`: the notify hooks' counter
+    /// (`delivery::hooks`), kept apart from [`Metrics::new`] like the connections'.
+    pub fn register_hooks(
+        &mut self,
+        deliveries: &prometheus_client::metrics::family::Family<
+            crate::delivery::hooks::OutcomeLabels,
+            prometheus_client::metrics::counter::Counter,
+        >,
+    ) {
+        self.registry.register(
+            "hook_deliveries",
+            "Notify hook deliveries by final outcome (ok: a 2xx; failed: after every try; \
+             refused: a private target)",
+            deliveries.clone(),
+        );
+    }
+
     /// Records the last measured offset to the database clock.
     pub fn set_clock_offset_ms(&self, offset_ms: i64) {
         self.clock_offset.set(offset_ms as f64 / 1000.0);

@@ -11,6 +11,7 @@
 //!   complete, fail, release).
 //! - [`endpoints`]: vend, revoke, delete, the default lease.
 //! - [`webhooks`], [`tokens`], [`agents`]: the human's other records.
+//! - [`hooks`]: notify hooks (add, delete, enable, test).
 //! - [`presence`]: clock in/out (the agent's) and overrides and shifts (a
 //!   human's); the settling itself is the event path's
 //!   ([`crate::delivery::presence`]).
@@ -26,6 +27,7 @@
 pub mod agents;
 pub mod endpoints;
 pub mod error;
+pub mod hooks;
 pub mod presence;
 pub mod todos;
 pub mod tokens;

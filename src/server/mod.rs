@@ -33,6 +33,7 @@ use crate::board::{BoardContext, BoardState};
 use crate::bus::pg::PgBusConfig;
 use crate::bus::{Bus, InProcessBus, InstanceId, PgBus};
 use crate::clock::{OffsetClock, SharedClock};
+use crate::delivery::hooks::HookConfig;
 use crate::delivery::sessions::SessionRegistry;
 use crate::delivery::sweep::SweepConfig;
 use crate::delivery::{Delivery, Doorbells};
@@ -78,6 +79,8 @@ pub struct ServerConfig {
     pub bootstrap: BootstrapConfig,
     /// Header, body and idle timeouts and the connection cap.
     pub limits: ServeLimits,
+    /// How notify hooks are delivered (`--allow-private-hooks`).
+    pub hooks: HookConfig,
 }
 
 /// Every surface with its own state; only the server sees them all.
@@ -207,7 +210,17 @@ pub async fn serve_on(
             .with_unanswered_after(config.unanswered_after),
     );
     let doorbells = Arc::new(Doorbells::new(sessions.clone()));
-    let delivery = Arc::new(Delivery::new(store.clone(), doorbells.clone(), bus.clone()));
+    let delivery = Arc::new(
+        Delivery::new(store.clone(), doorbells.clone(), bus.clone())
+            .with_hook_config(config.hooks.clone()),
+    );
+    if config.hooks.allow_private {
+        tracing::warn!(
+            "--allow-private-hooks: notify hooks may reach loopback, private and link-local addresses"
+        );
+    }
+    // Endpoints with an enabled hook are hosted here too (the sweep, the ring claim).
+    delivery.hooks().reload().await;
     let mcp = Arc::new(McpContext::new(config.mcp.clone(), sessions.clone()));
     let connection_stats = Arc::new(ConnectionStats::new());
     let mut metrics = Metrics::new(
@@ -221,6 +234,7 @@ pub async fn serve_on(
         crate::store::migrate::latest_version(sql_store.dialect()),
     );
     metrics.register_connections(&connection_stats);
+    metrics.register_hooks(&delivery.hooks().deliveries);
     let metrics = Arc::new(metrics);
     if !metrics.is_protected() {
         tracing::info!("/metrics is open (no scrape token): keep it on a private network");

@@ -84,6 +84,11 @@ pub static SQLITE_MIGRATIONS: &[Migration] = &[
         name: "dead_letters_by_endpoint",
         sql: include_str!("migrations/sqlite/0013_dead_letters_by_endpoint.sql"),
     },
+    Migration {
+        version: 14,
+        name: "hooks",
+        sql: include_str!("migrations/sqlite/0014_hooks.sql"),
+    },
 ];
 
 pub static POSTGRES_MIGRATIONS: &[Migration] = &[
@@ -151,6 +156,11 @@ pub static POSTGRES_MIGRATIONS: &[Migration] = &[
         version: 13,
         name: "dead_letters_by_endpoint",
         sql: include_str!("migrations/postgres/0013_dead_letters_by_endpoint.sql"),
+    },
+    Migration {
+        version: 14,
+        name: "hooks",
+        sql: include_str!("migrations/postgres/0014_hooks.sql"),
     },
 ];
 

@@ -3,7 +3,7 @@
 //! [`Store`] is the one contract every surface talks to, the sum of small
 //! capability traits ([`TodoStore`], [`RegistryStore`] = [`HumanStore`] +
 //! [`AgentStore`] + [`EndpointStore`] + [`WebhookStore`], [`TokenStore`],
-//! [`PresenceStore`], [`RingStore`], [`SweepStore`], [`StatsStore`], over
+//! [`HookStore`], [`PresenceStore`], [`RingStore`], [`SweepStore`], [`StatsStore`], over
 //! [`StoreBase`]); `use crate::store::prelude::*;` brings them all in scope. [`SqlStore`] implements
 //! it for SQLite (embedded, one server) and PostgreSQL (any number of
 //! instances); the SQL differs only where the dialects do, in [`dialect`].
@@ -243,6 +243,54 @@ pub trait WebhookStore: Send + Sync {
     async fn unscoped_find_webhook(&self, token_hash: &str) -> StoreResult<Option<WebhookTarget>>;
 }
 
+/// Outbound notify hooks (`docs/doorbells.md`, "Notify hooks") and their
+/// delivery log.
+#[async_trait]
+pub trait HookStore: Send + Sync {
+    /// A hook on one of the human's endpoints (by id); `Conflict` when revoked.
+    async fn create_hook(
+        &self,
+        human_id: &str,
+        endpoint_id: &str,
+        url: &str,
+        secret: &str,
+    ) -> StoreResult<Hook>;
+    async fn get_hook(&self, human_id: &str, id: &str) -> StoreResult<Hook>;
+    /// The endpoint's hooks, oldest first.
+    async fn list_hooks(&self, human_id: &str, endpoint_id: &str) -> StoreResult<Vec<Hook>>;
+    async fn delete_hook(&self, human_id: &str, id: &str) -> StoreResult<()>;
+    /// Enables a hook again with its failure count reset.
+    async fn enable_hook(&self, human_id: &str, id: &str) -> StoreResult<Hook>;
+    /// A hook with its secret, for a human's test.
+    async fn hook_target(&self, human_id: &str, id: &str) -> StoreResult<HookTarget>;
+    /// The last deliveries (attempts) of one of the human's hooks, newest first.
+    async fn list_hook_deliveries(
+        &self,
+        human_id: &str,
+        hook_id: &str,
+        limit: i64,
+    ) -> StoreResult<Vec<HookDelivery>>;
+    /// The enabled hooks of an active endpoint, oldest first, with their
+    /// secrets (empty when it has none, or is revoked).
+    async fn unscoped_enabled_hooks(&self, endpoint_id: &str) -> StoreResult<Vec<HookTarget>>;
+    /// Active endpoints with at least one enabled hook (every instance hosts them).
+    async fn unscoped_hooked_endpoints(&self) -> StoreResult<Vec<String>>;
+    /// Logs one attempt and keeps the hook's last
+    /// [`crate::domain::hook::KEPT_DELIVERIES`].
+    async fn unscoped_record_hook_delivery(&self, delivery: &HookDelivery) -> StoreResult<()>;
+    /// A delivery was received: the failures in a row start again from 0.
+    async fn unscoped_hook_succeeded(&self, hook_id: &str) -> StoreResult<()>;
+    /// A delivery failed for good: one more failure in a row (one
+    /// statement); at `disable_after` the hook is disabled, by one guarded
+    /// statement whose caller alone sees `disabled_now`.
+    async fn unscoped_hook_failed(
+        &self,
+        hook_id: &str,
+        disable_after: i64,
+        reason: &str,
+    ) -> StoreResult<HookFailure>;
+}
+
 /// Humans' API tokens.
 #[async_trait]
 pub trait TokenStore: Send + Sync {
@@ -413,6 +461,7 @@ pub trait Store:
     + TodoStore
     + RegistryStore
     + TokenStore
+    + HookStore
     + PresenceStore
     + RingStore
     + SweepStore
@@ -425,6 +474,7 @@ impl<T> Store for T where
         + TodoStore
         + RegistryStore
         + TokenStore
+        + HookStore
         + PresenceStore
         + RingStore
         + SweepStore
@@ -436,7 +486,7 @@ impl<T> Store for T where
 /// methods are callable only with the supertrait in scope).
 pub mod prelude {
     pub use super::{
-        AgentStore, EndpointStore, HumanStore, PresenceStore, RegistryStore, RingStore, StatsStore,
-        Store, StoreBase, SweepStore, TodoStore, TokenStore, WebhookStore,
+        AgentStore, EndpointStore, HookStore, HumanStore, PresenceStore, RegistryStore, RingStore,
+        StatsStore, Store, StoreBase, SweepStore, TodoStore, TokenStore, WebhookStore,
     };
 }

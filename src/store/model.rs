@@ -578,3 +578,61 @@ pub struct LivenessInputs {
     /// Holds at least one claim whose lease has not lapsed.
     pub holds_claim: bool,
 }
+
+/// An outbound notify hook of an endpoint (`docs/doorbells.md`, "Notify
+/// hooks"). Its secret is not part of this record: it is shown once, when
+/// made, and read only by the delivery path ([`HookTarget`]).
+#[derive(Debug, Clone, Serialize)]
+pub struct Hook {
+    pub id: String,
+    pub endpoint_id: String,
+    pub human_id: String,
+    pub url: String,
+    pub consecutive_failures: i64,
+    /// Why and when it was disabled; `None` while enabled.
+    pub disabled_reason: Option<String>,
+    pub disabled_at: Option<Timestamp>,
+    pub created_at: Timestamp,
+}
+
+impl Hook {
+    pub fn is_enabled(&self) -> bool {
+        self.disabled_at.is_none()
+    }
+}
+
+/// What a delivery needs: the hook, its secret and its endpoint's slug.
+#[derive(Debug, Clone)]
+pub struct HookTarget {
+    pub hook: Hook,
+    pub secret: String,
+    pub endpoint_slug: String,
+}
+
+/// One attempt of a hook delivery, as logged (never a body or a secret).
+#[derive(Debug, Clone, Serialize)]
+pub struct HookDelivery {
+    pub hook_id: String,
+    pub at: Timestamp,
+    /// `todo.ready`, `todo.rering`, `digest` or `test`.
+    pub event: String,
+    pub todo_id: Option<String>,
+    /// `ok`, `failed` or `refused`.
+    pub outcome: String,
+    /// The HTTP status, when the target answered.
+    pub status: Option<i64>,
+    /// What went wrong when it did not answer (no secret, no body).
+    pub error: Option<String>,
+    pub duration_ms: i64,
+    /// 1 for the first try.
+    pub attempt: i64,
+}
+
+/// What a final failure did to its hook.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HookFailure {
+    /// Final failures in a row now.
+    pub consecutive_failures: i64,
+    /// True for exactly the one failure that disabled it.
+    pub disabled_now: bool,
+}

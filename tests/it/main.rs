@@ -24,6 +24,7 @@ mod cluster_faults;
 mod delivery;
 mod edge;
 mod faults;
+mod hooks;
 mod intake;
 mod maintenance;
 mod mcp;

@@ -21,6 +21,8 @@ mod concurrency;
 mod dedup;
 #[path = "conformance/fencing.rs"]
 mod fencing;
+#[path = "conformance/hooks.rs"]
+mod hooks;
 #[path = "conformance/leases.rs"]
 mod leases;
 #[path = "conformance/lifecycle.rs"]

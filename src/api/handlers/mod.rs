@@ -2,6 +2,7 @@
 
 pub(super) mod agents;
 pub(super) mod endpoints;
+pub(super) mod hooks;
 pub(super) mod me;
 pub(super) mod presence;
 pub(super) mod todos;

@@ -44,6 +44,7 @@ struct EndpointPage {
     preview: ShiftPreview,
     webhooks: Vec<WebhookRow>,
     revealed: Option<WebhookReveal>,
+    hooks: Vec<HookRow>,
 }
 
 pub(crate) async fn page(
@@ -97,6 +98,42 @@ async fn show(
             rotated: w.rotated_at.map(|t| relative(now, t)),
         })
         .collect();
+    let mut hooks = Vec::new();
+    for h in state
+        .store
+        .list_hooks(&signed.human.id, &endpoint.id)
+        .await?
+    {
+        let deliveries = state
+            .store
+            .list_hook_deliveries(&signed.human.id, &h.id, 3)
+            .await?
+            .into_iter()
+            .map(|d| HookDeliveryRow {
+                when: relative(now, d.at),
+                event: d.event,
+                outcome: d.outcome,
+                detail: match (d.status, d.error) {
+                    (Some(status), _) => format!("HTTP {status}"),
+                    (None, Some(error)) => error,
+                    (None, None) => String::new(),
+                },
+                attempt: d.attempt,
+            })
+            .collect();
+        hooks.push(HookRow {
+            enabled: h.is_enabled(),
+            failures: h.consecutive_failures,
+            disabled: h
+                .disabled_at
+                .map(|t| relative(now, t))
+                .zip(h.disabled_reason.clone())
+                .map(|(when, why)| format!("{when}: {why}")),
+            id: h.id,
+            url: h.url,
+            deliveries,
+        });
+    }
     let preview = ShiftPreview::of(endpoint.shift.as_deref().unwrap_or(""), now);
     layout.title = format!("{} · {}", card.agent, card.slug);
     Ok(render(&EndpointPage {
@@ -108,7 +145,48 @@ async fn show(
         preview,
         webhooks,
         revealed,
+        hooks,
     }))
+}
+
+/// One notify hook of the endpoint, with its last deliveries.
+pub(crate) struct HookRow {
+    pub(crate) id: String,
+    pub(crate) url: String,
+    pub(crate) enabled: bool,
+    pub(crate) failures: i64,
+    /// When and why it was disabled.
+    pub(crate) disabled: Option<String>,
+    pub(crate) deliveries: Vec<HookDeliveryRow>,
+}
+
+/// One try of a hook delivery.
+pub(crate) struct HookDeliveryRow {
+    pub(crate) when: String,
+    pub(crate) event: String,
+    pub(crate) outcome: String,
+    /// `HTTP 500`, or what went wrong.
+    pub(crate) detail: String,
+    pub(crate) attempt: i64,
+}
+
+/// Enables a hook again after it was disabled by failures.
+pub(crate) async fn enable_hook(
+    State(state): State<BoardState>,
+    Path(id): Path<String>,
+    form: CsrfForm,
+) -> Result<Response, BoardError> {
+    let human = &form.signed.human.id;
+    let current = state.store.get_hook(human, &id).await?;
+    let endpoint = state
+        .store
+        .get_endpoint(human, &current.endpoint_id)
+        .await?;
+    let outcome = ops::hooks::enable(&state.delivery, human, &id)
+        .await
+        .map(|_| "hook enabled: it is rung again".to_owned())
+        .map_err(refusal);
+    Ok(back(&path_of(&endpoint.slug), outcome))
 }
 
 /// One intake webhook of the endpoint (its URL is never shown again).

@@ -7,6 +7,7 @@ pub(super) mod agent;
 pub(super) mod auth;
 pub(super) mod doctor;
 pub(super) mod endpoint;
+pub(super) mod hook;
 pub(super) mod shift;
 pub(super) mod todo;
 pub(super) mod token;

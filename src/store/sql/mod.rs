@@ -31,6 +31,7 @@ macro_rules! below_attempt_cap {
 
 mod agents;
 mod endpoints;
+mod hooks;
 mod humans;
 mod paging;
 mod postgres;

@@ -271,6 +271,7 @@ fn cases(w: &World) -> Vec<Case> {
     let presence = format!("{ep}/presence");
     let shift = format!("{ep}/shift");
     let hooks = format!("{ep}/webhooks");
+    let notify = format!("{ep}/hooks");
     let json = Some("application/json");
     let many_queues: Vec<String> = (0..5000).map(|i| format!("q{i}")).collect();
     let mut all = vec![
@@ -663,6 +664,40 @@ fn cases(w: &World) -> Vec<Case> {
             404,
         ),
         raw(M::DELETE, "/api/v1/webhooks/wh_missing", None, b"", 404),
+        // Notify hooks.
+        case(
+            M::POST,
+            &notify,
+            json!({"url": "ftp://example.com/x"}),
+            400,
+            "url",
+        ),
+        case(
+            M::POST,
+            &notify,
+            json!({"url": "https://user:pw@example.com/x"}),
+            400,
+            "url",
+        ),
+        case(M::POST, &notify, json!({"url": "not a url"}), 400, "url"),
+        case(M::POST, &notify, json!({"url": 5}), 400, "url"),
+        case(
+            M::POST,
+            &notify,
+            json!({"url": "https://example.com/x", "secret": "mine"}),
+            400,
+            "secret",
+        ),
+        raw(
+            M::POST,
+            &format!("{gone}/hooks"),
+            json,
+            b"{\"url\":\"https://example.com/x\"}",
+            409,
+        ),
+        raw(M::DELETE, "/api/v1/hooks/hk_missing", None, b"", 404),
+        raw(M::POST, "/api/v1/hooks/hk_missing/enable", None, b"", 404),
+        raw(M::POST, "/api/v1/hooks/hk_missing/test", None, b"", 404),
         // Intake: a bad signature, an unknown URL, a revoked endpoint, too big.
         raw(
             M::POST,

@@ -26,6 +26,8 @@ struct Tenant {
     endpoints: [Vended; 2],
     todo: String,
     webhook: String,
+    /// A notify hook on endpoint 1.
+    hook: String,
     agent: String,
 }
 
@@ -55,6 +57,18 @@ async fn tenant(server: &Server, token: &str, prefix: &str) -> Tenant {
         .as_str()
         .unwrap()
         .to_owned();
+    let hook = server
+        .expect(
+            201,
+            Method::POST,
+            &format!("/api/v1/endpoints/{}/hooks", second.slug),
+            token,
+            Body::Json(json!({ "url": "https://hooks.example.invalid/notify" })),
+        )
+        .await["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     let (_, spare_token_id, _) = create_token(server, token, json!({ "label": "spare" })).await;
     Tenant {
         token: token.to_owned(),
@@ -63,6 +77,7 @@ async fn tenant(server: &Server, token: &str, prefix: &str) -> Tenant {
         endpoints: [first, second],
         todo,
         webhook,
+        hook,
     }
 }
 
@@ -123,6 +138,20 @@ fn endpoint_routes() -> Vec<Route> {
                 Method::POST,
                 format!("/api/v1/endpoints/{r}/webhooks"),
                 Body::Json(json!({ "queue": "inbox" })),
+            )
+        },
+        |r| {
+            (
+                Method::GET,
+                format!("/api/v1/endpoints/{r}/hooks"),
+                Body::None,
+            )
+        },
+        |r| {
+            (
+                Method::POST,
+                format!("/api/v1/endpoints/{r}/hooks"),
+                Body::Json(json!({ "url": "https://hooks.example.invalid/sneaky" })),
             )
         },
         |r| {
@@ -218,6 +247,20 @@ fn webhook_routes() -> Vec<Route> {
     ]
 }
 
+fn hook_routes() -> Vec<Route> {
+    vec![
+        |id| (Method::DELETE, format!("/api/v1/hooks/{id}"), Body::None),
+        |id| {
+            (
+                Method::POST,
+                format!("/api/v1/hooks/{id}/enable"),
+                Body::None,
+            )
+        },
+        |id| (Method::POST, format!("/api/v1/hooks/{id}/test"), Body::None),
+    ]
+}
+
 fn token_routes() -> Vec<Route> {
     vec![|id| (Method::DELETE, format!("/api/v1/tokens/{id}"), Body::None)]
 }
@@ -269,6 +312,11 @@ fn id_matrix(other: &Tenant) -> Vec<(Vec<Route>, Vec<String>, Vec<&'static str>)
                 e[0].webhook_id.clone().expect("vended with a webhook"),
             ],
             vec!["wh_00000000000070008000000000000000", UNDECODABLE],
+        ),
+        (
+            hook_routes(),
+            vec![other.hook.clone()],
+            vec!["hk_00000000000070008000000000000000", UNDECODABLE],
         ),
         (
             token_routes(),
@@ -349,6 +397,23 @@ async fn assert_untouched(server: &Server, owner: &Tenant) {
         assert_eq!(presence["presence"], "in", "{}: {presence}", e.slug);
         assert_ne!(presence["source"], "operator", "{}: {presence}", e.slug);
         assert_eq!(presence["shift"], Value::Null, "{}: {presence}", e.slug);
+    }
+    for (e, expected) in owner.endpoints.iter().zip([0, 1]) {
+        let hooks = server
+            .expect(
+                200,
+                Method::GET,
+                &format!("/api/v1/endpoints/{}/hooks", e.slug),
+                t,
+                Body::None,
+            )
+            .await;
+        let hooks = hooks["hooks"].as_array().unwrap();
+        assert_eq!(hooks.len(), expected, "{}: {hooks:?}", e.slug);
+        if let Some(hook) = hooks.first() {
+            assert_eq!(hook["id"], owner.hook.as_str());
+            assert_eq!(hook["state"], "enabled");
+        }
     }
     let todo = server
         .expect(
@@ -549,6 +614,9 @@ fn every_route(t: &Tenant) -> Vec<(Method, String, Body)> {
     for route in webhook_routes() {
         routes.push(route(&t.webhook));
     }
+    for route in hook_routes() {
+        routes.push(route(&t.hook));
+    }
     for route in token_routes() {
         routes.push(route(&t.spare_token_id));
     }
@@ -600,6 +668,7 @@ async fn the_matrix_covers_every_route_of_the_openapi_document() {
         a.endpoints[0].slug.as_str(),
         a.todo.as_str(),
         a.webhook.as_str(),
+        a.hook.as_str(),
         a.spare_token_id.as_str(),
         a.agent.as_str(),
     ]
@@ -990,7 +1059,7 @@ async fn the_owner_gets_the_success_status_on_every_route() {
     .await;
 }
 
-const BODY_ROUTES: [(&str, &str); 11] = [
+const BODY_ROUTES: [(&str, &str); 12] = [
     ("POST", "/api/v1/todos/retry"),
     ("POST", "/api/v1/todos/cancel"),
     ("POST", "/api/v1/tokens"),
@@ -1000,6 +1069,7 @@ const BODY_ROUTES: [(&str, &str); 11] = [
     ("PATCH", "/api/v1/endpoints/{endpoint}"),
     ("POST", "/api/v1/endpoints/{endpoint}/todos"),
     ("POST", "/api/v1/endpoints/{endpoint}/webhooks"),
+    ("POST", "/api/v1/endpoints/{endpoint}/hooks"),
     ("PUT", "/api/v1/endpoints/{endpoint}/presence"),
     ("PUT", "/api/v1/endpoints/{endpoint}/shift"),
 ];

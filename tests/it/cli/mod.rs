@@ -445,6 +445,50 @@ fn agent_and_webhook_commands_round_trip() {
 }
 
 #[test]
+fn hook_commands_add_list_test_enable_and_remove() {
+    let dir = tempfile::tempdir().unwrap();
+    // Without --allow-private-hooks: a loopback target is refused.
+    let server = Server::start(dir.path(), &[]);
+    let cli = Client::new(dir.path());
+    cli.login(&server);
+    let vended = cli.json(&["endpoint", "vend", "notified"]);
+    let slug = vended["slug"].as_str().unwrap();
+
+    let added = cli.json(&["hook", "add", slug, "http://127.0.0.1:9/hook"]);
+    let id = added["id"].as_str().unwrap();
+    let secret = added["secret"].as_str().unwrap();
+    assert!(
+        id.starts_with("hk_") && secret.starts_with("whsec_"),
+        "{added}"
+    );
+    let listed = cli.json(&["hook", "list", slug]);
+    assert_eq!(listed["hooks"][0]["id"], id, "{listed}");
+    assert!(
+        !listed.to_string().contains(&secret[6..]),
+        "the secret is shown once"
+    );
+    let table = cli.ok(&["hook", "list", slug]);
+    assert!(table.contains(id) && table.contains("enabled"), "{table}");
+
+    // A test that is not received fails the command, and says why.
+    let tested = cli.run(&["hook", "test", id]);
+    assert_eq!(tested.status.code(), Some(1));
+    let out = String::from_utf8_lossy(&tested.stdout);
+    assert!(out.contains("refused"), "{out}");
+    let table = cli.ok(&["hook", "list", slug]);
+    assert!(table.contains("test refused"), "{table}");
+
+    let enabled = cli.json(&["hook", "enable", id]);
+    assert_eq!(enabled["state"], "enabled");
+    let bad = cli.run(&["hook", "add", slug, "ftp://example.com/x"]);
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(stderr(&bad).contains("url"), "{}", stderr(&bad));
+    assert_eq!(cli.ok(&["hook", "rm", id, "--json"]).trim(), "{}");
+    let table = cli.ok(&["hook", "list", slug]);
+    assert!(table.contains("No hooks."), "{table}");
+}
+
+#[test]
 fn a_saved_token_is_only_sent_to_its_own_server() {
     let dir = tempfile::tempdir().unwrap();
     let cli = Client::new(dir.path());

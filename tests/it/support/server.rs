@@ -188,6 +188,7 @@ impl InProcess {
             trusted_proxies: Vec::new(),
             bootstrap: switchboard::server::BootstrapConfig::default(),
             limits: Default::default(),
+            hooks: Default::default(),
         }
     }
 
