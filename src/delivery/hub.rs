@@ -276,14 +276,20 @@ impl Doorbells {
         }
     }
 
-    /// Candidates in the order to try them: not deaf first, each group
-    /// rotated round-robin from the endpoint's cursor.
+    /// Candidates in the order to try them: runners that are not deaf, then
+    /// other sessions that are not deaf, then the deaf, each group rotated
+    /// round-robin from the endpoint's cursor. A runner first because the
+    /// headless agents it starts open sessions of their own (`claude -p`
+    /// opens a stream) that hear nothing: a ring to one of them is lost.
     fn in_turn(&self, endpoint_id: &str, candidates: Vec<Arc<Session>>) -> Vec<Arc<Session>> {
         let start = self.next_turn(endpoint_id, candidates.len());
         let n = candidates.len();
         let rotated = (0..n).map(|i| candidates[(start + i) % n].clone());
         let (hearing, deaf): (Vec<_>, Vec<_>) = rotated.partition(|s| !self.is_deaf(s));
-        hearing.into_iter().chain(deaf).collect()
+        let (runners, others): (Vec<_>, Vec<_>) = hearing
+            .into_iter()
+            .partition(|s| s.hearer.kind() == "runner");
+        runners.into_iter().chain(others).chain(deaf).collect()
     }
 
     /// True the first time this todo rings for this trigger (and counted

@@ -63,6 +63,7 @@ impl Delivery {
             store.clone(),
             bus.clone(),
             HookConfig::default(),
+            doorbells.sessions().answers().clone(),
         ));
         Self {
             store,
@@ -76,7 +77,12 @@ impl Delivery {
 
     /// How notify hooks are delivered (`--allow-private-hooks`).
     pub fn with_hook_config(mut self, config: HookConfig) -> Self {
-        self.hooks = Arc::new(Hooks::new(self.store.clone(), self.bus.clone(), config));
+        self.hooks = Arc::new(Hooks::new(
+            self.store.clone(),
+            self.bus.clone(),
+            config,
+            self.doorbells.sessions().answers().clone(),
+        ));
         self
     }
 
@@ -317,6 +323,18 @@ impl Delivery {
         if presence::is_out(endpoint, self.store.clock().now()) {
             return TestRing::Held;
         }
+        // A hooked endpoint's rings go to a hook: so does the test's.
+        if self.hooks.hooked(&endpoint.id)
+            && let Some((target, delivered)) = self.hooks.test_ring(&endpoint.id).await
+        {
+            return TestRing::Rung {
+                hearer: "hook",
+                client: None,
+                hearer_id: target.hook.id,
+                answered_after: matches!(delivered.outcome, hooks::Outcome::Ok { .. })
+                    .then(|| std::time::Duration::from_millis(delivered.duration_ms as u64)),
+            };
+        }
         let Some((session, seen)) = self.doorbells.ring_test(&endpoint.id) else {
             return TestRing::NoHearer;
         };
@@ -325,7 +343,7 @@ impl Delivery {
         TestRing::Rung {
             hearer: session.hearer.kind(),
             client: session.hearer.client_name.clone(),
-            session_prefix: session.id.chars().take(8).collect(),
+            hearer_id: session.id.chars().take(8).collect(),
             answered_after: answered.then(|| rung.elapsed()),
         }
     }
@@ -444,10 +462,11 @@ pub enum TestRing {
     NoHearer,
     /// Rung: which hearer, and how soon it answered, if it did in time.
     Rung {
-        /// `session` or `runner`.
+        /// `session`, `runner` or `hook`.
         hearer: &'static str,
         client: Option<String>,
-        session_prefix: String,
+        /// A session's first 8 characters, or the hook's id.
+        hearer_id: String,
         answered_after: Option<std::time::Duration>,
     },
 }

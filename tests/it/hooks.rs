@@ -355,6 +355,41 @@ async fn a_push_posts_one_signed_delivery_and_the_sweep_rerings_it() {
         .await,
         1.0
     );
+    // Both rings were heard (a 2xx), and counted so.
+    assert_eq!(
+        api.metric(
+            &node,
+            "switchboard_rings_answered_total{hearer=\"hook\",answer=\"acknowledged\"}"
+        )
+        .await,
+        2.0
+    );
+
+    // `doctor --ring`: a hooked endpoint's test doorbell goes to the hook.
+    let ring = api
+        .ok(
+            Method::POST,
+            &format!("/endpoints/{slug}/test-ring"),
+            Some(json!({"wait_seconds": 5})),
+        )
+        .await;
+    assert_eq!(
+        (
+            &ring["outcome"],
+            &ring["hearer"],
+            &ring["hearer_id"],
+            &ring["answered"]
+        ),
+        (
+            &json!("rung"),
+            &json!("hook"),
+            &json!(hook_id),
+            &json!(true)
+        ),
+        "{ring}"
+    );
+    let (test, _) = rx.verified(&secret).pop().unwrap();
+    assert_eq!(test, json!({"type": "test", "endpoint": slug}));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -252,12 +252,12 @@ pub(crate) struct TestRingView {
     /// too) or `no_hearer` (nothing of the endpoint on the instance that
     /// answered can hear one).
     pub outcome: &'static str,
-    /// `session` or `runner`, when rung.
+    /// `session`, `runner` or `hook`, when rung.
     pub hearer: Option<&'static str>,
     /// The rung session's `clientInfo.name`, when it gave one.
     pub client_name: Option<String>,
-    /// The first 8 characters of the rung session's id.
-    pub session_prefix: Option<String>,
+    /// The rung hearer: a session's first 8 characters, or the hook's id.
+    pub hearer_id: Option<String>,
     /// Whether the hearer answered (any request) within the wait.
     pub answered: bool,
     /// How soon it answered, in milliseconds.
@@ -271,7 +271,7 @@ impl From<crate::delivery::TestRing> for TestRingView {
             outcome,
             hearer: None,
             client_name: None,
-            session_prefix: None,
+            hearer_id: None,
             answered: false,
             answered_after_ms: None,
         };
@@ -281,13 +281,13 @@ impl From<crate::delivery::TestRing> for TestRingView {
             TestRing::Rung {
                 hearer,
                 client,
-                session_prefix,
+                hearer_id,
                 answered_after,
             } => TestRingView {
                 outcome: "rung",
                 hearer: Some(hearer),
                 client_name: client,
-                session_prefix: Some(session_prefix),
+                hearer_id: Some(hearer_id),
                 answered: answered_after.is_some(),
                 answered_after_ms: answered_after.map(|d| d.as_millis() as i64),
             },

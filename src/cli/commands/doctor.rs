@@ -217,7 +217,7 @@ fn judge_test_ring(ring: &Value, endpoint: &Value, wait: i64) -> Finding {
         format!(
             "{} {}… ({client})",
             text(ring, "hearer"),
-            text(ring, "session_prefix")
+            text(ring, "hearer_id")
         )
     };
     match ring["outcome"].as_str() {

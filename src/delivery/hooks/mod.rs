@@ -22,6 +22,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 
 use crate::bus::{Bus, Message};
+use crate::delivery::sessions::AnswerLabels;
 use crate::domain::hook::{DISABLE_AFTER, HookBody, HookEvent, TRIES, sign};
 use crate::store::{HookDelivery, HookTarget, RingCandidate, Store};
 
@@ -110,6 +111,9 @@ pub struct Hooks {
     cursors: Mutex<HashMap<String, usize>>,
     /// `switchboard_hook_deliveries_total` (the registry holds a clone).
     pub deliveries: Family<OutcomeLabels, Counter>,
+    /// `switchboard_rings_answered_total`, shared with the sessions: a
+    /// ring's 2xx is `hook`/`acknowledged`, its final failure `unheard`.
+    answers: Family<AnswerLabels, Counter>,
 }
 
 impl std::fmt::Debug for Hooks {
@@ -122,7 +126,12 @@ impl std::fmt::Debug for Hooks {
 }
 
 impl Hooks {
-    pub fn new(store: Arc<dyn Store>, bus: Arc<dyn Bus>, config: HookConfig) -> Self {
+    pub fn new(
+        store: Arc<dyn Store>,
+        bus: Arc<dyn Bus>,
+        config: HookConfig,
+        answers: Family<AnswerLabels, Counter>,
+    ) -> Self {
         let deliveries = Family::<OutcomeLabels, Counter>::default();
         for outcome in OUTCOMES {
             let _ = deliveries.get_or_create(&OutcomeLabels { outcome });
@@ -135,6 +144,7 @@ impl Hooks {
             hooked: RwLock::new(HashSet::new()),
             cursors: Mutex::new(HashMap::new()),
             deliveries,
+            answers,
         }
     }
 
@@ -244,6 +254,14 @@ impl Hooks {
             .await
     }
 
+    /// A test doorbell (`doctor --ring`) to the endpoint's next hook in
+    /// turn: which hook, and what its one try got.
+    pub async fn test_ring(&self, endpoint_id: &str) -> Option<(HookTarget, Delivered)> {
+        let target = self.pick(endpoint_id).await?;
+        let delivered = self.test(&target).await;
+        Some((target, delivered))
+    }
+
     /// The next enabled hook of the endpoint in turn, if it has any.
     async fn pick(&self, endpoint_id: &str) -> Option<HookTarget> {
         let targets = match self.store.unscoped_enabled_hooks(endpoint_id).await {
@@ -325,6 +343,17 @@ impl Hooks {
             "hook delivery"
         );
         if counts {
+            let answer = if matches!(outcome, Outcome::Ok { .. }) {
+                "acknowledged"
+            } else {
+                "unheard"
+            };
+            self.answers
+                .get_or_create(&AnswerLabels {
+                    hearer: "hook",
+                    answer,
+                })
+                .inc();
             self.settle(target, &outcome).await;
         }
         Delivered {

@@ -97,6 +97,27 @@ async fn a_streaming_session_is_preferred_over_a_streamless_one(ts: &TestStore) 
     late.assert_silent("the streamless session was never rung");
 }
 
+/// The headless agent a runner starts opens a session (and a stream) of
+/// its own that hears nothing: every ring goes to the runner while it hears.
+async fn a_runner_is_rung_before_the_agents_it_started(ts: &TestStore) {
+    let f = fixture(&ts.store, "ada").await;
+    let hub = hub();
+    let mut agent = hub.stream(&f.endpoint);
+    let runner = hub.attach_runner(&f.endpoint);
+    let mut runner = hub.open(&runner);
+    let mut ids = Vec::new();
+    for n in 0..4 {
+        ids.push(
+            push(ts, &hub, &f.endpoint, "inbox", &format!("t{n}"))
+                .await
+                .id,
+        );
+    }
+    let got: Vec<String> = runner.drain().iter().map(todo_id_of).collect();
+    assert_eq!(got, ids, "every doorbell went to the runner");
+    agent.assert_silent("the agent's own session was never rung");
+}
+
 async fn a_lone_streamless_session_hears_the_doorbell_when_its_stream_opens(ts: &TestStore) {
     let f = fixture(&ts.store, "ada").await;
     let hub = hub();
@@ -594,6 +615,7 @@ on_both_backends!(
     a_pushed_todo_rings_one_session_with_string_meta,
     one_session_is_rung_per_todo_and_successive_todos_rotate,
     a_streaming_session_is_preferred_over_a_streamless_one,
+    a_runner_is_rung_before_the_agents_it_started,
     a_lone_streamless_session_hears_the_doorbell_when_its_stream_opens,
     a_pull_only_todo_rings_nobody_and_is_never_swept,
     another_endpoints_todo_rings_nobody_here,

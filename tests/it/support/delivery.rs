@@ -90,6 +90,17 @@ impl Hub {
             .create(&endpoint.id, &endpoint.slug, Hearer::default())
     }
 
+    /// An attached session of `endpoint` opened by `switchboard work`.
+    pub fn attach_runner(&self, endpoint: &Endpoint) -> Arc<Session> {
+        let runner = Hearer {
+            transport: "mcp",
+            client_name: Some(switchboard::domain::doorbell::RUNNER_CLIENT_NAME.to_owned()),
+            client_version: None,
+            protocol_version: None,
+        };
+        self.sessions.create(&endpoint.id, &endpoint.slug, runner)
+    }
+
     /// Opens the session's stream.
     pub fn open(&self, session: &Arc<Session>) -> Stream {
         let (guard, rx) = self.sessions.open_stream(session);
