@@ -2,13 +2,16 @@
 // Claude Code and Codex CLI clients talk to it instead of a hosted model, and
 // it drives one whole queue loop through the MCP server named on its command
 // line: claim_next, then complete with the claimed todo's id, then "done".
+// A claim_next that finds the queue empty (a run the runner starts when
+// nothing is left for it) is answered with "done" too.
 //
 //   node stand-in-model.mjs SERVER_NAME LOG_FILE
 //
 // Prints `listening http://127.0.0.1:PORT` once it accepts connections, then
 // nothing. Every request it receives is appended to LOG_FILE as one JSON
-// line ({method, url, body}), so a failing test can show what the client
-// asked for. Nothing here reaches beyond 127.0.0.1.
+// line ({seq, method, url, body}), and every answer as one more
+// ({seq, answer}, the same seq), so a failing test can show what the client
+// asked for and what it was told. Nothing here reaches beyond 127.0.0.1.
 //
 // Both APIs are stateless: each request carries the whole conversation, so
 // the next step is read from it.
@@ -37,6 +40,16 @@ if (!serverName || !logFile) {
 const RESULT = { worked_by: "stand-in-model", outcome: "ok" };
 const SUMMARY = "Done by the stand-in model";
 const TODO_ID = /td_[0-9a-f]{32}/;
+const EMPTY = /"empty"\s*:\s*true/;
+
+// The step after claim_next answered `output`: complete the claimed todo,
+// "done" when the queue was empty, else what it said, for the test to show.
+function afterClaim(output, complete) {
+  const id = output.match(TODO_ID);
+  if (id) return complete(id[0]);
+  if (EMPTY.test(output)) return { text: "done" };
+  return { text: `claim_next returned no todo: ${output.slice(0, 200)}` };
+}
 
 // The last turn: "done" when complete answered with the todo done, else
 // what it said (a refusal, an approval prompt, an error) for the test to show.
@@ -50,6 +63,7 @@ function log(entry) {
 }
 
 let seq = 0;
+let requests = 0;
 const nextId = (prefix) => `${prefix}_${Date.now().toString(36)}${(seq++).toString(36)}`;
 
 // ---------------------------------------------------------------------------
@@ -100,10 +114,10 @@ function claudeStep(body) {
   }
   if (lastTool === "ToolSearch") return claim;
   if (lastTool === claudeTool("claim_next")) {
-    const text = resultText(lastResult.content);
-    const id = text.match(TODO_ID);
-    if (!id) return { text: `claim_next returned no todo: ${text.slice(0, 200)}` };
-    return { tool: claudeTool("complete"), input: { id: id[0], result: RESULT, summary: SUMMARY } };
+    return afterClaim(resultText(lastResult.content), (id) => ({
+      tool: claudeTool("complete"),
+      input: { id, result: RESULT, summary: SUMMARY },
+    }));
   }
   if (lastTool === claudeTool("complete")) return finished(resultText(lastResult.content));
   return { text: `unexpected tool result from ${lastTool}` };
@@ -133,10 +147,10 @@ function sse(res, events) {
   res.end();
 }
 
-function answerClaude(res, body) {
+function answerClaude(res, body, n) {
   const step = claudeStep(body);
   const message = claudeMessage(body, step);
-  log({ answer: step });
+  log({ seq: n, answer: step });
   if (!body.stream) {
     res.writeHead(200, { "content-type": "application/json" });
     res.end(JSON.stringify(message));
@@ -201,18 +215,17 @@ function codexStep(body) {
   const output = typeof lastOutput.output === "string" ? lastOutput.output : JSON.stringify(lastOutput.output);
   const lastTool = calls.get(lastOutput.call_id);
   if (lastTool === "claim_next") {
-    const id = output.match(TODO_ID);
-    if (!id) return { text: `claim_next returned no todo: ${output.slice(0, 200)}` };
-    if (!complete) return { text: "complete is not offered" };
-    return { tool: complete, args: { id: id[0], result: RESULT, summary: SUMMARY } };
+    return afterClaim(output, (id) =>
+      complete ? { tool: complete, args: { id, result: RESULT, summary: SUMMARY } } : { text: "complete is not offered" },
+    );
   }
   if (lastTool === "complete") return finished(output);
   return { text: `unexpected tool output from ${lastTool}` };
 }
 
-function answerCodex(res, body) {
+function answerCodex(res, body, n) {
   const step = codexStep(body);
-  log({ answer: step });
+  log({ seq: n, answer: step });
   const responseId = nextId("resp");
   const item = step.tool
     ? { type: "function_call", id: nextId("fc"), call_id: nextId("call"), name: step.tool.name, namespace: step.tool.namespace, arguments: JSON.stringify(step.args), status: "completed" }
@@ -246,23 +259,24 @@ const server = createServer((req, res) => {
     } catch {
       body = { unparsed: raw.slice(0, 2000) };
     }
-    log({ method: req.method, url: req.url, body });
+    const n = ++requests;
+    log({ seq: n, method: req.method, url: req.url, body });
     const path = (req.url || "").split("?")[0];
     try {
       if (req.method === "POST" && path.endsWith("/messages/count_tokens")) {
         res.writeHead(200, { "content-type": "application/json" });
         res.end(JSON.stringify({ input_tokens: 10 }));
       } else if (req.method === "POST" && path.endsWith("/messages")) {
-        answerClaude(res, body);
+        answerClaude(res, body, n);
       } else if (req.method === "POST" && path.endsWith("/responses")) {
-        answerCodex(res, body);
+        answerCodex(res, body, n);
       } else {
         // Anything else (a model list, telemetry): an empty success.
         res.writeHead(200, { "content-type": "application/json" });
         res.end(JSON.stringify(path.endsWith("/models") ? { data: [], models: [] } : {}));
       }
     } catch (e) {
-      log({ error: String(e && e.stack) });
+      log({ seq: n, error: String(e && e.stack) });
       res.writeHead(500, { "content-type": "application/json" });
       res.end(JSON.stringify({ type: "error", error: { type: "api_error", message: String(e) } }));
     }
