@@ -44,7 +44,10 @@ impl ClientSnippets {
         let work = format!("switchboard work {mcp_url} --token-env {token_env} --");
         Self {
             work_claude: format!("{work} {claude_unattended}"),
-            work_codex: format!("{work} codex exec \"{UNATTENDED_PROMPT}\""),
+            // `codex exec` refuses to start outside a git repository (or a
+            // directory its config trusts) unless told: a runner started
+            // anywhere would fail every run.
+            work_codex: format!("{work} codex exec --skip-git-repo-check \"{UNATTENDED_PROMPT}\""),
             claude_unattended,
             export: format!("export {token_env}='{token}'"),
             claude_mcp_add: format!(
@@ -116,7 +119,7 @@ mod tests {
             s.work_codex,
             format!(
                 "switchboard work http://h/mcp/ab12 --token-env SWITCHBOARD_TOKEN_SWITCHBOARD_REV \
-                 -- codex exec \"{UNATTENDED_PROMPT}\""
+                 -- codex exec --skip-git-repo-check \"{UNATTENDED_PROMPT}\""
             )
         );
         for line in [&s.claude_unattended, &s.work_claude, &s.work_codex] {

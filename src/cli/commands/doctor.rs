@@ -289,8 +289,10 @@ async fn check_server(client: &ApiClient, findings: &mut Vec<Finding>) -> bool {
 /// and only with channels on; every client can be woken by the runner or a
 /// notify hook (`docs/agents.md`).
 fn wake_advice(client: Option<&str>, key: &str, mcp_url: &str) -> String {
+    let token_env = crate::domain::server_key::token_env_var(key);
     let runner = format!(
-        "`switchboard work {mcp_url} -- claude -p \"Work the switchboard queue\" --allowedTools \"mcp__{key}\"`"
+        "`switchboard work {mcp_url} --token-env {token_env} -- claude -p \"Work the switchboard \
+         queue\" --allowedTools \"mcp__{key}\"`, the line vend printed"
     );
     let unattended = format!(
         "for an unattended agent run the runner ({runner}; for Codex `-- codex exec …`) or add a \

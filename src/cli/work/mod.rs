@@ -193,7 +193,7 @@ pub(super) async fn run(args: WorkArgs) -> anyhow::Result<()> {
     let client = Arc::new(McpClient::new(url.as_str(), &token)?);
     let (tx, mut rx) = unbounded_channel::<Event>();
     signals(tx.clone()).context("installing signal handlers")?;
-    tokio::spawn(connection(client.clone(), tx.clone(), log));
+    let connected = tokio::spawn(connection(client.clone(), tx.clone(), log));
 
     let spawner = Spawner {
         command: args.command.clone(),
@@ -374,6 +374,9 @@ pub(super) async fn run(args: WorkArgs) -> anyhow::Result<()> {
             }
         }
     }
+    // Ending our own session ends its stream: the connection task must not
+    // take that for the server going away.
+    connected.abort();
     client.close().await;
     match fatal {
         Some(message) => Err(anyhow::anyhow!(message)),

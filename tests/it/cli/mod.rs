@@ -175,7 +175,7 @@ fn login_vend_push_list_revoke_and_the_todo_is_a_dead_letter() {
     assert_eq!(client["work_claude"], format!("{work} {unattended}"));
     assert_eq!(
         client["work_codex"],
-        format!("{work} codex exec \"{prompt}\"")
+        format!("{work} codex exec --skip-git-repo-check \"{prompt}\"")
     );
 
     // The token is shown once: no list ever carries it.
@@ -544,7 +544,7 @@ fn vend_prints_setups_that_work_when_pasted_and_refuses_names_claude_cannot_take
         "claude -p \"Work the switchboard queue",
         "--allowedTools \"mcp__coder-main\"",
         "--token-env SWITCHBOARD_TOKEN_CODER_MAIN -- claude -p \"",
-        "--token-env SWITCHBOARD_TOKEN_CODER_MAIN -- codex exec \"",
+        "--token-env SWITCHBOARD_TOKEN_CODER_MAIN -- codex exec --skip-git-repo-check \"",
     ] {
         assert!(text.contains(line), "missing {line:?} in:\n{text}");
     }
