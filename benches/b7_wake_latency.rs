@@ -245,7 +245,12 @@ impl Drop for Runner {
     }
 }
 
-async fn runner_part(config: &Config, server: &ServerProcess, api: &Api) -> Result<Latencies> {
+async fn runner_part(
+    config: &Config,
+    server: &ServerProcess,
+    api: &Api,
+    dir: &std::path::Path,
+) -> Result<Latencies> {
     let (slug, token, mcp_url) = api.vend("b7-runner").await?;
     let listener = TcpListener::bind("127.0.0.1:0").await?;
     let port = listener.local_addr()?.port();
@@ -262,7 +267,8 @@ async fn runner_part(config: &Config, server: &ServerProcess, api: &Api) -> Resu
             .env("SWITCHBOARD_LOG", "warn")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
+            // One line per run: kept out of the report, shown on failure.
+            .stderr(std::fs::File::create(dir.join("runner.log"))?)
             .spawn()
             .context("starting switchboard work")?,
     );
@@ -603,7 +609,18 @@ async fn main() -> Result<()> {
             continue;
         }
         let outcome = if part == "runner" {
-            runner_part(&config, &server, &api).await
+            runner_part(&config, &server, &api, dir.path())
+                .await
+                .map_err(|e| {
+                    let log =
+                        std::fs::read_to_string(dir.path().join("runner.log")).unwrap_or_default();
+                    let tail: Vec<&str> = log.lines().rev().take(20).collect();
+                    eprintln!(
+                        "the runner's last lines (newest first):\n{}",
+                        tail.join("\n")
+                    );
+                    e
+                })
         } else {
             hook_part(&config, &server, &api).await
         };
