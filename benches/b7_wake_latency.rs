@@ -611,7 +611,7 @@ async fn main() -> Result<()> {
         let outcome = if part == "runner" {
             runner_part(&config, &server, &api, dir.path())
                 .await
-                .map_err(|e| {
+                .inspect_err(|_| {
                     let log =
                         std::fs::read_to_string(dir.path().join("runner.log")).unwrap_or_default();
                     let tail: Vec<&str> = log.lines().rev().take(20).collect();
@@ -619,7 +619,6 @@ async fn main() -> Result<()> {
                         "the runner's last lines (newest first):\n{}",
                         tail.join("\n")
                     );
-                    e
                 })
         } else {
             hook_part(&config, &server, &api).await
