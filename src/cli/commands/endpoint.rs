@@ -154,7 +154,17 @@ pub(crate) async fn run(args: EndpointArgs) -> anyhow::Result<()> {
         }
         EndpointCommand::Show { reference } => {
             let response = client.get(&["endpoints", &reference], &[]).await?;
-            emit(json, &response, print_endpoint)
+            if json {
+                return emit(json, &response, print_endpoint);
+            }
+            // Hooks are hearers too: listed beside the sessions.
+            let hooks = client
+                .get(&["endpoints", &reference, "hooks"], &[])
+                .await?
+                .json()?;
+            let mut endpoint = response.json()?;
+            endpoint["hooks"] = hooks["hooks"].clone();
+            print_endpoint(&endpoint)
         }
         EndpointCommand::Edit(edit) => {
             let ttl = match edit.lease_ttl {
@@ -393,6 +403,34 @@ fn hearers(e: &Value) -> String {
         .join("; ")
 }
 
+/// The endpoint's notify hooks, when the caller read them: url and state
+/// (an enabled hook is rung instead of the sessions).
+fn hooks(e: &Value) -> String {
+    let Some(hooks) = e["hooks"].as_array() else {
+        return "-".to_owned();
+    };
+    if hooks.is_empty() {
+        return "none".to_owned();
+    }
+    hooks
+        .iter()
+        .map(|h| {
+            let failures = h["consecutive_failures"].as_i64().unwrap_or(0);
+            let state = text(h, "state");
+            if failures > 0 {
+                format!(
+                    "{} {} ({state}, {failures} failures in a row)",
+                    text(h, "id"),
+                    text(h, "url")
+                )
+            } else {
+                format!("{} {} ({state})", text(h, "id"), text(h, "url"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
 fn print_endpoint(e: &Value) -> anyhow::Result<()> {
     let lease = match e["default_lease_ttl_seconds"].as_i64() {
         Some(secs) => format!("{secs}s"),
@@ -437,6 +475,10 @@ fn print_endpoint(e: &Value) -> anyhow::Result<()> {
         ("created", when_exact(e, "created_at", "-")),
         ("expires", when_exact(e, "expires_at", "never")),
     ];
+    if e.get("hooks").is_some() {
+        // Right after the sessions: both are the endpoint's hearers.
+        pairs.insert(6, ("hooks", hooks(e)));
+    }
     if e["revoked_at"].is_string() {
         pairs.push(("revoked", when_exact(e, "revoked_at", "-")));
     }

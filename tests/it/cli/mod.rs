@@ -469,6 +469,13 @@ fn hook_commands_add_list_test_enable_and_remove() {
     );
     let table = cli.ok(&["hook", "list", slug]);
     assert!(table.contains(id) && table.contains("enabled"), "{table}");
+    // `endpoint show` lists the hearers: no session yet, the hook.
+    let shown = cli.ok(&["endpoint", "show", slug]);
+    assert!(
+        shown.contains("none on the instance that answered")
+            && shown.contains(&format!("{id} http://127.0.0.1:9/hook (enabled)")),
+        "{shown}"
+    );
 
     // A test that is not received fails the command, and says why.
     let tested = cli.run(&["hook", "test", id]);
