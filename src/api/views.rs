@@ -213,12 +213,17 @@ fn endpoint_liveness(
     e: &Endpoint,
     activity: &EndpointActivity,
     sessions: &SessionsView,
+    hooked: bool,
     now: Timestamp,
 ) -> LivenessView {
     let (_, assessment) = crate::delivery::fleet::assess_endpoint(
         e,
         activity.working_on.is_some(),
-        sessions.attached > 0 && sessions.deaf == sessions.attached,
+        crate::delivery::fleet::every_hearer_deaf(
+            hooked,
+            sessions.attached as usize,
+            sessions.deaf as usize,
+        ),
         now,
     );
     LivenessView {
@@ -240,6 +245,7 @@ impl EndpointView {
         e: &Endpoint,
         activity: &EndpointActivity,
         sessions: SessionsView,
+        hooked: bool,
         public_url: &str,
         now: Timestamp,
     ) -> Self {
@@ -268,7 +274,7 @@ impl EndpointView {
                 until: opt_ts(presence.until),
                 shift: e.shift.clone(),
             },
-            liveness: endpoint_liveness(e, activity, &sessions, now),
+            liveness: endpoint_liveness(e, activity, &sessions, hooked, now),
             sessions,
             todos: activity.into(),
         }

@@ -208,12 +208,17 @@ impl EndpointCard {
         e: &Endpoint,
         activity: &EndpointActivity,
         doorbells: &Doorbells,
+        hooked: bool,
         public_url: &str,
         now: Timestamp,
     ) -> Self {
         let statuses = session_statuses(doorbells, &e.id);
-        let (presence, assessment) =
-            assess_endpoint(e, activity.working_on.is_some(), all_deaf(&statuses), now);
+        let (presence, assessment) = assess_endpoint(
+            e,
+            activity.working_on.is_some(),
+            all_deaf(&statuses, hooked),
+            now,
+        );
         let sessions: Vec<SessionLine> = statuses
             .into_iter()
             .map(|s| SessionLine {
@@ -303,6 +308,7 @@ pub(crate) async fn cards(
                 e,
                 activity.get(&e.id).unwrap_or(&idle),
                 state.delivery.doorbells(),
+                state.delivery.hooks().hooked(&e.id),
                 &state.board.public_url,
                 now,
             )

@@ -44,7 +44,9 @@ async fn scrape(State(state): State<MetricsState>, headers: HeaderMap) -> Respon
     }
     let rendered = tokio::time::timeout(
         SCRAPE_TIMEOUT,
-        metrics.render(&*state.store, state.delivery.doorbells()),
+        metrics.render(&*state.store, state.delivery.doorbells(), |id| {
+            state.delivery.hooks().hooked(id)
+        }),
     )
     .await;
     match rendered {

@@ -206,7 +206,9 @@ pub fn tally_sessions(
     }
     let all_deaf = per_endpoint
         .into_iter()
-        .filter(|(_, (attached, deaf))| *attached > 0 && attached == deaf)
+        .filter(|(_, (attached, deaf))| {
+            crate::delivery::fleet::every_hearer_deaf(false, *attached, *deaf)
+        })
         .map(|(id, _)| id.to_owned())
         .collect();
     (tally, all_deaf)
@@ -590,7 +592,12 @@ impl Metrics {
     }
 
     /// Sets the scrape-time gauges and encodes the whole registry.
-    pub async fn render(&self, store: &dyn Store, doorbells: &Doorbells) -> StoreResult<String> {
+    pub async fn render(
+        &self,
+        store: &dyn Store,
+        doorbells: &Doorbells,
+        hooked: impl Fn(&str) -> bool,
+    ) -> StoreResult<String> {
         let _one_at_a_time = self.scrape.lock().await;
         let (tally, all_deaf) =
             tally_sessions(&doorbells.sessions().hearers(), |s| doorbells.is_deaf(s));
@@ -634,7 +641,8 @@ impl Metrics {
                 );
             }
         }
-        let counts = count_conditions(&endpoints, |id| all_deaf.contains(id), now);
+        // An endpoint heard by a hook is not deaf, whatever its sessions.
+        let counts = count_conditions(&endpoints, |id| all_deaf.contains(id) && !hooked(id), now);
         for condition in ENDPOINT_CONDITIONS {
             self.endpoints
                 .get_or_create(&ConditionLabels {

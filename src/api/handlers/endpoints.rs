@@ -36,6 +36,7 @@ pub(crate) async fn endpoint_views(
                 e,
                 activity.get(&e.id).unwrap_or(&idle),
                 sessions,
+                state.delivery.hooks().hooked(&e.id),
                 &state.api.public_url,
                 now,
             )
