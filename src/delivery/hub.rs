@@ -276,6 +276,25 @@ impl Doorbells {
         }
     }
 
+    /// The endpoint's sessions here to try for one doorbell, in order: the
+    /// streaming ones if any (else those whose stream is not open yet),
+    /// as [`Self::in_turn`] orders them.
+    fn candidates(&self, endpoint_id: &str) -> Vec<Arc<Session>> {
+        let (streaming, waiting): (Vec<_>, Vec<_>) = self
+            .sessions
+            .sessions_of(endpoint_id)
+            .into_iter()
+            .partition(|s| s.is_streaming());
+        if streaming.is_empty() && waiting.is_empty() {
+            // No turn taken: an endpoint with no session keeps no cursor.
+            Vec::new()
+        } else if streaming.is_empty() {
+            self.in_turn(endpoint_id, waiting)
+        } else {
+            self.in_turn(endpoint_id, streaming)
+        }
+    }
+
     /// Candidates in the order to try them: runners that are not deaf, then
     /// other sessions that are not deaf, then the deaf, each group rotated
     /// round-robin from the endpoint's cursor. A runner first because the
@@ -318,20 +337,12 @@ impl Doorbells {
         if !self.first_time(todo, trigger) {
             return RingOutcome::Duplicate;
         }
-        let sessions = self.sessions.sessions_of(&todo.endpoint_id);
-        if sessions.is_empty() {
+        let candidates = self.candidates(&todo.endpoint_id);
+        if candidates.is_empty() {
             self.counters.count_drop(DropReason::NoSession);
             tracing::debug!(endpoint = %todo.endpoint_id, "doorbell dropped: no session");
             return RingOutcome::Dropped(DropReason::NoSession);
         }
-        let (streaming, waiting): (Vec<_>, Vec<_>) =
-            sessions.into_iter().partition(|s| s.is_streaming());
-        let candidates = if streaming.is_empty() {
-            waiting
-        } else {
-            streaming
-        };
-        let candidates = self.in_turn(&todo.endpoint_id, candidates);
         let message = todo_doorbell(&TodoBell {
             todo_id: &todo.id,
             queue: &todo.queue,
@@ -368,16 +379,8 @@ impl Doorbells {
     /// and how many requests it had begun before the ring, to wait for its
     /// answer with [`Session::asked_since`].
     pub fn ring_test(&self, endpoint_id: &str) -> Option<(Arc<Session>, u64)> {
-        let sessions = self.sessions.sessions_of(endpoint_id);
-        let (streaming, waiting): (Vec<_>, Vec<_>) =
-            sessions.into_iter().partition(|s| s.is_streaming());
-        let candidates = if streaming.is_empty() {
-            waiting
-        } else {
-            streaming
-        };
         let message = crate::domain::doorbell::test_doorbell();
-        for session in self.in_turn(endpoint_id, candidates) {
+        for session in self.candidates(endpoint_id) {
             let seen = session.requests();
             if session.try_send_or_hold(message.clone()).is_ok() {
                 self.record_write(&session, true);
@@ -398,19 +401,12 @@ impl Doorbells {
         now: Timestamp,
     ) -> bool {
         let decided = Instant::now();
-        let sessions = self.sessions.sessions_of(endpoint_id);
-        if sessions.is_empty() {
+        let candidates = self.candidates(endpoint_id);
+        if candidates.is_empty() {
             self.counters.count_drop(DropReason::NoSession);
             return false;
         }
-        let (streaming, waiting): (Vec<_>, Vec<_>) =
-            sessions.into_iter().partition(|s| s.is_streaming());
-        let candidates = if streaming.is_empty() {
-            waiting
-        } else {
-            streaming
-        };
-        for session in &self.in_turn(endpoint_id, candidates) {
+        for session in &candidates {
             if session.try_send_or_hold(message.clone()).is_ok() {
                 self.counters
                     .write_seconds

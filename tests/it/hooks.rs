@@ -269,18 +269,7 @@ impl Api {
     }
 
     async fn metric(&self, node: &Process, series: &str) -> f64 {
-        let text = self
-            .http
-            .get(node.url("/metrics"))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
-        text.lines()
-            .find_map(|l| l.strip_prefix(series).map(|v| v.trim().parse().unwrap()))
-            .unwrap_or_else(|| panic!("{series} not in /metrics"))
+        crate::support::metric(&self.http, &node.url("/metrics"), series).await
     }
 }
 

@@ -455,23 +455,9 @@ async fn an_sdk_client_that_never_answers_becomes_deaf_and_its_next_call_clears_
 
 /// `switchboard_rings_answered_total{hearer, answer}` as `/metrics` shows it.
 async fn answered(server: &Server, hearer: &str, answer: &str) -> u64 {
-    let text = server
-        .http
-        .get(server.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
     let series =
-        format!("switchboard_rings_answered_total{{hearer=\"{hearer}\",answer=\"{answer}\"}} ");
-    text.lines()
-        .find_map(|line| line.strip_prefix(&series))
-        .unwrap_or_else(|| panic!("no {series} in /metrics:\n{text}"))
-        .trim()
-        .parse()
-        .unwrap()
+        format!("switchboard_rings_answered_total{{hearer=\"{hearer}\",answer=\"{answer}\"}}");
+    crate::support::metric(&server.http, &server.url("/metrics"), &series).await as u64
 }
 
 /// The protocol era is pinned (`docs/decisions.md`, "Protocol era"): Claude

@@ -23,6 +23,27 @@ pub mod server;
 /// An MCP notification stream read event by event.
 pub mod sse;
 
+/// One series of a server's `/metrics` (e.g.
+/// `switchboard_hook_deliveries_total{outcome="ok"}`), read now; panics
+/// with the whole exposition when the series is missing.
+pub async fn metric(http: &reqwest::Client, metrics_url: &str, series: &str) -> f64 {
+    let text = http
+        .get(metrics_url)
+        .send()
+        .await
+        .expect("GET /metrics")
+        .text()
+        .await
+        .expect("/metrics body");
+    let prefix = format!("{series} ");
+    text.lines()
+        .find_map(|line| line.strip_prefix(&prefix))
+        .unwrap_or_else(|| panic!("no {series} in /metrics:\n{text}"))
+        .trim()
+        .parse()
+        .unwrap_or_else(|e| panic!("{series}: {e}"))
+}
+
 use std::sync::Arc;
 
 use switchboard::clock::ManualClock;
