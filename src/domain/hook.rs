@@ -128,13 +128,26 @@ pub fn is_private_address(ip: IpAddr) -> bool {
             if let Some(v4) = v6.to_ipv4_mapped() {
                 return is_private_v4(v4);
             }
-            let first = v6.segments()[0];
+            let seg = v6.segments();
+            let embedded = |hi: u16, lo: u16| {
+                Ipv4Addr::new((hi >> 8) as u8, hi as u8, (lo >> 8) as u8, lo as u8)
+            };
+            // Addresses that carry an IPv4 one a gateway may dial: NAT64
+            // (64:ff9b::/96), 6to4 (2002::/16) and the deprecated
+            // IPv4-compatible form (::a.b.c.d).
+            if seg[..6] == [0x64, 0xff9b, 0, 0, 0, 0] || seg[..6] == [0; 6] {
+                return is_private_v4(embedded(seg[6], seg[7]));
+            }
+            if seg[0] == 0x2002 {
+                return is_private_v4(embedded(seg[1], seg[2]));
+            }
+            let first = seg[0];
             v6.is_loopback()
                 || v6.is_unspecified()
+                || v6.is_multicast()
                 || (first & 0xfe00) == 0xfc00 // unique local
                 || (first & 0xffc0) == 0xfe80 // link-local
                 || (first & 0xffc0) == 0xfec0 // site-local (deprecated)
-                || v6 == Ipv6Addr::new(0, 0, 0, 0, 0, 0xffff, 0, 0)
         }
     }
 }
@@ -146,8 +159,12 @@ fn is_private_v4(v4: Ipv4Addr) -> bool {
         || v4.is_link_local()
         || v4.is_unspecified()
         || v4.is_broadcast()
+        || v4.is_multicast()
         || a == 0 // "this network"
+        || a >= 240 // reserved
         || (a == 100 && (64..128).contains(&b)) // carrier-grade NAT
+        || (a == 192 && b == 0 && v4.octets()[2] == 0) // IETF protocol assignments
+        || (a == 198 && (18..20).contains(&b)) // benchmarking
 }
 
 #[cfg(test)]
@@ -195,6 +212,18 @@ mod tests {
             "fe80::1",
             "::ffff:127.0.0.1",
             "::ffff:10.0.0.1",
+            // Multicast, reserved, benchmarking, protocol assignments.
+            "224.0.0.1",
+            "240.0.0.1",
+            "198.18.0.1",
+            "192.0.0.8",
+            "ff02::1",
+            // IPv4 inside IPv6 that a gateway would dial.
+            "64:ff9b::a9fe:a9fe",
+            "64:ff9b::127.0.0.1",
+            "2002:a00:1::1",
+            "2002:7f00:1::",
+            "::127.0.0.1",
         ] {
             let ip: IpAddr = refused.parse().unwrap();
             assert!(is_private_address(ip), "{refused} must be refused");
@@ -207,6 +236,8 @@ mod tests {
             "192.169.0.1",
             "2606:4700::1111",
             "::ffff:8.8.8.8",
+            "64:ff9b::808:808",
+            "2002:808:808::1",
         ] {
             let ip: IpAddr = allowed.parse().unwrap();
             assert!(!is_private_address(ip), "{allowed} must be allowed");
