@@ -2,7 +2,7 @@
 //! POSTed, its Standard Webhooks signature, and which addresses a hook may
 //! not reach. Pure: the caller supplies ids, instants and addresses.
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr};
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
