@@ -9,10 +9,13 @@ use crate::board::auth::Signed;
 use crate::board::error::BoardError;
 use crate::board::view::{EndpointCard, Layout, all_endpoints, cards, render};
 
-/// Sums over the human's endpoints, for the bar on top.
+/// Sums over the human's endpoints, for the bar on top: `endpoints` is
+/// every card shown, and working + idle + off + attention + revoked add up
+/// to it.
 #[derive(Default)]
 pub(crate) struct Totals {
     pub(crate) endpoints: usize,
+    pub(crate) revoked: usize,
     pub(crate) working: usize,
     pub(crate) idle: usize,
     pub(crate) off: usize,
@@ -25,8 +28,12 @@ pub(crate) struct Totals {
 impl Totals {
     fn of(cards: &[EndpointCard]) -> Self {
         let mut t = Totals::default();
-        for c in cards.iter().filter(|c| c.active) {
-            t.endpoints += 1;
+        t.endpoints = cards.len();
+        for c in cards {
+            if !c.active {
+                t.revoked += 1;
+                continue;
+            }
             match c.condition {
                 "working" => t.working += 1,
                 "idle" => t.idle += 1,

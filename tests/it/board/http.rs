@@ -1049,3 +1049,35 @@ async fn the_vend_reveal_shows_the_unattended_lines() {
     );
     assert!(reveal.body.contains("-- codex exec "));
 }
+
+/// The overview's totals add up: every card is counted, a revoked one as
+/// revoked (it said "1 endpoints" above 2 cards).
+#[tokio::test]
+async fn the_overview_totals_count_every_card() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::in_process(dir.path(), &HIGH_RATES);
+    let admin = server.first_token.clone();
+    let kept = vend(&server, &admin, json!({"agent": "kept"})).await;
+    let gone = vend(&server, &admin, json!({"agent": "gone"})).await;
+    server
+        .expect(
+            200,
+            Method::POST,
+            &format!("/api/v1/endpoints/{}/revoke", gone.slug),
+            &admin,
+            Body::None,
+        )
+        .await;
+    let mut board = Board::new(&server.addr);
+    board.sign_in(&admin).await;
+    let page = board.get("/").await;
+    assert_eq!(page.status, 200);
+    let totals =
+        &page.body[page.body.find("Totals").unwrap()..page.body.find("</section>").unwrap()];
+    assert!(
+        totals.contains(r#"<span class="n">2</span> endpoints"#)
+            && totals.contains(r#"<span class="n">1</span> revoked"#),
+        "{totals}"
+    );
+    assert!(page.body.contains(&kept.slug) && page.body.contains(&gone.slug));
+}
