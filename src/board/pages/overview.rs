@@ -27,8 +27,10 @@ pub(crate) struct Totals {
 
 impl Totals {
     fn of(cards: &[EndpointCard]) -> Self {
-        let mut t = Totals::default();
-        t.endpoints = cards.len();
+        let mut t = Totals {
+            endpoints: cards.len(),
+            ..Totals::default()
+        };
         for c in cards {
             if !c.active {
                 t.revoked += 1;
