@@ -296,7 +296,8 @@ fn to_json(row: impl Serialize) -> Result<Value, ToolError> {
 
 /// The tools a session of this endpoint may call, in `tools/list` order:
 /// its scope's verbs, plus `get_todo` when `list_todos` is granted, plus
-/// the self verbs.
+/// `queue_summary` with `list_todos` and `complete_many` with `complete`,
+/// plus the self verbs.
 pub fn visible_tools(endpoint: &Endpoint) -> Vec<ToolName> {
     ToolName::ALL
         .into_iter()

@@ -92,8 +92,8 @@ impl ToolName {
     }
 
     /// Whether a session of `endpoint` sees (and may call) this tool: its
-    /// scope's verbs, `get_todo` also when `list_todos` is granted, and the
-    /// self verbs always.
+    /// scope's verbs, `get_todo` also when `list_todos` is granted, the bulk
+    /// tools with the verb that grants them, and the self verbs always.
     pub fn visible_to(self, endpoint: &Endpoint) -> bool {
         let granted = |v: &str| endpoint.scope_verbs.iter().any(|g| g == v);
         match self.grantable_verb() {
