@@ -281,7 +281,39 @@ async fn queue_summary_counts_live_todos_by_queue_kind_source_and_sender(
     assert_eq!(nothing, QueueSummary::default());
 }
 
+/// Two calls over the same held todos, in opposite orders, at once: each
+/// todo is completed exactly once, and neither call fails (no deadlock).
+async fn overlapping_complete_many_calls_complete_each_todo_once(
+    store: &dyn Store,
+    _ts: &TestStore,
+) {
+    let f = fixture(store, "ada").await;
+    let mut ids = Vec::new();
+    for i in 0..30 {
+        let todo = add_todo(store, &f, &format!("noise {i}")).await;
+        claim(store, &f.caller, &todo.id).await;
+        ids.push(todo.id);
+    }
+    let reversed: Vec<String> = ids.iter().rev().cloned().collect();
+    let (a, b) = tokio::join!(
+        store.complete_many(&f.caller, &ids, Finish::default()),
+        store.complete_many(&f.caller, &reversed, Finish::default()),
+    );
+    let (a, b) = (a.expect("first call"), b.expect("second call"));
+    for (i, id) in ids.iter().enumerate() {
+        let first = &a[i];
+        let second = &b[ids.len() - 1 - i];
+        assert!(
+            first.is_ok() != second.is_ok(),
+            "{id}: {first:?} / {second:?}"
+        );
+        assert_eq!(get(store, &f.caller, id).await.state, TodoState::Done);
+        assert_eq!(attempts(store, &f.caller, id).await.len(), 1);
+    }
+}
+
 exercise_on_every_path!(
+    overlapping_complete_many_calls_complete_each_todo_once,
     complete_many_answers_per_id_and_completes_the_held_ones,
     complete_many_refuses_bad_ids_and_changes_nothing,
     complete_many_needs_the_fence_of_a_fenced_claim,

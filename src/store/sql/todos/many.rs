@@ -61,8 +61,15 @@ impl SqlStore {
         let token_hash = finish.lease_token.as_deref().map(sha256_hex);
         let now = self.now();
         let mut tx = self.begin().await?;
-        let mut answers = Vec::with_capacity(ids.len());
-        for id in ids {
+        // Rows are locked in id order, whatever order the caller gave, so
+        // that two calls over the same todos never wait on each other in a
+        // cycle (PostgreSQL would fail one as a deadlock); answered in the
+        // caller's order.
+        let mut order: Vec<usize> = (0..ids.len()).collect();
+        order.sort_by(|&a, &b| ids[a].cmp(&ids[b]));
+        let mut answers: Vec<Option<StoreResult<Todo>>> = ids.iter().map(|_| None).collect();
+        for i in order {
+            let id = &ids[i];
             // `complete`'s own statement and its attempt's close, per id.
             let row = sqlx::query(AssertSqlSafe(statements::COMPLETE.as_str()))
                 .bind(result.clone())
@@ -78,7 +85,7 @@ impl SqlStore {
                 // the transaction goes on for the other ids.
                 match Self::refusal(&mut tx, caller, id, Refused::Holder, now).await {
                     refused @ (StoreError::NotFound | StoreError::Conflict(_)) => {
-                        answers.push(Err(refused));
+                        answers[i] = Some(Err(refused));
                         continue;
                     }
                     other => return Err(other),
@@ -95,10 +102,10 @@ impl SqlStore {
             )
             .await?;
             todo.attempts_pruned += Self::prune_attempts(&mut tx, &todo).await?;
-            answers.push(Ok(todo));
+            answers[i] = Some(Ok(todo));
         }
         tx.commit().await?;
-        Ok(answers)
+        Ok(answers.into_iter().flatten().collect())
     }
 
     pub(super) async fn summarise_queues(
