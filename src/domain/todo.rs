@@ -293,6 +293,32 @@ pub fn validate_bulk_ids(ids: &[String], field: &'static str) -> Result<(), Inva
     Ok(())
 }
 
+/// The most todos one `complete_many` call completes.
+pub const MAX_COMPLETE_MANY: usize = 100;
+
+/// The ids of a `complete_many` call: 1 to [`MAX_COMPLETE_MANY`] non-empty
+/// ids, none twice.
+pub fn validate_complete_many_ids(ids: &[String]) -> Result<(), Invalid> {
+    if ids.is_empty() || ids.len() > MAX_COMPLETE_MANY {
+        return Err(Invalid::new(
+            "ids",
+            format!(
+                "must hold 1 to {MAX_COMPLETE_MANY} todo ids (it holds {})",
+                ids.len()
+            ),
+        ));
+    }
+    for (i, id) in ids.iter().enumerate() {
+        if id.is_empty() {
+            return Err(Invalid::new("ids", "must not hold an empty id"));
+        }
+        if ids[..i].contains(id) {
+            return Err(Invalid::new("ids", format!("holds {id:?} twice")));
+        }
+    }
+    Ok(())
+}
+
 /// A summary is never refused: it is cut to 2 048 bytes on a character boundary.
 pub fn clip_summary(summary: &str) -> (String, bool) {
     truncate_reporting(summary, MAX_SUMMARY_BYTES)

@@ -50,6 +50,23 @@ pub async fn complete(
     Ok(todo)
 }
 
+/// Completes each of `ids` the caller holds, in one transaction; answers
+/// per id (`TodoStore::complete_many`). Each todo done counts as a finished
+/// attempt, as `complete` counts it.
+pub async fn complete_many(
+    delivery: &Delivery,
+    caller: &Caller,
+    ids: &[String],
+    finish: Finish,
+) -> StoreResult<Vec<StoreResult<Todo>>> {
+    let answers = delivery.store().complete_many(caller, ids, finish).await?;
+    let done = answers.iter().filter(|answer| answer.is_ok()).count() as u64;
+    if done > 0 {
+        delivery.attempts_finished(AttemptEnd::Completed, done);
+    }
+    Ok(answers)
+}
+
 /// The attempt failed: a retry is scheduled, or the todo is a dead letter.
 pub async fn fail(
     delivery: &Delivery,

@@ -81,6 +81,27 @@ pub trait TodoStore: Send + Sync {
     async fn complete(&self, caller: &Caller, id: &str, finish: Finish) -> StoreResult<Todo>;
     async fn fail(&self, caller: &Caller, id: &str, finish: Finish) -> StoreResult<Todo>;
     async fn release(&self, caller: &Caller, id: &str, opts: ReleaseOptions) -> StoreResult<Todo>;
+    /// Completes each of `ids` (1 to `MAX_COMPLETE_MANY`, none twice) that
+    /// the caller holds, in one transaction, as `complete` would (attempt
+    /// closed with the same `summary`, the same `result`). Answers per id, in
+    /// order: the done row, or `NotFound`/`Conflict` as `complete` would
+    /// refuse it; a refused id changes nothing and does not undo the others.
+    /// An outage or a bad `result` fails the whole call and changes nothing.
+    async fn complete_many(
+        &self,
+        caller: &Caller,
+        ids: &[String],
+        finish: Finish,
+    ) -> StoreResult<Vec<StoreResult<Todo>>>;
+    /// The caller's live todos counted (one read): by queue (all of its
+    /// queues, or `queue`), and its pending ones by kind, source and sender,
+    /// at most `top` groups each.
+    async fn queue_summary(
+        &self,
+        caller: &Caller,
+        queue: Option<&str>,
+        top: i64,
+    ) -> StoreResult<QueueSummary>;
     /// An agent's listing of its endpoint's todos, newest first.
     async fn list_todos(
         &self,

@@ -636,3 +636,41 @@ pub struct HookFailure {
     /// True for exactly the one failure that disabled it.
     pub disabled_now: bool,
 }
+
+/// The most groups `queue_summary` names per dimension (kind, source,
+/// sender); the rest are counted together as `other`.
+pub const SUMMARY_TOP: i64 = 10;
+
+/// An endpoint's live work at a glance (`queue_summary`): counts only, no
+/// title or payload.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct QueueSummary {
+    /// The queues with live todos, by name.
+    pub queues: Vec<QueueCounts>,
+    /// Pending todos by kind, source and sender (the creating intake
+    /// event's actor, e.g. `webhook:wh_…`; `None` when the todo has no event).
+    pub pending_by_kind: SummaryGroups,
+    pub pending_by_source: SummaryGroups,
+    pub pending_by_sender: SummaryGroups,
+}
+
+/// One queue's live todos.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct QueueCounts {
+    pub queue: String,
+    pub pending: i64,
+    pub claimed: i64,
+    /// Failed and waiting for their retry (`next_retry_at` set).
+    pub held: i64,
+    /// When the oldest pending todo was created.
+    pub oldest_pending_at: Option<Timestamp>,
+}
+
+/// The largest groups of one dimension, largest first (at most
+/// [`SUMMARY_TOP`]; `None` is "no value"), and how many todos the other
+/// groups hold together.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SummaryGroups {
+    pub top: Vec<(Option<String>, i64)>,
+    pub other: i64,
+}

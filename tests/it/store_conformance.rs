@@ -15,6 +15,8 @@ pub(crate) mod common;
 mod attempts;
 #[path = "conformance/backoff.rs"]
 mod backoff;
+#[path = "conformance/bulk.rs"]
+mod bulk;
 #[path = "conformance/concurrency.rs"]
 mod concurrency;
 #[path = "conformance/dedup.rs"]

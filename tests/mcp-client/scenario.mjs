@@ -345,17 +345,17 @@ const scenarios = {
       }
     }
     const byName = Object.fromEntries(tools.map((t) => [t.name, t]));
-    for (const name of ["list_todos", "get_todo", "get_default_lease", "presence"]) {
+    for (const name of ["list_todos", "get_todo", "queue_summary", "get_default_lease", "presence"]) {
       check(byName[name].annotations.readOnlyHint === true, `${name} should be read-only`, byName[name]);
       check(byName[name].annotations.destructiveHint === false, `${name} destroys nothing`, byName[name]);
     }
-    for (const name of ["claim", "claim_next", "heartbeat", "complete", "fail", "release", "set_default_lease"]) {
+    for (const name of ["claim", "claim_next", "heartbeat", "complete", "complete_many", "fail", "release", "set_default_lease"]) {
       check(byName[name].annotations.readOnlyHint === false, `${name} is not read-only`, byName[name]);
     }
     check(byName.heartbeat.annotations.idempotentHint === true, "heartbeat is idempotent", byName.heartbeat);
     // Codex asks approval before a destructive tool and `codex exec` never
     // approves: recording an outcome on a held todo must not be one.
-    for (const name of ["complete", "fail", "release"]) {
+    for (const name of ["complete", "complete_many", "fail", "release"]) {
       check(byName[name].annotations.destructiveHint === false, `${name} is not destructive`, byName[name]);
     }
     check(
@@ -408,6 +408,28 @@ const scenarios = {
     const detail = ok(await call(client, "get_todo", { id }), "get_todo");
     await client.close();
     return { claimed, failed, during_window, claim_by_id, detail };
+  },
+
+  /** Triaged noise drained: a summary, two claims, one complete_many (one id not held), a summary again. */
+  async drain() {
+    const { client } = await connect();
+    await listTools(client);
+    const before = ok(await call(client, "queue_summary"), "queue_summary");
+    const ids = [];
+    for (let i = 0; i < 2; i++) {
+      const claimed = ok(await call(client, "claim_next"), "claim_next");
+      check(claimed.empty === false, "nothing to claim", claimed);
+      ids.push(claimed.todo.id);
+    }
+    const drained = ok(
+      await call(client, "complete_many", { ids: [...ids, "td_not_held"], summary: "noise" }),
+      "complete_many",
+    );
+    const refused = toolError(await call(client, "complete_many", { ids: [] }), "complete_many with no ids");
+    const outside = toolError(await call(client, "queue_summary", { queue: "elsewhere" }), "queue_summary outside scope");
+    const after = ok(await call(client, "queue_summary", { queue: "inbox" }), "queue_summary of inbox");
+    await client.close();
+    return { before, drained, refused, outside, after };
   },
 
   async release() {

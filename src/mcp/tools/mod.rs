@@ -16,7 +16,9 @@ use crate::delivery::Delivery;
 use crate::delivery::presence;
 use crate::domain::todo::validate_queue_name;
 use crate::ops::{self, Answer};
-use crate::store::{Caller, Endpoint, Finish, HeartbeatOptions, ReleaseOptions, StoreError};
+use crate::store::{
+    Caller, Endpoint, Finish, HeartbeatOptions, ReleaseOptions, SUMMARY_TOP, StoreError,
+};
 pub use tool::{ParseError, Tool, ToolName};
 
 /// A tool-level failure: returned as a result with `isError: true`, unless
@@ -294,7 +296,8 @@ fn to_json(row: impl Serialize) -> Result<Value, ToolError> {
 
 /// The tools a session of this endpoint may call, in `tools/list` order:
 /// its scope's verbs, plus `get_todo` when `list_todos` is granted, plus
-/// the self verbs.
+/// `queue_summary` with `list_todos` and `complete_many` with `complete`,
+/// plus the self verbs.
 pub fn visible_tools(endpoint: &Endpoint) -> Vec<ToolName> {
     ToolName::ALL
         .into_iter()
@@ -385,6 +388,15 @@ async fn run(
             let attempts = store.list_attempts(caller, &a.id, limit).await?;
             to_json(rows::TodoDetail::of(&todo, &attempts))
         }
+        Tool::QueueSummary(a) => {
+            if let Some(queue) = a.queue.as_deref() {
+                check_queue(caller, queue)?;
+            }
+            let summary = store
+                .queue_summary(caller, a.queue.as_deref(), SUMMARY_TOP)
+                .await?;
+            to_json(rows::SummaryView::of(&summary, store.clock().now()))
+        }
         Tool::Claim(a) => {
             let claimed = ops::work::claim(delivery, caller, &a.id, a.options()).await?;
             claim_result(&claimed, true, limits.claim_payload_inline_max)
@@ -410,6 +422,11 @@ async fn run(
             let finish = finish(a.result, a.summary, a.lease_token);
             let todo = ops::work::complete(delivery, caller, &a.id, finish).await?;
             to_json(rows::full_row(&todo))
+        }
+        Tool::CompleteMany(a) => {
+            let finish = finish(a.result, a.summary, None);
+            let answers = ops::work::complete_many(delivery, caller, &a.ids, finish).await?;
+            to_json(rows::CompletedMany::of(&a.ids, &answers))
         }
         Tool::Fail(a) => {
             let finish = finish(a.result, a.summary, a.lease_token);

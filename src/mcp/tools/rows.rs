@@ -12,7 +12,8 @@ use crate::domain::Timestamp;
 use crate::domain::lease::{
     DEFAULT_LEASE_SECONDS, MAX_LEASE_SECONDS, MIN_ENDPOINT_DEFAULT_LEASE_SECONDS,
 };
-use crate::store::{Attempt, Claimed, Todo};
+use crate::ops::Answer;
+use crate::store::{Attempt, Claimed, QueueSummary, StoreResult, SummaryGroups, Todo};
 
 fn ts(t: Option<Timestamp>) -> Option<String> {
     t.map(|t| t.to_rfc3339())
@@ -339,6 +340,122 @@ impl LeaseView {
             server_default_lease_ttl_seconds: DEFAULT_LEASE_SECONDS,
             min: MIN_ENDPOINT_DEFAULT_LEASE_SECONDS,
             max: MAX_LEASE_SECONDS,
+        }
+    }
+}
+
+/// `queue_summary`: counts only (`docs/mcp.md`), a few hundred bytes.
+#[derive(Debug, Serialize)]
+pub struct SummaryView<'a> {
+    pub queues: Vec<QueueView<'a>>,
+    pub pending: i64,
+    pub claimed: i64,
+    pub held: i64,
+    pub oldest_pending_age_seconds: Option<i64>,
+    pub pending_by_kind: GroupsView<'a>,
+    pub pending_by_source: GroupsView<'a>,
+    pub pending_by_sender: GroupsView<'a>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct QueueView<'a> {
+    pub queue: &'a str,
+    pub pending: i64,
+    pub claimed: i64,
+    pub held: i64,
+    pub oldest_pending_age_seconds: Option<i64>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct GroupsView<'a> {
+    pub top: Vec<GroupView<'a>>,
+    pub other: i64,
+}
+
+#[derive(Debug, Serialize)]
+pub struct GroupView<'a> {
+    pub value: Option<&'a str>,
+    pub pending: i64,
+}
+
+impl<'a> GroupsView<'a> {
+    fn of(groups: &'a SummaryGroups) -> Self {
+        Self {
+            top: groups
+                .top
+                .iter()
+                .map(|(value, pending)| GroupView {
+                    value: value.as_deref(),
+                    pending: *pending,
+                })
+                .collect(),
+            other: groups.other,
+        }
+    }
+}
+
+impl<'a> SummaryView<'a> {
+    /// Ages are whole seconds before `now`.
+    pub fn of(summary: &'a QueueSummary, now: Timestamp) -> Self {
+        let age =
+            |at: Option<Timestamp>| at.map(|at| (now.as_millis() - at.as_millis()).max(0) / 1000);
+        let queues: Vec<QueueView<'a>> = summary
+            .queues
+            .iter()
+            .map(|q| QueueView {
+                queue: &q.queue,
+                pending: q.pending,
+                claimed: q.claimed,
+                held: q.held,
+                oldest_pending_age_seconds: age(q.oldest_pending_at),
+            })
+            .collect();
+        Self {
+            pending: queues.iter().map(|q| q.pending).sum(),
+            claimed: queues.iter().map(|q| q.claimed).sum(),
+            held: queues.iter().map(|q| q.held).sum(),
+            oldest_pending_age_seconds: queues
+                .iter()
+                .filter_map(|q| q.oldest_pending_age_seconds)
+                .max(),
+            queues,
+            pending_by_kind: GroupsView::of(&summary.pending_by_kind),
+            pending_by_source: GroupsView::of(&summary.pending_by_source),
+            pending_by_sender: GroupsView::of(&summary.pending_by_sender),
+        }
+    }
+}
+
+/// `complete_many`: per id `ok` or the error code, never a row.
+#[derive(Debug, Serialize)]
+pub struct CompletedMany<'a> {
+    pub results: Vec<CompletedOne<'a>>,
+    pub completed: usize,
+}
+
+#[derive(Debug, Serialize)]
+pub struct CompletedOne<'a> {
+    pub id: &'a str,
+    pub status: &'static str,
+}
+
+impl<'a> CompletedMany<'a> {
+    /// `answers` in the order of `ids`; a refusal by its code.
+    pub fn of(ids: &'a [String], answers: &[StoreResult<Todo>]) -> Self {
+        let results: Vec<CompletedOne<'a>> = ids
+            .iter()
+            .zip(answers)
+            .map(|(id, answer)| CompletedOne {
+                id,
+                status: match answer {
+                    Ok(_) => "ok",
+                    Err(err) => Answer::of(err).code,
+                },
+            })
+            .collect();
+        Self {
+            completed: answers.iter().filter(|a| a.is_ok()).count(),
+            results,
         }
     }
 }

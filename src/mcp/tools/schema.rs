@@ -140,6 +140,50 @@ fn presence_schema() -> Value {
     })
 }
 
+/// `queue_summary`'s answer.
+fn summary_schema() -> Value {
+    let groups = |what: &str| {
+        json!({
+            "type": "object",
+            "description": format!("Pending todos by {what}: the largest groups, largest first; other counts the rest."),
+            "properties": {
+                "top": {"type": "array", "items": {
+                    "type": "object",
+                    "properties": {"value": nullable("string"), "pending": {"type": "integer"}},
+                    "required": ["value", "pending"]
+                }},
+                "other": {"type": "integer"}
+            },
+            "required": ["top", "other"]
+        })
+    };
+    json!({
+        "type": "object",
+        "properties": {
+            "queues": {"type": "array", "items": {
+                "type": "object",
+                "properties": {
+                    "queue": {"type": "string"},
+                    "pending": {"type": "integer"},
+                    "claimed": {"type": "integer"},
+                    "held": {"type": "integer", "description": "Failed, waiting for a retry."},
+                    "oldest_pending_age_seconds": nullable("integer")
+                },
+                "required": ["queue", "pending", "claimed", "held", "oldest_pending_age_seconds"]
+            }},
+            "pending": {"type": "integer"},
+            "claimed": {"type": "integer"},
+            "held": {"type": "integer"},
+            "oldest_pending_age_seconds": nullable("integer"),
+            "pending_by_kind": groups("kind"),
+            "pending_by_source": groups("source"),
+            "pending_by_sender": groups("sender (the intake event's actor, e.g. webhook:wh_…; null when none)")
+        },
+        "required": ["queues", "pending", "claimed", "held", "oldest_pending_age_seconds",
+                     "pending_by_kind", "pending_by_source", "pending_by_sender"]
+    })
+}
+
 fn object(properties: Value, required: &[&str]) -> Value {
     json!({
         "type": "object",
@@ -200,6 +244,18 @@ pub(super) fn definition(name: ToolName, effective_lease: i64) -> Value {
                     "attempts_pruned": {"type": "integer"}
                 }))}),
             ),
+        ),
+        ToolName::QueueSummary => (
+            "Count this endpoint's live todos without reading them: pending, claimed and held \
+             (failed, waiting for a retry) by queue with the oldest pending one's age, and the \
+             pending ones by kind, source and sender (the largest groups, the rest as other). \
+             No titles, no payloads."
+                .to_owned(),
+            object(
+                json!({"queue": {"type": "string", "description": "One of this endpoint's queues (default: all of them)."}}),
+                &[],
+            ),
+            summary_schema(),
         ),
         ToolName::Claim => (
             format!(
@@ -272,6 +328,38 @@ pub(super) fn definition(name: ToolName, effective_lease: i64) -> Value {
                 &["id"],
             ),
             row_schema(),
+        ),
+        ToolName::CompleteMany => (
+            "Complete up to 100 todos you hold in one call (e.g. noise you have triaged), all \
+             with the same optional result and summary. Answers per id ok or the error code \
+             complete would give (not_found, conflict); a refused id does not undo the others. \
+             A fenced claim needs complete with its lease_token."
+                .to_owned(),
+            object(
+                json!({
+                    "ids": {"type": "array", "items": {"type": "string", "minLength": 1},
+                            "minItems": 1, "maxItems": 100, "uniqueItems": true,
+                            "description": "Todo ids you hold, 1 to 100, none twice."},
+                    "result": {},
+                    "summary": summary_arg()
+                }),
+                &["ids"],
+            ),
+            json!({
+                "type": "object",
+                "properties": {
+                    "results": {"type": "array", "items": {
+                        "type": "object",
+                        "properties": {
+                            "id": {"type": "string"},
+                            "status": {"type": "string", "description": "ok, or the error code (not_found, conflict)."}
+                        },
+                        "required": ["id", "status"]
+                    }},
+                    "completed": {"type": "integer", "description": "How many ids are ok."}
+                },
+                "required": ["results", "completed"]
+            }),
         ),
         ToolName::Fail => (
             "Fail a todo you hold: it is retried after a backoff, or dead-lettered at its attempt cap."
@@ -418,6 +506,7 @@ mod tests {
             [
                 ToolName::ListTodos,
                 ToolName::GetTodo,
+                ToolName::QueueSummary,
                 ToolName::GetDefaultLease,
                 ToolName::Presence
             ]

@@ -9,15 +9,15 @@ use serde_json::Value;
 use super::ToolError;
 use super::args::{self, ToolArgs, de};
 use crate::domain::duration::parse_positive_duration;
-use crate::domain::todo::{KEPT_ATTEMPTS, TodoState};
+use crate::domain::todo::{KEPT_ATTEMPTS, TodoState, validate_complete_many_ids};
 use crate::ops::presence;
 use crate::store::{ClaimOptions, Endpoint};
 
 macro_rules! tool_names {
     ($($variant:ident => $name:literal,)*) => {
-        /// Every tool, by name. The grantable verbs come first, in the order of
-        /// `domain::scope::GRANTABLE_VERBS` (which is the order of `tools/list`),
-        /// then the self verbs.
+        /// Every tool, by name, in the order of `tools/list`: the grantable
+        /// verbs in the order of `domain::scope::GRANTABLE_VERBS`, each bulk
+        /// tool after the verb that grants it, then the self verbs.
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
         pub enum ToolName {
             $($variant,)*
@@ -46,10 +46,12 @@ macro_rules! tool_names {
 tool_names! {
     ListTodos => "list_todos",
     GetTodo => "get_todo",
+    QueueSummary => "queue_summary",
     Claim => "claim",
     ClaimNext => "claim_next",
     Heartbeat => "heartbeat",
     Complete => "complete",
+    CompleteMany => "complete_many",
     Fail => "fail",
     Release => "release",
     GetDefaultLease => "get_default_lease",
@@ -77,14 +79,21 @@ impl ToolName {
     }
 
     /// The scope verb (`domain::scope::GRANTABLE_VERBS`) that grants this
-    /// tool; `None` for a self verb.
+    /// tool; `None` for a self verb. The bulk tools have no verb of their
+    /// own: `queue_summary` comes with `list_todos`, `complete_many` with
+    /// `complete`.
     pub fn grantable_verb(self) -> Option<&'static str> {
-        (!self.is_self_verb()).then(|| self.as_str())
+        match self {
+            ToolName::QueueSummary => Some(ToolName::ListTodos.as_str()),
+            ToolName::CompleteMany => Some(ToolName::Complete.as_str()),
+            _ if self.is_self_verb() => None,
+            _ => Some(self.as_str()),
+        }
     }
 
     /// Whether a session of `endpoint` sees (and may call) this tool: its
-    /// scope's verbs, `get_todo` also when `list_todos` is granted, and the
-    /// self verbs always.
+    /// scope's verbs, `get_todo` also when `list_todos` is granted, the bulk
+    /// tools with the verb that grants them, and the self verbs always.
     pub fn visible_to(self, endpoint: &Endpoint) -> bool {
         let granted = |v: &str| endpoint.scope_verbs.iter().any(|g| g == v);
         match self.grantable_verb() {
@@ -118,10 +127,12 @@ impl ToolName {
         match self {
             ToolName::ListTodos => "List todos",
             ToolName::GetTodo => "Read a todo",
+            ToolName::QueueSummary => "Summarise the queues",
             ToolName::Claim => "Claim a todo",
             ToolName::ClaimNext => "Claim the next todo",
             ToolName::Heartbeat => "Extend a lease",
             ToolName::Complete => "Complete a todo",
+            ToolName::CompleteMany => "Complete several todos",
             ToolName::Fail => "Fail a todo",
             ToolName::Release => "Release a todo",
             ToolName::GetDefaultLease => "Read the default lease",
@@ -134,11 +145,12 @@ impl ToolName {
 
     /// The tool's annotations.
     ///
-    /// - read-only: the reads (`list_todos`, `get_todo`, `get_default_lease`,
-    ///   `presence`);
+    /// - read-only: the reads (`list_todos`, `get_todo`, `queue_summary`,
+    ///   `get_default_lease`, `presence`);
     /// - idempotent: `heartbeat` (the lease runs to now + TTL whichever call
     ///   set it), `set_default_lease`, `clock_in`, `clock_out`, and the
-    ///   finishing verbs `complete`, `fail`, `release` (a repeat is refused
+    ///   finishing verbs `complete`, `complete_many`, `fail`, `release` (a
+    ///   repeat is refused
     ///   with `conflict`, never applied twice); not `claim`/`claim_next`
     ///   (another call may take another todo, or a new attempt);
     /// - destructive: none. `complete`, `fail` and `release` record an
@@ -151,6 +163,7 @@ impl ToolName {
         let (read_only, idempotent, destructive) = match self {
             ToolName::ListTodos
             | ToolName::GetTodo
+            | ToolName::QueueSummary
             | ToolName::GetDefaultLease
             | ToolName::Presence => (true, true, false),
             ToolName::Heartbeat
@@ -159,6 +172,7 @@ impl ToolName {
             | ToolName::ClockOut
             | ToolName::Release
             | ToolName::Complete
+            | ToolName::CompleteMany
             | ToolName::Fail => (false, true, false),
             ToolName::Claim | ToolName::ClaimNext => (false, false, false),
         };
@@ -176,10 +190,12 @@ impl ToolName {
 pub enum Tool {
     ListTodos(ListTodosArgs),
     GetTodo(GetTodoArgs),
+    QueueSummary(QueueSummaryArgs),
     Claim(ClaimArgs),
     ClaimNext(ClaimNextArgs),
     Heartbeat(HeartbeatArgs),
     Complete(FinishArgs),
+    CompleteMany(CompleteManyArgs),
     Fail(FinishArgs),
     Release(ReleaseArgs),
     GetDefaultLease(NoArgs),
@@ -211,10 +227,12 @@ impl Tool {
         Ok(match name {
             ToolName::ListTodos => Tool::ListTodos(args::parse(a)?),
             ToolName::GetTodo => Tool::GetTodo(args::parse(a)?),
+            ToolName::QueueSummary => Tool::QueueSummary(args::parse(a)?),
             ToolName::Claim => Tool::Claim(args::parse(a)?),
             ToolName::ClaimNext => Tool::ClaimNext(args::parse(a)?),
             ToolName::Heartbeat => Tool::Heartbeat(args::parse(a)?),
             ToolName::Complete => Tool::Complete(args::parse(a)?),
+            ToolName::CompleteMany => Tool::CompleteMany(args::parse(a)?),
             ToolName::Fail => Tool::Fail(args::parse(a)?),
             ToolName::Release => Tool::Release(args::parse(a)?),
             ToolName::GetDefaultLease => Tool::GetDefaultLease(args::parse(a)?),
@@ -229,10 +247,12 @@ impl Tool {
         match self {
             Tool::ListTodos(_) => ToolName::ListTodos,
             Tool::GetTodo(_) => ToolName::GetTodo,
+            Tool::QueueSummary(_) => ToolName::QueueSummary,
             Tool::Claim(_) => ToolName::Claim,
             Tool::ClaimNext(_) => ToolName::ClaimNext,
             Tool::Heartbeat(_) => ToolName::Heartbeat,
             Tool::Complete(_) => ToolName::Complete,
+            Tool::CompleteMany(_) => ToolName::CompleteMany,
             Tool::Fail(_) => ToolName::Fail,
             Tool::Release(_) => ToolName::Release,
             Tool::GetDefaultLease(_) => ToolName::GetDefaultLease,
@@ -366,6 +386,31 @@ pub struct FinishArgs {
 
 impl ToolArgs for FinishArgs {}
 
+/// `complete_many`: no `lease_token` (a fenced claim is completed with
+/// `complete`, its token in hand).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CompleteManyArgs {
+    /// 1 to `MAX_COMPLETE_MANY` todo ids, none twice.
+    #[serde(deserialize_with = "todo_ids")]
+    pub ids: Vec<String>,
+    /// Any JSON (`null` is none), the result of every todo completed.
+    pub result: Option<Value>,
+    #[serde(deserialize_with = "de::string")]
+    pub summary: Option<String>,
+}
+
+impl ToolArgs for CompleteManyArgs {}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QueueSummaryArgs {
+    #[serde(deserialize_with = "de::string")]
+    pub queue: Option<String>,
+}
+
+impl ToolArgs for QueueSummaryArgs {}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ReleaseArgs {
@@ -412,6 +457,28 @@ fn todo_state<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<TodoState
         .map(|s| TodoState::parse_field(&s, "state"))
         .transpose()
         .map_err(|e| serde::de::Error::custom(e.message))
+}
+
+fn todo_ids<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    let ids = match Value::deserialize(d)? {
+        Value::Null => return Err(serde::de::Error::custom("is required")),
+        Value::Array(items) => items
+            .into_iter()
+            .map(|item| match item {
+                Value::String(id) => Ok(id),
+                _ => Err(serde::de::Error::custom(
+                    "must be an array of todo ids (strings)",
+                )),
+            })
+            .collect::<Result<Vec<String>, D::Error>>()?,
+        _ => {
+            return Err(serde::de::Error::custom(
+                "must be an array of todo ids (strings)",
+            ));
+        }
+    };
+    validate_complete_many_ids(&ids).map_err(|e| serde::de::Error::custom(e.message))?;
+    Ok(ids)
 }
 
 fn attempts_limit<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
@@ -467,17 +534,19 @@ mod tests {
             match Tool::parse(name.as_str(), None) {
                 Ok(tool) => assert_eq!(tool.name(), name),
                 Err(ParseError::Arguments(e)) => {
-                    let needs = if name == ToolName::SetDefaultLease {
-                        "default_lease_ttl_seconds: is required (a number or null)"
-                    } else {
-                        "id: is required"
+                    let needs = match name {
+                        ToolName::SetDefaultLease => {
+                            "default_lease_ttl_seconds: is required (a number or null)"
+                        }
+                        ToolName::CompleteMany => "ids: is required",
+                        _ => "id: is required",
                     };
                     assert_eq!(e.message, needs, "{name}");
                 }
                 Err(e) => panic!("{name}: {e:?}"),
             }
         }
-        let id = json!({"id": "td_1", "default_lease_ttl_seconds": null});
+        let id = json!({"id": "td_1", "ids": ["td_1"], "default_lease_ttl_seconds": null});
         for name in ToolName::ALL {
             // Only the keys each tool declares.
             let fields = fields_for(name);
@@ -497,6 +566,8 @@ mod tests {
         use args::fields_of;
         match name {
             ToolName::ListTodos => fields_of::<ListTodosArgs>(),
+            ToolName::QueueSummary => fields_of::<QueueSummaryArgs>(),
+            ToolName::CompleteMany => fields_of::<CompleteManyArgs>(),
             ToolName::GetTodo => fields_of::<GetTodoArgs>(),
             ToolName::Claim => fields_of::<ClaimArgs>(),
             ToolName::ClaimNext => fields_of::<ClaimNextArgs>(),
@@ -536,11 +607,16 @@ mod tests {
 
     #[test]
     fn grantable_names_are_the_domain_verbs() {
-        let grantable: Vec<&str> = ToolName::ALL
+        // Each grantable verb is a tool of its own name; the bulk tools come
+        // with another's.
+        let own: Vec<&str> = ToolName::ALL
             .into_iter()
-            .filter_map(ToolName::grantable_verb)
+            .filter(|t| t.grantable_verb() == Some(t.as_str()))
+            .map(ToolName::as_str)
             .collect();
-        assert_eq!(grantable, crate::domain::scope::GRANTABLE_VERBS);
+        assert_eq!(own, crate::domain::scope::GRANTABLE_VERBS);
+        assert_eq!(ToolName::QueueSummary.grantable_verb(), Some("list_todos"));
+        assert_eq!(ToolName::CompleteMany.grantable_verb(), Some("complete"));
         let selves: Vec<&str> = ToolName::ALL
             .into_iter()
             .filter(|t| t.is_self_verb())
@@ -640,6 +716,60 @@ mod tests {
         }
         assert!(refusal("list_todos", json!({"state": "lost"})).starts_with("state: "));
         assert!(refusal("clock_in", json!({"for": "soon"})).starts_with("for: "));
+    }
+
+    #[test]
+    fn complete_many_ids_are_checked_whole() {
+        let many: Vec<String> = (0..101).map(|i| format!("td_{i}")).collect();
+        for (arguments, message) in [
+            (json!({}), "ids: is required"),
+            (
+                json!({"ids": "td_1"}),
+                "ids: must be an array of todo ids (strings)",
+            ),
+            (
+                json!({"ids": ["td_1", 2]}),
+                "ids: must be an array of todo ids (strings)",
+            ),
+            (
+                json!({"ids": []}),
+                "ids: must hold 1 to 100 todo ids (it holds 0)",
+            ),
+            (
+                json!({"ids": many}),
+                "ids: must hold 1 to 100 todo ids (it holds 101)",
+            ),
+            (
+                json!({"ids": ["td_1", "td_1"]}),
+                "ids: holds \"td_1\" twice",
+            ),
+            (
+                json!({"ids": ["td_1", ""]}),
+                "ids: must not hold an empty id",
+            ),
+            (
+                json!({"ids": ["td_1"], "summary": 1}),
+                "summary: must be a string",
+            ),
+        ] {
+            assert_eq!(
+                refusal("complete_many", arguments.clone()),
+                message,
+                "{arguments}"
+            );
+        }
+        let Ok(Tool::CompleteMany(a)) = Tool::parse(
+            "complete_many",
+            Some(json!({"ids": ["td_1", "td_2"], "result": {"ok": 1}})),
+        ) else {
+            panic!()
+        };
+        assert_eq!(a.ids, ["td_1", "td_2"]);
+        assert_eq!(a.result, Some(json!({"ok": 1})));
+        assert_eq!(
+            refusal("queue_summary", json!({"queue": 1})),
+            "queue: must be a string"
+        );
     }
 
     #[test]
@@ -871,6 +1001,9 @@ mod tests {
         ];
         let mut compared = 0;
         for name in ToolName::ALL {
+            if matches!(name, ToolName::QueueSummary | ToolName::CompleteMany) {
+                continue; // newer than the old reader
+            }
             let fields = fields_for(name);
             let mut keys: Vec<&str> = fields.to_vec();
             keys.push("aa_unknown");
@@ -911,6 +1044,9 @@ mod tests {
         assert!(compared > 5_000, "{compared}");
         for bad in [json!([]), json!("x"), json!(1)] {
             for name in ToolName::ALL {
+                if matches!(name, ToolName::QueueSummary | ToolName::CompleteMany) {
+                    continue;
+                }
                 let old = old::check(name.as_str(), Some(bad.clone())).map_err(|e| e.message);
                 let new = Tool::with_arguments(name, Some(bad.clone()))
                     .map(|_| ())

@@ -122,10 +122,12 @@ async fn list_tools_shows_every_granted_verb_with_schemas() {
         [
             "list_todos",
             "get_todo",
+            "queue_summary",
             "claim",
             "claim_next",
             "heartbeat",
             "complete",
+            "complete_many",
             "fail",
             "release",
             "get_default_lease",
@@ -135,7 +137,7 @@ async fn list_tools_shows_every_granted_verb_with_schemas() {
             "presence"
         ]
     );
-    let claim = &out["tools"][2];
+    let claim = &out["tools"][3];
     assert!(
         claim["description"].as_str().unwrap().contains("600 s"),
         "{claim}"
@@ -152,7 +154,7 @@ async fn list_tools_shows_every_granted_verb_with_schemas() {
         );
         let read_only = matches!(
             name,
-            "list_todos" | "get_todo" | "get_default_lease" | "presence"
+            "list_todos" | "get_todo" | "queue_summary" | "get_default_lease" | "presence"
         );
         let a = &tool["annotations"];
         assert_eq!(a["readOnlyHint"], read_only, "{name}: {a}");
@@ -227,6 +229,46 @@ async fn fail_opens_a_retry_window_during_which_nothing_is_claimable() {
     let view = server.todo(&ids[0]).await;
     assert_eq!(view["state"], "failed");
     assert_eq!(view["next_retry_at"], failed["next_retry_at"]);
+}
+
+#[tokio::test]
+async fn queue_summary_and_complete_many_drain_a_noisy_queue() {
+    let (server, ep, ids) = setup(&[], 3).await;
+    let out = scenario(&ep, "drain");
+    assert_eq!(out["before"]["pending"], 3, "{out}");
+    assert_eq!(out["before"]["queues"][0]["queue"], "inbox");
+    assert!(
+        out["before"]["oldest_pending_age_seconds"].is_number(),
+        "{out}"
+    );
+    let drained = &out["drained"];
+    assert_eq!(drained["completed"], 2, "{out}");
+    assert_eq!(
+        drained["results"][2],
+        json!({"id": "td_not_held", "status": "not_found"})
+    );
+    for result in &drained["results"].as_array().unwrap()[..2] {
+        assert_eq!(result["status"], "ok", "{out}");
+    }
+    assert_eq!(out["refused"]["code"], "invalid_argument");
+    assert!(
+        out["refused"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("ids: "),
+        "{out}"
+    );
+    assert_eq!(out["outside"]["code"], "forbidden");
+    assert_eq!(out["after"]["pending"], 1, "{out}");
+    assert_eq!(out["after"]["claimed"], 0, "{out}");
+    let done: Vec<String> = drained["results"].as_array().unwrap()[..2]
+        .iter()
+        .map(|r| r["id"].as_str().unwrap().to_owned())
+        .collect();
+    for id in &done {
+        assert!(ids.contains(id));
+        assert_eq!(server.todo(id).await["state"], "done");
+    }
 }
 
 #[tokio::test]

@@ -275,11 +275,13 @@ async fn the_self_verbs_come_with_any_scope_and_work() {
         [
             "list_todos",
             "get_todo",
+            "queue_summary",
             "clock_in",
             "clock_out",
             "presence"
         ],
-        "the self verbs are offered beside the granted one (and get_todo, which it implies)"
+        "the self verbs are offered beside the granted one (and get_todo and queue_summary, \
+         which it implies)"
     );
 
     let before = listener.call_ok(0, "presence", json!({})).await;

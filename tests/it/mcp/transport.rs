@@ -602,7 +602,8 @@ async fn scope_limits_the_tools_and_refuses_other_verbs_without_side_effects() {
             "clock_out",
             "get_todo",
             "list_todos",
-            "presence"
+            "presence",
+            "queue_summary"
         ]
     );
 
@@ -1183,7 +1184,7 @@ async fn tools_list_carries_titles_and_annotations() {
     let a = mcp.rpc(&session, 1, "tools/list", json!({})).await;
     a.expect(200);
     let tools = a.json()["result"]["tools"].as_array().unwrap().clone();
-    assert_eq!(tools.len(), 13);
+    assert_eq!(tools.len(), 15);
     for tool in &tools {
         let name = tool["name"].as_str().unwrap();
         assert!(
@@ -1193,7 +1194,7 @@ async fn tools_list_carries_titles_and_annotations() {
         let hints = &tool["annotations"];
         let read_only = matches!(
             name,
-            "list_todos" | "get_todo" | "get_default_lease" | "presence"
+            "list_todos" | "get_todo" | "queue_summary" | "get_default_lease" | "presence"
         );
         assert_eq!(hints["readOnlyHint"], read_only, "{name}");
         assert_eq!(hints["destructiveHint"], false, "{name}");

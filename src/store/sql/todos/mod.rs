@@ -14,6 +14,7 @@ mod attempts;
 mod claim;
 mod create;
 mod filter;
+mod many;
 mod operator;
 mod refusal;
 
@@ -468,6 +469,32 @@ impl TodoStore for SqlStore {
             summary,
         )
         .await
+    }
+
+    async fn complete_many(
+        &self,
+        caller: &Caller,
+        ids: &[String],
+        finish: Finish,
+    ) -> StoreResult<Vec<StoreResult<Todo>>> {
+        self.complete_each(caller, ids, finish).await
+    }
+
+    async fn queue_summary(
+        &self,
+        caller: &Caller,
+        queue: Option<&str>,
+        top: i64,
+    ) -> StoreResult<QueueSummary> {
+        if let Some(queue) = queue {
+            rules::validate_queue_name(queue, "queue")?;
+            if !caller.queues.iter().any(|q| q == queue) {
+                return Err(StoreError::Forbidden(format!(
+                    "queue {queue:?} is not in this endpoint's scope"
+                )));
+            }
+        }
+        self.summarise_queues(caller, queue, top).await
     }
 
     async fn human_retry(&self, human_id: &str, id: &str) -> StoreResult<Todo> {
