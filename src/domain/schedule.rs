@@ -372,6 +372,25 @@ fn resolve(tz: &TimeZone, civil: DateTime) -> Option<Timestamp> {
     None
 }
 
+/// A todo's title from its schedule's template: `{date}` (`2026-03-10`),
+/// `{time}` (`09:00`) and `{datetime}` (`2026-03-10 09:00`) are the
+/// occurrence's local date and time in `tz`; everything else is kept.
+pub fn render_title(template: &str, occurrence: Timestamp, tz: &TimeZone) -> String {
+    if !template.contains('{') {
+        return template.to_owned();
+    }
+    let Ok(ts) = jiff::Timestamp::from_millisecond(occurrence.as_millis()) else {
+        return template.to_owned();
+    };
+    let local = tz.to_datetime(ts);
+    let date = local.date().to_string();
+    let time = format!("{:02}:{:02}", local.hour(), local.minute());
+    template
+        .replace("{datetime}", &format!("{date} {time}"))
+        .replace("{date}", &date)
+        .replace("{time}", &time)
+}
+
 /// Looks up an IANA time zone name (the bundled database).
 pub fn parse_tz(name: &str) -> Result<TimeZone, Invalid> {
     let name = name.trim();
@@ -622,6 +641,15 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn titles_name_the_local_occurrence() {
+        let tz = parse_tz("Europe/Berlin").unwrap();
+        let t = at("2026-03-10T08:00:00Z");
+        assert_eq!(render_title("standup {date}", t, &tz), "standup 2026-03-10");
+        assert_eq!(render_title("{datetime}/{time}", t, &tz), "2026-03-10 09:00/09:00");
+        assert_eq!(render_title("plain {x}", t, &tz), "plain {x}");
     }
 
     #[test]

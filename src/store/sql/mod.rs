@@ -32,6 +32,7 @@ macro_rules! below_attempt_cap {
 mod agents;
 mod endpoints;
 mod hooks;
+mod schedules;
 mod humans;
 mod paging;
 mod postgres;
