@@ -648,7 +648,10 @@ mod tests {
         let tz = parse_tz("Europe/Berlin").unwrap();
         let t = at("2026-03-10T08:00:00Z");
         assert_eq!(render_title("standup {date}", t, &tz), "standup 2026-03-10");
-        assert_eq!(render_title("{datetime}/{time}", t, &tz), "2026-03-10 09:00/09:00");
+        assert_eq!(
+            render_title("{datetime}/{time}", t, &tz),
+            "2026-03-10 09:00/09:00"
+        );
         assert_eq!(render_title("plain {x}", t, &tz), "plain {x}");
     }
 

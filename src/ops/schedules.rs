@@ -125,11 +125,16 @@ pub async fn resume(delivery: &Delivery, human_id: &str, id: &str) -> StoreResul
     let next_at = rule_of(&schedule)
         .and_then(|(cron, tz)| cron.next_occurrence(now, &tz))
         .unwrap_or(NEVER);
-    store.set_schedule_paused(human_id, id, false, next_at).await
+    store
+        .set_schedule_paused(human_id, id, false, next_at)
+        .await
 }
 
 fn rule_of(schedule: &Schedule) -> Option<(Cron, jiff::tz::TimeZone)> {
-    Some((Cron::parse(&schedule.cron).ok()?, parse_tz(&schedule.tz).ok()?))
+    Some((
+        Cron::parse(&schedule.cron).ok()?,
+        parse_tz(&schedule.tz).ok()?,
+    ))
 }
 
 /// What one due-check did.

@@ -470,8 +470,11 @@ pub trait ScheduleStore: Send + Sync {
     ) -> StoreResult<Schedule>;
     /// Unpaused schedules of active endpoints whose `next_at` is at or before
     /// `now`, earliest first, at most `limit`.
-    async fn unscoped_due_schedules(&self, now: Timestamp, limit: i64)
-    -> StoreResult<Vec<Schedule>>;
+    async fn unscoped_due_schedules(
+        &self,
+        now: Timestamp,
+        limit: i64,
+    ) -> StoreResult<Vec<Schedule>>;
     /// Moves an unpaused schedule from the occurrence `from` (as read) to
     /// `to` by one guarded statement and, when it moved and `todo` is given,
     /// creates that todo in the same transaction: one todo per occurrence,
@@ -516,7 +519,7 @@ impl<T> Store for T where
         + TokenStore
         + HookStore
         + ScheduleStore
-    + ScheduleStore
+        + ScheduleStore
         + PresenceStore
         + RingStore
         + SweepStore
@@ -529,6 +532,7 @@ impl<T> Store for T where
 pub mod prelude {
     pub use super::{
         AgentStore, EndpointStore, HookStore, HumanStore, PresenceStore, RegistryStore, RingStore,
-        ScheduleStore, StatsStore, Store, StoreBase, SweepStore, TodoStore, TokenStore, WebhookStore,
+        ScheduleStore, StatsStore, Store, StoreBase, SweepStore, TodoStore, TokenStore,
+        WebhookStore,
     };
 }

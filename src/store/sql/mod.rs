@@ -32,12 +32,12 @@ macro_rules! below_attempt_cap {
 mod agents;
 mod endpoints;
 mod hooks;
-mod schedules;
 mod humans;
 mod paging;
 mod postgres;
 mod presence;
 mod rings;
+mod schedules;
 mod sqlite;
 pub mod statements;
 mod stats;
