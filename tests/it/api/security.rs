@@ -698,6 +698,9 @@ fn every_route(t: &Tenant) -> Vec<(Method, String, Body)> {
     for route in hook_routes() {
         routes.push(route(&t.hook));
     }
+    for route in schedule_routes() {
+        routes.push(route(&t.schedule));
+    }
     for route in token_routes() {
         routes.push(route(&t.spare_token_id));
     }
@@ -750,6 +753,7 @@ async fn the_matrix_covers_every_route_of_the_openapi_document() {
         a.todo.as_str(),
         a.webhook.as_str(),
         a.hook.as_str(),
+        a.schedule.as_str(),
         a.spare_token_id.as_str(),
         a.agent.as_str(),
     ]
