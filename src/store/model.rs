@@ -682,5 +682,5 @@ pub enum Fired {
     /// Moved on without a todo (a skipped occurrence).
     Advanced,
     /// Moved on, and this todo was made in the same transaction.
-    Created(CreatedTodo),
+    Created(Box<CreatedTodo>),
 }

@@ -190,10 +190,10 @@ impl ScheduleStore for SqlStore {
         {
             Some(todo) => {
                 tx.commit().await?;
-                Ok(Fired::Created(CreatedTodo {
+                Ok(Fired::Created(Box::new(CreatedTodo {
                     todo,
                     created: true,
-                }))
+                })))
             }
             None => {
                 tx.rollback().await?;

@@ -134,7 +134,7 @@ async fn the_due_set_is_unpaused_active_and_past(store: &dyn Store, ts: &TestSto
         .into_iter()
         .map(|s| s.id)
         .collect();
-    assert_eq!(ids, [due.id.clone()]);
+    assert_eq!(ids, std::slice::from_ref(&due.id));
     assert_ne!(ids, [later.id]);
     // A revoked endpoint's schedules are not due.
     store
