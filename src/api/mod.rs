@@ -111,6 +111,13 @@ fn routes() -> Router<ApiState> {
         .route("/hooks/{id}", delete(hooks::remove))
         .route("/hooks/{id}/enable", post(hooks::enable))
         .route("/hooks/{id}/test", post(hooks::test))
+        .route(
+            "/endpoints/{reference}/schedules",
+            get(schedules::list).post(schedules::add),
+        )
+        .route("/schedules/{id}", delete(schedules::remove))
+        .route("/schedules/{id}/pause", post(schedules::pause))
+        .route("/schedules/{id}/resume", post(schedules::resume))
         .route("/webhooks/{id}/rotate", post(webhooks::rotate))
         .route("/webhooks/{id}", delete(webhooks::remove))
         .route("/todos", get(todos::list))

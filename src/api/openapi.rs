@@ -8,7 +8,7 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{ContentBuilder, ObjectBuilder, RefOr, ResponseBuilder, Type};
 use utoipa::{Modify, OpenApi};
 
-use super::handlers::{agents, endpoints, hooks, me, presence, todos, tokens, webhooks};
+use super::handlers::{agents, endpoints, hooks, me, presence, schedules, todos, tokens, webhooks};
 use super::views::*;
 use crate::http::error::{ErrorBody, ErrorDetail};
 
@@ -29,6 +29,7 @@ use crate::http::error::{ErrorBody, ErrorDetail};
         todos::cancel, todos::bulk_retry, todos::bulk_cancel,
         webhooks::list, webhooks::create, webhooks::rotate, webhooks::remove,
         hooks::list, hooks::add, hooks::remove, hooks::enable, hooks::test,
+        schedules::list, schedules::add, schedules::remove, schedules::pause, schedules::resume,
     ),
     components(schemas(
         ErrorBody, ErrorDetail, HumanView, TokenView, NewTokenView, TokenList,
@@ -36,6 +37,7 @@ use crate::http::error::{ErrorBody, ErrorDetail};
         AgentView, AgentList, TodoView, TodoList, BulkResult, todos::BulkRequest, AttemptView, TodoDetail, CreatedTodoView,
         IntakeEventView, WebhookView, NewWebhookView, WebhookList,
         HookView, HookDeliveryView, NewHookView, HookList, HookTestView, hooks::AddHook,
+        ScheduleView, ScheduleList, schedules::AddSchedule,
         tokens::CreateToken, agents::RegisterAgent, agents::EditAgent,
         endpoints::VendRequest, endpoints::EditEndpoint, endpoints::TestRingRequest, endpoints::TestRingView, todos::PushTodo,
         webhooks::CreateWebhook,
@@ -49,6 +51,7 @@ use crate::http::error::{ErrorBody, ErrorDetail};
         (name = "todos", description = "Work items"),
         (name = "webhooks", description = "Intake webhooks"),
         (name = "hooks", description = "Notify hooks: signed POSTs when an endpoint is rung"),
+        (name = "schedules", description = "Recurring todos: a todo at each occurrence of a cron expression"),
         (name = "presence", description = "Clock in, clock out and shifts"),
     )
 )]

@@ -734,3 +734,56 @@ pub struct HookTestView {
     pub error: Option<String>,
     pub duration_ms: i64,
 }
+
+/// A schedule: a todo at each occurrence of `cron` in `tz`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ScheduleView {
+    pub id: String,
+    pub endpoint_id: String,
+    pub queue: String,
+    /// 5 fields: minute hour day-of-month month day-of-week.
+    pub cron: String,
+    /// IANA time zone name.
+    pub tz: String,
+    /// The title template (`{date}`, `{time}`, `{datetime}`: the occurrence's local time).
+    pub title: String,
+    pub kind: Option<String>,
+    pub payload: Option<serde_json::Value>,
+    /// `one` or `none`: occurrences missed while no instance ran make one todo, or none.
+    pub catch_up: String,
+    pub paused: bool,
+    /// The next occurrence (its todo is made then, unless paused).
+    #[schema(format = DateTime)]
+    pub next_at: Option<String>,
+    /// The occurrence its last todo was made for.
+    #[schema(format = DateTime)]
+    pub last_at: Option<String>,
+    #[schema(format = DateTime)]
+    pub created_at: String,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ScheduleList {
+    pub schedules: Vec<ScheduleView>,
+}
+
+impl From<&crate::store::Schedule> for ScheduleView {
+    fn from(s: &crate::store::Schedule) -> Self {
+        Self {
+            id: s.id.clone(),
+            endpoint_id: s.endpoint_id.clone(),
+            queue: s.queue.clone(),
+            cron: s.cron.clone(),
+            tz: s.tz.clone(),
+            title: s.title.clone(),
+            kind: s.kind.clone(),
+            payload: s.payload.clone(),
+            catch_up: s.catch_up.clone(),
+            paused: s.paused,
+            // i64::MAX is "never again".
+            next_at: (s.next_at.as_millis() != i64::MAX).then(|| s.next_at.to_rfc3339()),
+            last_at: s.last_at.map(|t| t.to_rfc3339()),
+            created_at: s.created_at.to_rfc3339(),
+        }
+    }
+}

@@ -17,7 +17,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use commands::{admin, agent, auth, doctor, endpoint, hook, shift, todo, token, webhook};
+use commands::{admin, agent, auth, doctor, endpoint, hook, schedule, shift, todo, token, webhook};
 
 use crate::api::ApiRates;
 use crate::bus::pg::PgBusConfig;
@@ -93,6 +93,8 @@ pub enum Command {
     Webhook(webhook::WebhookArgs),
     /// Notify hooks: URLs that get a signed POST when an endpoint is rung.
     Hook(hook::HookArgs),
+    /// Recurring todos: a todo at each occurrence of a cron expression.
+    Schedule(schedule::ScheduleArgs),
     /// Your own API tokens.
     Token(token::TokenArgs),
     /// Check a weekly shift locally (no server): canonical form, presence, boundaries.
@@ -345,6 +347,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Todo(args) => todo::run(args).await,
         Command::Webhook(args) => webhook::run(args).await,
         Command::Hook(args) => hook::run(args).await,
+        Command::Schedule(args) => schedule::run(args).await,
         Command::Token(args) => token::run(args).await,
         Command::Shift(args) => shift::run(args),
         Command::Work(args) => work::run(args).await,

@@ -14,6 +14,7 @@ pub mod liveness;
 pub mod names;
 pub mod presence;
 pub mod registry;
+pub mod schedule;
 pub mod scope;
 pub mod server_key;
 pub mod shift;

@@ -12,6 +12,7 @@
 //! - [`endpoints`]: vend, revoke, delete, the default lease.
 //! - [`webhooks`], [`tokens`], [`agents`]: the human's other records.
 //! - [`hooks`]: notify hooks (add, delete, enable, test).
+//! - [`schedules`]: recurring todos (add, pause, resume, delete; the due-check).
 //! - [`presence`]: clock in/out (the agent's) and overrides and shifts (a
 //!   human's); the settling itself is the event path's
 //!   ([`crate::delivery::presence`]).
@@ -29,6 +30,7 @@ pub mod endpoints;
 pub mod error;
 pub mod hooks;
 pub mod presence;
+pub mod schedules;
 pub mod todos;
 pub mod tokens;
 pub mod webhooks;

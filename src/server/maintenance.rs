@@ -1,5 +1,5 @@
 //! The background loops every instance runs (`docs/cluster.md`):
-//! maintenance (lease reaper, retry scheduler, endpoint expiry) and retention.
+//! maintenance (lease reaper, retry scheduler, endpoint expiry, schedules) and retention.
 //! Each logs and continues on error, and stops promptly on shutdown.
 
 use std::sync::Arc;
@@ -81,6 +81,7 @@ pub fn spawn_loops(bg: Background, stop: watch::Receiver<bool>) -> Vec<JoinHandl
                     delivery.todo_retried(todo).await;
                 }
                 sweep_tick(&delivery, &sweep).await;
+                schedules_tick(&delivery, config.interval).await;
             })
             .await;
         })
@@ -123,6 +124,16 @@ pub fn spawn_loops(bg: Background, stop: watch::Receiver<bool>) -> Vec<JoinHandl
         .await;
     });
     vec![maintenance, evaluator, janitor, retention]
+}
+
+/// Makes the todos of due schedules (`docs/queue.md`, "Recurring todos"),
+/// bounded per tick; an occurrence later than two ticks counts as missed.
+pub async fn schedules_tick(delivery: &Delivery, interval: Duration) {
+    use crate::domain::schedule::on_time_grace;
+    use crate::ops::schedules::{DUE_PER_TICK, run_due};
+    if let Err(e) = run_due(delivery, on_time_grace(interval), DUE_PER_TICK).await {
+        tracing::error!(error = %e, "schedule due-check failed");
+    }
 }
 
 /// Resolves once `stop` turns true (or its sender is gone).

@@ -3,7 +3,7 @@
 //! [`Store`] is the one contract every surface talks to, the sum of small
 //! capability traits ([`TodoStore`], [`RegistryStore`] = [`HumanStore`] +
 //! [`AgentStore`] + [`EndpointStore`] + [`WebhookStore`], [`TokenStore`],
-//! [`HookStore`], [`PresenceStore`], [`RingStore`], [`SweepStore`], [`StatsStore`], over
+//! [`HookStore`], [`ScheduleStore`], [`PresenceStore`], [`RingStore`], [`SweepStore`], [`StatsStore`], over
 //! [`StoreBase`]); `use crate::store::prelude::*;` brings them all in scope. [`SqlStore`] implements
 //! it for SQLite (embedded, one server) and PostgreSQL (any number of
 //! instances); the SQL differs only where the dialects do, in [`dialect`].
@@ -36,6 +36,7 @@ pub use model::*;
 pub use sql::{DatabaseLocation, SqlStore, StoreOptions};
 
 use crate::clock::SharedClock;
+use crate::domain::Timestamp;
 
 /// What every store is: its dialect, its clock and whether it is ready.
 #[async_trait]
@@ -469,6 +470,47 @@ pub trait StatsStore: Send + Sync {
     async fn unscoped_liveness_inputs(&self, limit: i64) -> StoreResult<Vec<LivenessInputs>>;
 }
 
+/// Schedules (`docs/queue.md`, "Recurring todos").
+#[async_trait]
+pub trait ScheduleStore: Send + Sync {
+    /// A schedule on one of the human's endpoints (by id); `EndpointRevoked`
+    /// when revoked, `NotFound` when missing or foreign.
+    async fn create_schedule(&self, human_id: &str, new: NewSchedule) -> StoreResult<Schedule>;
+    async fn get_schedule(&self, human_id: &str, id: &str) -> StoreResult<Schedule>;
+    /// The endpoint's schedules, oldest first.
+    async fn list_schedules(&self, human_id: &str, endpoint_id: &str)
+    -> StoreResult<Vec<Schedule>>;
+    async fn delete_schedule(&self, human_id: &str, id: &str) -> StoreResult<()>;
+    /// Pauses, or resumes waiting for `next_at`.
+    async fn set_schedule_paused(
+        &self,
+        human_id: &str,
+        id: &str,
+        paused: bool,
+        next_at: Timestamp,
+    ) -> StoreResult<Schedule>;
+    /// Unpaused schedules of active endpoints whose `next_at` is at or before
+    /// `now`, earliest first, at most `limit`.
+    async fn unscoped_due_schedules(
+        &self,
+        now: Timestamp,
+        limit: i64,
+    ) -> StoreResult<Vec<Schedule>>;
+    /// Moves an unpaused schedule from the occurrence `from` (as read) to
+    /// `to` by one guarded statement and, when it moved and `todo` is given,
+    /// creates that todo in the same transaction: one todo per occurrence,
+    /// whoever calls. A todo refused (its queue left the scope, its endpoint
+    /// was revoked) is an error and nothing moved.
+    async fn unscoped_fire_schedule(
+        &self,
+        id: &str,
+        from: Timestamp,
+        to: Timestamp,
+        occurrence: Timestamp,
+        todo: Option<NewTodo>,
+    ) -> StoreResult<Fired>;
+}
+
 /// The registry: humans, agents, endpoints and webhooks.
 pub trait RegistryStore: HumanStore + AgentStore + EndpointStore + WebhookStore {}
 
@@ -483,6 +525,7 @@ pub trait Store:
     + RegistryStore
     + TokenStore
     + HookStore
+    + ScheduleStore
     + PresenceStore
     + RingStore
     + SweepStore
@@ -496,6 +539,8 @@ impl<T> Store for T where
         + RegistryStore
         + TokenStore
         + HookStore
+        + ScheduleStore
+        + ScheduleStore
         + PresenceStore
         + RingStore
         + SweepStore
@@ -508,6 +553,7 @@ impl<T> Store for T where
 pub mod prelude {
     pub use super::{
         AgentStore, EndpointStore, HookStore, HumanStore, PresenceStore, RegistryStore, RingStore,
-        StatsStore, Store, StoreBase, SweepStore, TodoStore, TokenStore, WebhookStore,
+        ScheduleStore, StatsStore, Store, StoreBase, SweepStore, TodoStore, TokenStore,
+        WebhookStore,
     };
 }

@@ -674,3 +674,51 @@ pub struct SummaryGroups {
     pub top: Vec<(Option<String>, i64)>,
     pub other: i64,
 }
+
+/// A schedule (`docs/queue.md`, "Recurring todos"): a todo at each
+/// occurrence of `cron` in `tz`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Schedule {
+    pub id: String,
+    pub endpoint_id: String,
+    pub human_id: String,
+    pub queue: String,
+    pub cron: String,
+    pub tz: String,
+    pub title: String,
+    pub kind: Option<String>,
+    pub payload: Option<Value>,
+    /// `one` or `none` (`crate::domain::schedule::CatchUp`).
+    pub catch_up: String,
+    pub paused: bool,
+    /// The occurrence it waits for.
+    pub next_at: Timestamp,
+    /// The occurrence its last todo was made for.
+    pub last_at: Option<Timestamp>,
+    pub created_at: Timestamp,
+}
+
+/// A schedule to make, checked by its operation (`ops::schedules`).
+#[derive(Debug, Clone)]
+pub struct NewSchedule {
+    pub endpoint_id: String,
+    pub queue: String,
+    pub cron: String,
+    pub tz: String,
+    pub title: String,
+    pub kind: Option<String>,
+    pub payload: Option<Value>,
+    pub catch_up: String,
+    pub next_at: Timestamp,
+}
+
+/// What moving a schedule from one occurrence to the next did.
+#[derive(Debug, Clone)]
+pub enum Fired {
+    /// Another caller moved it first (or it was paused or deleted): nothing changed.
+    Lost,
+    /// Moved on without a todo (a skipped occurrence).
+    Advanced,
+    /// Moved on, and this todo was made in the same transaction.
+    Created(Box<CreatedTodo>),
+}

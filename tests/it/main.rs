@@ -31,6 +31,7 @@ mod mcp;
 mod metrics;
 mod ops;
 mod runner;
+mod schedules;
 mod shift;
 mod store_conformance;
 mod support;

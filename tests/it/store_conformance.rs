@@ -45,6 +45,8 @@ mod retention;
 mod revoke;
 #[path = "conformance/rings.rs"]
 mod rings;
+#[path = "conformance/schedules.rs"]
+mod schedules;
 #[path = "conformance/stats.rs"]
 mod stats;
 #[path = "conformance/takeover.rs"]

@@ -5,6 +5,7 @@ pub(super) mod endpoints;
 pub(super) mod hooks;
 pub(super) mod me;
 pub(super) mod presence;
+pub(super) mod schedules;
 pub(super) mod todos;
 pub(super) mod tokens;
 pub(super) mod webhooks;

@@ -45,6 +45,20 @@ struct EndpointPage {
     webhooks: Vec<WebhookRow>,
     revealed: Option<WebhookReveal>,
     hooks: Vec<HookRow>,
+    schedules: Vec<ScheduleRow>,
+}
+
+/// One schedule of the endpoint (read-only here; `switchboard schedule` changes them).
+pub(crate) struct ScheduleRow {
+    pub(crate) id: String,
+    pub(crate) cron: String,
+    pub(crate) tz: String,
+    pub(crate) queue: String,
+    pub(crate) title: String,
+    pub(crate) catch_up: String,
+    pub(crate) paused: bool,
+    /// The next occurrence in the schedule's zone, or `never`.
+    pub(crate) next: String,
 }
 
 pub(crate) async fn page(
@@ -134,6 +148,31 @@ async fn show(
             deliveries,
         });
     }
+    let schedules = state
+        .store
+        .list_schedules(&signed.human.id, &endpoint.id)
+        .await?
+        .into_iter()
+        .map(|s| ScheduleRow {
+            next: match (
+                s.next_at.as_millis() == i64::MAX,
+                jiff::tz::TimeZone::get(&s.tz),
+            ) {
+                (true, _) => "never".to_owned(),
+                (false, Ok(zone)) => {
+                    format!("{} ({})", dated(s.next_at, &zone), relative(now, s.next_at))
+                }
+                (false, Err(_)) => s.next_at.to_rfc3339(),
+            },
+            id: s.id,
+            cron: s.cron,
+            tz: s.tz,
+            queue: s.queue,
+            title: s.title,
+            catch_up: s.catch_up,
+            paused: s.paused,
+        })
+        .collect();
     let preview = ShiftPreview::of(endpoint.shift.as_deref().unwrap_or(""), now);
     layout.title = format!("{} · {}", card.agent, card.slug);
     Ok(render(&EndpointPage {
@@ -146,6 +185,7 @@ async fn show(
         webhooks,
         revealed,
         hooks,
+        schedules,
     }))
 }
 

@@ -8,6 +8,7 @@ pub(super) mod auth;
 pub(super) mod doctor;
 pub(super) mod endpoint;
 pub(super) mod hook;
+pub(super) mod schedule;
 pub(super) mod shift;
 pub(super) mod todo;
 pub(super) mod token;

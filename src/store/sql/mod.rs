@@ -37,6 +37,7 @@ mod paging;
 mod postgres;
 mod presence;
 mod rings;
+mod schedules;
 mod sqlite;
 pub mod statements;
 mod stats;

@@ -272,6 +272,15 @@ fn cases(w: &World) -> Vec<Case> {
     let shift = format!("{ep}/shift");
     let hooks = format!("{ep}/webhooks");
     let notify = format!("{ep}/hooks");
+    let schedules = format!("{ep}/schedules");
+    let sched = |extra: Value| {
+        let mut body =
+            json!({"queue": "inbox", "cron": "0 9 * * *", "tz": "UTC", "title": "daily"});
+        for (k, v) in extra.as_object().unwrap() {
+            body[k] = v.clone();
+        }
+        body
+    };
     let json = Some("application/json");
     let many_queues: Vec<String> = (0..5000).map(|i| format!("q{i}")).collect();
     let mut all = vec![
@@ -698,6 +707,106 @@ fn cases(w: &World) -> Vec<Case> {
         raw(M::DELETE, "/api/v1/hooks/hk_missing", None, b"", 404),
         raw(M::POST, "/api/v1/hooks/hk_missing/enable", None, b"", 404),
         raw(M::POST, "/api/v1/hooks/hk_missing/test", None, b"", 404),
+        // Schedules.
+        case(
+            M::POST,
+            &schedules,
+            sched(json!({"queue": "nope"})),
+            400,
+            "queue",
+        ),
+        case(
+            M::POST,
+            &schedules,
+            json!({"cron": "* * * * *", "tz": "UTC", "title": "x"}),
+            400,
+            "queue",
+        ),
+        case(
+            M::POST,
+            &schedules,
+            sched(json!({"cron": "61 * * * *"})),
+            400,
+            "cron",
+        ),
+        case(
+            M::POST,
+            &schedules,
+            sched(json!({"cron": "* * *"})),
+            400,
+            "cron",
+        ),
+        case(
+            M::POST,
+            &schedules,
+            sched(json!({"cron": "0 0 30 2 *"})),
+            400,
+            "cron",
+        ),
+        case(
+            M::POST,
+            &schedules,
+            sched(json!({"tz": "Mars/Olympus"})),
+            400,
+            "tz",
+        ),
+        case(
+            M::POST,
+            &schedules,
+            sched(json!({"title": " "})),
+            400,
+            "title",
+        ),
+        case(
+            M::POST,
+            &schedules,
+            sched(json!({"title": "x".repeat(201)})),
+            400,
+            "title",
+        ),
+        case(
+            M::POST,
+            &schedules,
+            sched(json!({"kind": "has space"})),
+            400,
+            "kind",
+        ),
+        case(
+            M::POST,
+            &schedules,
+            sched(json!({"catch_up": "all"})),
+            400,
+            "catch_up",
+        ),
+        case(
+            M::POST,
+            &schedules,
+            sched(json!({"every": "1h"})),
+            400,
+            "every",
+        ),
+        raw(
+            M::POST,
+            &format!("{gone}/schedules"),
+            json,
+            b"{\"queue\":\"inbox\",\"cron\":\"* * * * *\",\"tz\":\"UTC\",\"title\":\"x\"}",
+            409,
+        ),
+        raw(M::DELETE, "/api/v1/schedules/sc_missing", None, b"", 404),
+        raw(
+            M::POST,
+            "/api/v1/schedules/sc_missing/pause",
+            None,
+            b"",
+            404,
+        ),
+        raw(
+            M::POST,
+            "/api/v1/schedules/sc_missing/resume",
+            None,
+            b"",
+            404,
+        ),
         // Intake: a bad signature, an unknown URL, a revoked endpoint, too big.
         raw(
             M::POST,

@@ -28,6 +28,8 @@ struct Tenant {
     webhook: String,
     /// A notify hook on endpoint 1.
     hook: String,
+    /// A schedule on endpoint 1.
+    schedule: String,
     agent: String,
 }
 
@@ -69,6 +71,20 @@ async fn tenant(server: &Server, token: &str, prefix: &str) -> Tenant {
         .as_str()
         .unwrap()
         .to_owned();
+    let schedule = server
+        .expect(
+            201,
+            Method::POST,
+            &format!("/api/v1/endpoints/{}/schedules", second.slug),
+            token,
+            Body::Json(
+                json!({ "queue": "reviews", "cron": "0 9 * * *", "tz": "UTC", "title": "daily" }),
+            ),
+        )
+        .await["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     let (_, spare_token_id, _) = create_token(server, token, json!({ "label": "spare" })).await;
     Tenant {
         token: token.to_owned(),
@@ -78,6 +94,7 @@ async fn tenant(server: &Server, token: &str, prefix: &str) -> Tenant {
         todo,
         webhook,
         hook,
+        schedule,
     }
 }
 
@@ -152,6 +169,22 @@ fn endpoint_routes() -> Vec<Route> {
                 Method::POST,
                 format!("/api/v1/endpoints/{r}/hooks"),
                 Body::Json(json!({ "url": "https://hooks.example.invalid/sneaky" })),
+            )
+        },
+        |r| {
+            (
+                Method::GET,
+                format!("/api/v1/endpoints/{r}/schedules"),
+                Body::None,
+            )
+        },
+        |r| {
+            (
+                Method::POST,
+                format!("/api/v1/endpoints/{r}/schedules"),
+                Body::Json(
+                    json!({ "queue": "inbox", "cron": "* * * * *", "tz": "UTC", "title": "sneaky" }),
+                ),
             )
         },
         |r| {
@@ -261,6 +294,32 @@ fn hook_routes() -> Vec<Route> {
     ]
 }
 
+fn schedule_routes() -> Vec<Route> {
+    vec![
+        |id| {
+            (
+                Method::DELETE,
+                format!("/api/v1/schedules/{id}"),
+                Body::None,
+            )
+        },
+        |id| {
+            (
+                Method::POST,
+                format!("/api/v1/schedules/{id}/pause"),
+                Body::None,
+            )
+        },
+        |id| {
+            (
+                Method::POST,
+                format!("/api/v1/schedules/{id}/resume"),
+                Body::None,
+            )
+        },
+    ]
+}
+
 fn token_routes() -> Vec<Route> {
     vec![|id| (Method::DELETE, format!("/api/v1/tokens/{id}"), Body::None)]
 }
@@ -317,6 +376,11 @@ fn id_matrix(other: &Tenant) -> Vec<(Vec<Route>, Vec<String>, Vec<&'static str>)
             hook_routes(),
             vec![other.hook.clone()],
             vec!["hk_00000000000070008000000000000000", UNDECODABLE],
+        ),
+        (
+            schedule_routes(),
+            vec![other.schedule.clone()],
+            vec!["sc_00000000000070008000000000000000", UNDECODABLE],
         ),
         (
             token_routes(),
@@ -413,6 +477,23 @@ async fn assert_untouched(server: &Server, owner: &Tenant) {
         if let Some(hook) = hooks.first() {
             assert_eq!(hook["id"], owner.hook.as_str());
             assert_eq!(hook["state"], "enabled");
+        }
+    }
+    for (e, expected) in owner.endpoints.iter().zip([0, 1]) {
+        let listed = server
+            .expect(
+                200,
+                Method::GET,
+                &format!("/api/v1/endpoints/{}/schedules", e.slug),
+                t,
+                Body::None,
+            )
+            .await;
+        let schedules = listed["schedules"].as_array().unwrap();
+        assert_eq!(schedules.len(), expected, "{}: {schedules:?}", e.slug);
+        if let Some(schedule) = schedules.first() {
+            assert_eq!(schedule["id"], owner.schedule.as_str());
+            assert_eq!(schedule["paused"], false);
         }
     }
     let todo = server
@@ -617,6 +698,9 @@ fn every_route(t: &Tenant) -> Vec<(Method, String, Body)> {
     for route in hook_routes() {
         routes.push(route(&t.hook));
     }
+    for route in schedule_routes() {
+        routes.push(route(&t.schedule));
+    }
     for route in token_routes() {
         routes.push(route(&t.spare_token_id));
     }
@@ -669,6 +753,7 @@ async fn the_matrix_covers_every_route_of_the_openapi_document() {
         a.todo.as_str(),
         a.webhook.as_str(),
         a.hook.as_str(),
+        a.schedule.as_str(),
         a.spare_token_id.as_str(),
         a.agent.as_str(),
     ]

@@ -1081,3 +1081,53 @@ async fn the_overview_totals_count_every_card() {
     );
     assert!(page.body.contains(&kept.slug) && page.body.contains(&gone.slug));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_endpoint_page_lists_its_schedules_with_the_next_occurrence() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::in_process(dir.path(), &HIGH_RATES);
+    let admin = server.first_token.clone();
+    let alpha = vend(&server, &admin, json!({ "agent": "alpha" })).await;
+    let mut board = Board::new(&server.addr);
+    board.sign_in(&admin).await;
+    let page = board.get(&format!("/board/endpoints/{}", alpha.slug)).await;
+    assert!(page.body.contains("switchboard schedule add"), "none yet");
+    let s = server
+        .expect(
+            201,
+            Method::POST,
+            &format!("/api/v1/endpoints/{}/schedules", alpha.slug),
+            &admin,
+            Body::Json(json!({ "cron": "0 9 * * mon-fri", "tz": "Europe/Berlin", "title": "<b>standup</b> {date}" })),
+        )
+        .await;
+    let id = s["id"].as_str().unwrap();
+    let page = board.get(&format!("/board/endpoints/{}", alpha.slug)).await;
+    assert_eq!(page.status, 200);
+    assert!(
+        page.body.contains(&format!(r#"data-schedule="{id}""#)),
+        "{}",
+        page.body
+    );
+    assert!(page.body.contains("<code>0 9 * * mon-fri</code>"));
+    assert!(
+        page.body.contains("&#60;b&#62;standup&#60;/b&#62; {date}")
+            && !page.body.contains("<b>standup"),
+        "escaped"
+    );
+    assert!(
+        page.body.contains("09:00"),
+        "the next occurrence in the schedule's zone"
+    );
+    server
+        .expect(
+            200,
+            Method::POST,
+            &format!("/api/v1/schedules/{id}/pause"),
+            &admin,
+            Body::None,
+        )
+        .await;
+    let page = board.get(&format!("/board/endpoints/{}", alpha.slug)).await;
+    assert!(page.body.contains("<strong>paused</strong>"));
+}

@@ -496,6 +496,54 @@ fn hook_commands_add_list_test_enable_and_remove() {
 }
 
 #[test]
+fn schedule_commands_add_list_pause_resume_and_remove() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let cli = Client::new(dir.path());
+    cli.login(&server);
+    let vended = cli.json(&["endpoint", "vend", "scheduled"]);
+    let slug = vended["slug"].as_str().unwrap();
+
+    let added = cli.json(&[
+        "schedule",
+        "add",
+        slug,
+        "-q",
+        "inbox",
+        "--cron",
+        "0 9 * * mon-fri",
+        "--tz",
+        "Europe/Berlin",
+        "--catch-up",
+        "none",
+        "--payload",
+        r#"{"n": 1}"#,
+        "standup {date}",
+    ]);
+    let id = added["id"].as_str().unwrap();
+    assert!(id.starts_with("sc_"), "{added}");
+    assert_eq!(added["catch_up"], "none");
+    assert_eq!(added["payload"]["n"], 1);
+    assert!(added["next_at"].is_string(), "{added}");
+    let table = cli.ok(&["schedule", "list", slug]);
+    assert!(
+        table.contains(id) && table.contains("Europe/Berlin") && table.contains("active"),
+        "{table}"
+    );
+    let paused = cli.json(&["schedule", "pause", id]);
+    assert_eq!(paused["paused"], true);
+    assert!(cli.ok(&["schedule", "list", slug]).contains("paused"));
+    let resumed = cli.json(&["schedule", "resume", id]);
+    assert_eq!(resumed["paused"], false);
+    let bad = cli.run(&["schedule", "add", slug, "--cron", "61 * * * *", "x"]);
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(stderr(&bad).contains("minute"), "{}", stderr(&bad));
+    assert_eq!(cli.ok(&["schedule", "rm", id, "--json"]).trim(), "{}");
+    let table = cli.ok(&["schedule", "list", slug]);
+    assert!(table.contains("No schedules."), "{table}");
+}
+
+#[test]
 fn a_saved_token_is_only_sent_to_its_own_server() {
     let dir = tempfile::tempdir().unwrap();
     let cli = Client::new(dir.path());

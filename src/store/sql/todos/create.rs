@@ -10,8 +10,53 @@ impl SqlStore {
         payload: Option<&str>,
         max_attempts: i64,
     ) -> StoreResult<Option<CreatedTodo>> {
-        let now = self.now().as_millis();
         let mut tx = self.begin().await?;
+        if let Some(todo) = self
+            .insert_todo_in(&mut tx, new, payload, max_attempts)
+            .await?
+        {
+            tx.commit().await?;
+            return Ok(Some(CreatedTodo {
+                todo,
+                created: true,
+            }));
+        }
+        // The key matched a live todo: return it, write nothing (the intake
+        // event goes with the rollback).
+        let existing = sqlx::query(AssertSqlSafe(format!(
+            concat!(
+                "SELECT ",
+                todo_columns!(),
+                " FROM todos WHERE endpoint_id = $1 AND idempotency_key = $2 AND {}"
+            ),
+            LIVE_CONDITION
+        )))
+        .bind(&new.endpoint_id)
+        .bind(&new.idempotency_key)
+        .fetch_optional(&mut *tx)
+        .await?;
+        tx.rollback().await?;
+        match existing {
+            Some(row) => Ok(Some(CreatedTodo {
+                todo: rows::todo(&row)?,
+                created: false,
+            })),
+            None => Ok(None),
+        }
+    }
+
+    /// Inserts a checked todo (`checked`) with its intake event in `tx`;
+    /// `None` when its idempotency key matched a live todo (the caller
+    /// rolls back). Schedules create their todos through it too, in the
+    /// transaction that moves the schedule on.
+    pub(in crate::store::sql) async fn insert_todo_in(
+        &self,
+        tx: &mut Transaction<'static, Any>,
+        new: &NewTodo,
+        payload: Option<&str>,
+        max_attempts: i64,
+    ) -> StoreResult<Option<Todo>> {
+        let now = self.now().as_millis();
         // FOR SHARE (PostgreSQL) orders us against a concurrent revoke, which
         // would otherwise miss a todo committed just after its cascade.
         let for_share = match self.dialect {
@@ -22,7 +67,7 @@ impl SqlStore {
             "SELECT state, scope_queues FROM endpoints WHERE id = $1{for_share}"
         )))
         .bind(&new.endpoint_id)
-        .fetch_optional(&mut *tx)
+        .fetch_optional(&mut **tx)
         .await?;
         let Some(endpoint) = endpoint else {
             return Err(StoreError::NotFound);
@@ -63,7 +108,7 @@ impl SqlStore {
                 .bind(&event.content_type)
                 .bind(event.body.clone())
                 .bind(event.body.len() as i64)
-                .execute(&mut *tx)
+                .execute(&mut **tx)
                 .await?;
                 Some(id)
             }
@@ -87,38 +132,9 @@ impl SqlStore {
         .bind(&event_id)
         .bind(max_attempts)
         .bind(now)
-        .fetch_optional(&mut *tx)
+        .fetch_optional(&mut **tx)
         .await?;
 
-        if let Some(row) = inserted {
-            let todo = rows::todo(&row)?;
-            tx.commit().await?;
-            return Ok(Some(CreatedTodo {
-                todo,
-                created: true,
-            }));
-        }
-        // The key matched a live todo: return it, write nothing (the intake
-        // event goes with the rollback).
-        let existing = sqlx::query(AssertSqlSafe(format!(
-            concat!(
-                "SELECT ",
-                todo_columns!(),
-                " FROM todos WHERE endpoint_id = $1 AND idempotency_key = $2 AND {}"
-            ),
-            LIVE_CONDITION
-        )))
-        .bind(&new.endpoint_id)
-        .bind(&new.idempotency_key)
-        .fetch_optional(&mut *tx)
-        .await?;
-        tx.rollback().await?;
-        match existing {
-            Some(row) => Ok(Some(CreatedTodo {
-                todo: rows::todo(&row)?,
-                created: false,
-            })),
-            None => Ok(None),
-        }
+        inserted.as_ref().map(rows::todo).transpose()
     }
 }

@@ -175,27 +175,33 @@ fn encode_result(result: Option<&serde_json::Value>) -> StoreResult<Option<Strin
     }
 }
 
+/// Checks a todo to create; returns its encoded payload and its attempt budget.
+pub(in crate::store::sql) fn checked(new: &NewTodo) -> StoreResult<(Option<String>, i64)> {
+    rules::validate_queue_name(&new.queue, "queue")?;
+    rules::validate_title(&new.title)?;
+    if let Some(kind) = &new.kind {
+        rules::validate_label(kind, "kind")?;
+    }
+    if let Some(source) = &new.source {
+        rules::validate_label(source, "source")?;
+    }
+    let payload = new
+        .payload
+        .as_ref()
+        .map(rules::encode_payload)
+        .transpose()?;
+    if let Some(key) = &new.idempotency_key {
+        rules::validate_idempotency_key(key)?;
+    }
+    let max_attempts = new.max_attempts.unwrap_or(rules::DEFAULT_MAX_ATTEMPTS);
+    rules::validate_max_attempts(max_attempts)?;
+    Ok((payload, max_attempts))
+}
+
 #[async_trait]
 impl TodoStore for SqlStore {
     async fn create_todo(&self, new: NewTodo) -> StoreResult<CreatedTodo> {
-        rules::validate_queue_name(&new.queue, "queue")?;
-        rules::validate_title(&new.title)?;
-        if let Some(kind) = &new.kind {
-            rules::validate_label(kind, "kind")?;
-        }
-        if let Some(source) = &new.source {
-            rules::validate_label(source, "source")?;
-        }
-        let payload = new
-            .payload
-            .as_ref()
-            .map(rules::encode_payload)
-            .transpose()?;
-        if let Some(key) = &new.idempotency_key {
-            rules::validate_idempotency_key(key)?;
-        }
-        let max_attempts = new.max_attempts.unwrap_or(rules::DEFAULT_MAX_ATTEMPTS);
-        rules::validate_max_attempts(max_attempts)?;
+        let (payload, max_attempts) = checked(&new)?;
 
         // A dedup hit on a todo that finishes between our insert and our read
         // frees the key; trying again then creates. Twice is plenty.
