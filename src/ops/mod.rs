@@ -28,6 +28,7 @@ pub mod agents;
 pub mod endpoints;
 pub mod error;
 pub mod hooks;
+pub mod intake;
 pub mod presence;
 pub mod todos;
 pub mod tokens;

@@ -89,6 +89,11 @@ pub static SQLITE_MIGRATIONS: &[Migration] = &[
         name: "hooks",
         sql: include_str!("migrations/sqlite/0014_hooks.sql"),
     },
+    Migration {
+        version: 16,
+        name: "deliveries",
+        sql: include_str!("migrations/sqlite/0016_deliveries.sql"),
+    },
 ];
 
 pub static POSTGRES_MIGRATIONS: &[Migration] = &[
@@ -161,6 +166,11 @@ pub static POSTGRES_MIGRATIONS: &[Migration] = &[
         version: 14,
         name: "hooks",
         sql: include_str!("migrations/postgres/0014_hooks.sql"),
+    },
+    Migration {
+        version: 16,
+        name: "deliveries",
+        sql: include_str!("migrations/postgres/0016_deliveries.sql"),
     },
 ];
 

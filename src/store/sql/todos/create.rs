@@ -9,7 +9,8 @@ impl SqlStore {
         new: &NewTodo,
         payload: Option<&str>,
         max_attempts: i64,
-    ) -> StoreResult<Option<CreatedTodo>> {
+        write: Option<&DeliveryWrite>,
+    ) -> StoreResult<Option<(CreatedTodo, Option<DeliveryRecord>)>> {
         let now = self.now().as_millis();
         let mut tx = self.begin().await?;
         // FOR SHARE (PostgreSQL) orders us against a concurrent revoke, which
@@ -92,11 +93,18 @@ impl SqlStore {
 
         if let Some(row) = inserted {
             let todo = rows::todo(&row)?;
+            let record = match write {
+                None => None,
+                Some(write) => Some(self.write_delivery(&mut tx, write, &todo.id, now).await?),
+            };
             tx.commit().await?;
-            return Ok(Some(CreatedTodo {
-                todo,
-                created: true,
-            }));
+            return Ok(Some((
+                CreatedTodo {
+                    todo,
+                    created: true,
+                },
+                record,
+            )));
         }
         // The key matched a live todo: return it, write nothing (the intake
         // event goes with the rollback).
@@ -114,10 +122,13 @@ impl SqlStore {
         .await?;
         tx.rollback().await?;
         match existing {
-            Some(row) => Ok(Some(CreatedTodo {
-                todo: rows::todo(&row)?,
-                created: false,
-            })),
+            Some(row) => Ok(Some((
+                CreatedTodo {
+                    todo: rows::todo(&row)?,
+                    created: false,
+                },
+                None,
+            ))),
             None => Ok(None),
         }
     }
