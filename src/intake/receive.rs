@@ -98,12 +98,12 @@ pub(super) async fn receive(
         }
     };
 
-    if let Some(secret) = &target.signing_secret {
-        if !signature::verify(secret, &parts.headers, &body) {
-            let env = unverified(body.len());
-            record_refusal(&state, webhook, "bad_signature", env, &kept).await;
-            return Err(ApiError::bad_signature());
-        }
+    if let Some(secret) = &target.signing_secret
+        && !signature::verify(secret, &parts.headers, &body)
+    {
+        let env = unverified(body.len());
+        record_refusal(&state, webhook, "bad_signature", env, &kept).await;
+        return Err(ApiError::bad_signature());
     }
     let trust_mode = claimed_mode;
     let json = payload::parse(&body);
@@ -144,6 +144,8 @@ pub(super) async fn receive(
         delivery_id = %decided.record.id,
         decision = decided.record.decision.as_str(),
         todo_id = decided.todo.as_ref().map(|t| t.todo.id.as_str()),
+        // As before delivery history: whether a todo was made (absent: none).
+        created = decided.todo.as_ref().map(|t| t.created),
         trust_mode = trust_mode.as_str(),
         "webhook delivery"
     );

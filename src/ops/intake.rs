@@ -54,7 +54,7 @@ pub async fn decide(delivery: &Delivery, received: Received) -> StoreResult<Deci
     }
     // Routing rules slot in here: a rule may drop, quarantine or pick the queue.
     let new = new_todo(&received, &received.webhook.queue);
-    let write = DeliveryWrite::Record(new_delivery(&received, Decision::Accepted, None));
+    let write = DeliveryWrite::Record(Box::new(new_delivery(&received, Decision::Accepted, None)));
     let (created, record) = store.create_todo_with_delivery(new, write).await?;
     let record = match record {
         Some(record) => record,

@@ -696,7 +696,7 @@ pub struct DeliveryRecord {
 #[derive(Debug, Clone)]
 pub enum DeliveryWrite {
     /// Record a new delivery, `accepted`, naming the todo.
-    Record(NewDelivery),
+    Record(Box<NewDelivery>),
     /// Settle the human's quarantined delivery as `released`, naming the todo.
     Release { human_id: String, id: String },
 }

@@ -3,7 +3,6 @@
 //! senders, and what a human does with a delivery.
 
 use axum::Json;
-use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::StatusCode;
 use base64::Engine;
@@ -13,7 +12,7 @@ use utoipa::{IntoParams, ToSchema};
 
 use super::page_request;
 use crate::api::ApiState;
-use crate::api::extract::{ApiJson, ApiPath, ApiQuery, HumanAuth};
+use crate::api::extract::{ApiJson, ApiJsonOrEmpty, ApiPath, ApiQuery, HumanAuth};
 use crate::api::views::WebhookView;
 use crate::domain::intake::{Decision, Envelope, SenderMatch, Senders};
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
@@ -328,20 +327,8 @@ pub(crate) async fn replay(
     State(state): State<ApiState>,
     auth: HumanAuth,
     ApiPath(id): ApiPath<String>,
-    body: Bytes,
+    ApiJsonOrEmpty(body): ApiJsonOrEmpty<ReplayDelivery>,
 ) -> ApiResult<(StatusCode, Json<DecidedView>)> {
-    let body: ReplayDelivery = if body.iter().all(u8::is_ascii_whitespace) {
-        ReplayDelivery::default()
-    } else {
-        serde_json::from_slice(&body).map_err(|e| {
-            let field = if e.to_string().contains("unknown field") {
-                "body"
-            } else {
-                "new_key"
-            };
-            ApiError::invalid(field, "must be {\"new_key\": true|false}")
-        })?
-    };
     let decided = ops::intake::replay(
         &state.delivery,
         &auth.human.id,
