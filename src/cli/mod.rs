@@ -17,7 +17,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use commands::{admin, agent, auth, doctor, endpoint, hook, shift, todo, token, webhook};
+use commands::{admin, agent, auth, delivery, doctor, endpoint, hook, shift, todo, token, webhook};
 
 use crate::api::ApiRates;
 use crate::bus::pg::PgBusConfig;
@@ -91,6 +91,8 @@ pub enum Command {
     Todo(todo::TodoArgs),
     /// Intake webhooks that turn deliveries into todos.
     Webhook(webhook::WebhookArgs),
+    /// One webhook delivery: show it, release or discard it from quarantine, replay it.
+    Delivery(delivery::DeliveryArgs),
     /// Notify hooks: URLs that get a signed POST when an endpoint is rung.
     Hook(hook::HookArgs),
     /// Your own API tokens.
@@ -344,6 +346,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Endpoint(args) => endpoint::run(args).await,
         Command::Todo(args) => todo::run(args).await,
         Command::Webhook(args) => webhook::run(args).await,
+        Command::Delivery(args) => delivery::run(args).await,
         Command::Hook(args) => hook::run(args).await,
         Command::Token(args) => token::run(args).await,
         Command::Shift(args) => shift::run(args),
