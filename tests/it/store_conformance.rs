@@ -19,6 +19,8 @@ mod backoff;
 mod concurrency;
 #[path = "conformance/dedup.rs"]
 mod dedup;
+#[path = "conformance/deliveries.rs"]
+mod deliveries;
 #[path = "conformance/fencing.rs"]
 mod fencing;
 #[path = "conformance/hooks.rs"]
