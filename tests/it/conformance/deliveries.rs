@@ -1,7 +1,8 @@
 //! Webhook deliveries in the store (`08-intake.md`, "Delivery history",
 //! "Trusted senders and quarantine"): recorded and listed newest first with
 //! exact filters and keyset pages; a quarantined delivery is settled exactly
-//! once; another human's delivery or webhook answers like a missing one.
+//! once; another human's delivery or webhook answers like a missing one;
+//! retention deletes old ones in batches.
 
 use serde_json::json;
 use switchboard::store::*;
@@ -270,8 +271,31 @@ async fn another_humans_delivery_answers_like_a_missing_one(store: &dyn Store, _
     assert_eq!(back.senders, Senders::Everyone);
 }
 
+async fn retention_deletes_old_deliveries_in_batches(store: &dyn Store, ts: &TestStore) {
+    let f = fixture(store, "ada").await;
+    let w = webhook(store, &f, "hash-ada").await;
+    for sender in ["a", "b", "c"] {
+        store
+            .record_delivery(delivery(&w, Decision::Duplicate, "issues", sender))
+            .await
+            .unwrap();
+    }
+    advance_secs(ts, 2 * 86_400);
+    let young = store
+        .record_delivery(delivery(&w, Decision::Quarantined, "issues", "d"))
+        .await
+        .unwrap();
+    let day = std::time::Duration::from_secs(86_400);
+    assert_eq!(store.unscoped_prune_deliveries(day, 2).await.unwrap(), 2);
+    assert_eq!(store.unscoped_prune_deliveries(day, 2).await.unwrap(), 1);
+    assert_eq!(store.unscoped_prune_deliveries(day, 2).await.unwrap(), 0);
+    let left = all_pages(store, &f, &w, &DeliveryFilter::default(), 50).await;
+    assert_eq!(left, [young.id], "only the young one is kept");
+}
+
 exercise_on_both_backends!(
     deliveries_are_recorded_and_listed_with_filters_and_keyset_pages,
+    retention_deletes_old_deliveries_in_batches,
     a_quarantined_delivery_is_settled_exactly_once,
     another_humans_delivery_answers_like_a_missing_one,
 );
