@@ -84,6 +84,30 @@ impl<T: DeserializeOwned> FromRequest<ApiState> for ApiJson<T> {
     }
 }
 
+/// [`ApiJson`] for a route whose body is optional: no body at all (or only
+/// whitespace) is `T::default()`, whatever its Content-Type; any other body
+/// is read exactly as [`ApiJson`] reads it (capped, JSON, strict).
+pub struct ApiJsonOrEmpty<T>(pub T);
+
+impl<T: DeserializeOwned + Default> FromRequest<ApiState> for ApiJsonOrEmpty<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &ApiState) -> Result<Self, ApiError> {
+        let (parts, body) = req.into_parts();
+        let bytes = read_capped(body).await?;
+        if bytes
+            .iter()
+            .all(|b| matches!(b, b' ' | b'\t' | b'\n' | b'\r'))
+        {
+            return Ok(ApiJsonOrEmpty(T::default()));
+        }
+        let req = Request::from_parts(parts, axum::body::Body::from(bytes));
+        ApiJson::<T>::from_request(req, state)
+            .await
+            .map(|ApiJson(v)| ApiJsonOrEmpty(v))
+    }
+}
+
 /// How much of an oversized body is read and thrown away before the 413 is
 /// sent. Answering while the client is still sending would close the
 /// connection on unread data, and the client would see a reset instead of

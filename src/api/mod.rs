@@ -120,6 +120,12 @@ fn routes() -> Router<ApiState> {
         .route("/schedules/{id}/resume", post(schedules::resume))
         .route("/webhooks/{id}/rotate", post(webhooks::rotate))
         .route("/webhooks/{id}", delete(webhooks::remove))
+        .route("/webhooks/{id}/senders", put(deliveries::set_senders))
+        .route("/webhooks/{id}/deliveries", get(deliveries::list))
+        .route("/deliveries/{id}", get(deliveries::show))
+        .route("/deliveries/{id}/release", post(deliveries::release))
+        .route("/deliveries/{id}/discard", post(deliveries::discard))
+        .route("/deliveries/{id}/replay", post(deliveries::replay))
         .route("/todos", get(todos::list))
         .route(
             "/todos/retry",

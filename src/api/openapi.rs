@@ -8,7 +8,9 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{ContentBuilder, ObjectBuilder, RefOr, ResponseBuilder, Type};
 use utoipa::{Modify, OpenApi};
 
-use super::handlers::{agents, endpoints, hooks, me, presence, schedules, todos, tokens, webhooks};
+use super::handlers::{
+    agents, deliveries, endpoints, hooks, me, presence, schedules, todos, tokens, webhooks,
+};
 use super::views::*;
 use crate::http::error::{ErrorBody, ErrorDetail};
 
@@ -28,6 +30,8 @@ use crate::http::error::{ErrorBody, ErrorDetail};
         todos::push, todos::list, todos::show, todos::event, todos::retry, todos::release,
         todos::cancel, todos::bulk_retry, todos::bulk_cancel,
         webhooks::list, webhooks::create, webhooks::rotate, webhooks::remove,
+        deliveries::set_senders, deliveries::list, deliveries::show, deliveries::release,
+        deliveries::discard, deliveries::replay,
         hooks::list, hooks::add, hooks::remove, hooks::enable, hooks::test,
         schedules::list, schedules::add, schedules::remove, schedules::pause, schedules::resume,
     ),
@@ -40,7 +44,8 @@ use crate::http::error::{ErrorBody, ErrorDetail};
         ScheduleView, ScheduleList, schedules::AddSchedule,
         tokens::CreateToken, agents::RegisterAgent, agents::EditAgent,
         endpoints::VendRequest, endpoints::EditEndpoint, endpoints::TestRingRequest, endpoints::TestRingView, todos::PushTodo,
-        webhooks::CreateWebhook,
+        webhooks::CreateWebhook, deliveries::SetSenders, deliveries::ReplayDelivery,
+        deliveries::DeliveryView, deliveries::DeliveryList, deliveries::DecidedView,
         presence::PresenceBody, presence::SetPresence, presence::SetShift,
     )),
     modifiers(&BearerAuth, &CommonResponses),

@@ -654,6 +654,10 @@ pub struct WebhookView {
     pub created_at: String,
     #[schema(format = DateTime)]
     pub rotated_at: Option<String>,
+    /// Whom it trusts: `{"trust": "everyone"}` or `{"trust": ["login", …],
+    /// "match": "sender"|"author"|"both"}`.
+    #[schema(value_type = Object)]
+    pub senders: serde_json::Value,
 }
 
 /// A created or rotated webhook: the URL and secret are shown once.

@@ -17,7 +17,9 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use commands::{admin, agent, auth, doctor, endpoint, hook, schedule, shift, todo, token, webhook};
+use commands::{
+    admin, agent, auth, delivery, doctor, endpoint, hook, schedule, shift, todo, token, webhook,
+};
 
 use crate::api::ApiRates;
 use crate::bus::pg::PgBusConfig;
@@ -91,6 +93,8 @@ pub enum Command {
     Todo(todo::TodoArgs),
     /// Intake webhooks that turn deliveries into todos.
     Webhook(webhook::WebhookArgs),
+    /// One webhook delivery: show it, release or discard it from quarantine, replay it.
+    Delivery(delivery::DeliveryArgs),
     /// Notify hooks: URLs that get a signed POST when an endpoint is rung.
     Hook(hook::HookArgs),
     /// Recurring todos: a todo at each occurrence of a cron expression.
@@ -346,6 +350,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Endpoint(args) => endpoint::run(args).await,
         Command::Todo(args) => todo::run(args).await,
         Command::Webhook(args) => webhook::run(args).await,
+        Command::Delivery(args) => delivery::run(args).await,
         Command::Hook(args) => hook::run(args).await,
         Command::Schedule(args) => schedule::run(args).await,
         Command::Token(args) => token::run(args).await,

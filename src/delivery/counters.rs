@@ -94,9 +94,16 @@ pub struct TrustModeLabels {
     pub trust_mode: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DecisionLabels {
+    pub decision: &'static str,
+}
+
 #[derive(Debug)]
 pub struct EventCounters {
     pub attempts_finished: Family<OutcomeLabels, Counter>,
+    /// `switchboard_intake_deliveries_total{decision}`.
+    pub intake_deliveries: Family<DecisionLabels, Counter>,
     pub todos_created: Family<TrustModeLabels, Counter>,
     pub todo_actions: Family<ActionLabels, Counter>,
 }
@@ -106,6 +113,7 @@ impl Default for EventCounters {
     fn default() -> Self {
         let counters = Self {
             attempts_finished: Family::default(),
+            intake_deliveries: Family::default(),
             todos_created: Family::default(),
             todo_actions: Family::default(),
         };
@@ -117,6 +125,11 @@ impl Default for EventCounters {
         for end in AttemptEnd::ALL {
             let _ = counters.attempts_finished.get_or_create(&OutcomeLabels {
                 outcome: end.as_str(),
+            });
+        }
+        for decision in crate::domain::intake::Decision::ALL {
+            let _ = counters.intake_deliveries.get_or_create(&DecisionLabels {
+                decision: decision.as_str(),
             });
         }
         for mode in [TrustMode::Operator, TrustMode::Token, TrustMode::Signed] {
@@ -143,6 +156,14 @@ impl EventCounters {
         self.todos_created
             .get_or_create(&TrustModeLabels {
                 trust_mode: mode.as_str(),
+            })
+            .inc();
+    }
+
+    pub fn count_decision(&self, decision: crate::domain::intake::Decision) {
+        self.intake_deliveries
+            .get_or_create(&DecisionLabels {
+                decision: decision.as_str(),
             })
             .inc();
     }

@@ -154,6 +154,11 @@ impl Delivery {
         self.counters.count_created(mode);
     }
 
+    /// A webhook delivery was decided (recorded, released or discarded).
+    pub fn delivery_decided(&self, decision: crate::domain::intake::Decision) {
+        self.counters.count_decision(decision);
+    }
+
     /// A genuinely new todo (the caller only calls this when the store
     /// created a row; a dedup hit rings nothing). Held while its endpoint is
     /// out.

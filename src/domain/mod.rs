@@ -8,6 +8,7 @@ pub mod doorbell;
 pub mod duration;
 pub mod hook;
 pub mod ids;
+pub mod intake;
 pub mod invalid;
 pub mod lease;
 pub mod liveness;

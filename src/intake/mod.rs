@@ -7,6 +7,7 @@
 //! [`payload`] (what the todo carries).
 
 pub mod derive;
+pub mod envelope;
 pub mod headers;
 pub mod key;
 pub mod payload;

@@ -1,39 +1,21 @@
 //! What the todo carries of a delivery's body (`docs/intake.md`, step 4). The intake
 //! event always keeps the whole body; the payload is the agent's copy.
 
-use base64::Engine;
-use base64::engine::general_purpose::STANDARD;
-use serde_json::{Value, json};
-
-use super::key::sha256_hex;
-use crate::domain::todo::MAX_PAYLOAD_BYTES;
+use serde_json::Value;
 
 /// The body as JSON, when it is JSON.
 pub fn parse(body: &[u8]) -> Option<Value> {
     serde_json::from_slice(body).ok()
 }
 
-/// The JSON body itself; a non-JSON body as `{"raw": "<base64>"}`; and when
-/// that would exceed the todo payload cap (256 KiB), a marker naming the
-/// body's size and hash, so the agent can tell it is looking at a stand-in
-/// and a human can fetch the original from the intake event.
-pub fn todo_payload(body: &[u8], json: Option<Value>) -> Value {
-    let payload = json.unwrap_or_else(|| json!({ "raw": STANDARD.encode(body) }));
-    // Measured as the store measures it: the serialised JSON, not the raw body.
-    if payload.to_string().len() <= MAX_PAYLOAD_BYTES {
-        payload
-    } else {
-        truncated_marker(body)
-    }
-}
-
-pub fn truncated_marker(body: &[u8]) -> Value {
-    json!({ "truncated": true, "bytes": body.len(), "sha256": sha256_hex(body) })
-}
+pub use crate::domain::intake::{todo_payload, truncated_marker};
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::todo::MAX_PAYLOAD_BYTES;
+    use crate::intake::key::sha256_hex;
+    use serde_json::json;
 
     #[test]
     fn json_bodies_are_the_payload() {

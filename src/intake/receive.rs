@@ -15,18 +15,26 @@ use axum::http::{HeaderMap, StatusCode, header};
 use serde::Serialize;
 
 use super::IntakeState;
-use super::{MAX_BODY_BYTES, derive, headers, key, payload, signature};
+use super::{MAX_BODY_BYTES, derive, envelope, headers, key, payload, signature};
 use crate::domain::ids::sha256_hex;
 use crate::domain::text::cut_to_bytes;
 use crate::http::client_addr::ClientAddr;
 use crate::http::error::{ApiError, ApiResult};
 use crate::ops;
-use crate::store::{NewIntakeEvent, NewTodo, StoreError, TrustMode, WebhookTarget};
+use crate::store::{Envelope, StoreError, TrustMode, Webhook, WebhookTarget};
 
-/// The 202 answer: `{"todo": {"id", "queue", "created"}}`.
+/// The 202 answer: `{"delivery": {"id", "decision"}, "todo": {"id", "queue",
+/// "created"} | null}` (no todo when the delivery is quarantined).
 #[derive(Debug, Serialize)]
 pub(super) struct Receipt {
-    pub todo: ReceiptTodo,
+    pub delivery: ReceiptDelivery,
+    pub todo: Option<ReceiptTodo>,
+}
+
+#[derive(Debug, Serialize)]
+pub(super) struct ReceiptDelivery {
+    pub id: String,
+    pub decision: &'static str,
 }
 
 #[derive(Debug, Serialize)]
@@ -45,6 +53,8 @@ pub(super) async fn receive(
     // A segment that does not even decode was never issued either.
     let Path(url_token) = url_token.map_err(|_| ApiError::not_found())?;
     let (parts, body) = request.into_parts();
+    // Refused before the webhook is known: not attributable, not recorded
+    // (recording would cost the lookup the limiter exists to save).
     if let Err(wait) = state.limiter.check(&rate_key(&parts)) {
         return Err(ApiError::rate_limited(wait.as_secs_f64().ceil() as u64));
     }
@@ -52,44 +62,76 @@ pub(super) async fn receive(
         return Err(ApiError::payload_too_large(MAX_BODY_BYTES));
     }
     let target = find_target(&state, &url_token).await?;
-    let body = read_capped(body, MAX_BODY_BYTES).await?;
-
-    let trust_mode = match &target.signing_secret {
-        Some(secret) if !signature::verify(secret, &parts.headers, &body) => {
-            return Err(ApiError::bad_signature());
-        }
-        Some(_) => TrustMode::Signed,
-        None => TrustMode::Token,
-    };
     let webhook = &target.webhook;
+    let kept = headers::sanitized(&parts.headers);
+    let content_type = headers::text(&parts.headers, header::CONTENT_TYPE.as_str())
+        .map(|ct| cut_to_bytes(&ct, headers::MAX_HEADER_VALUE_BYTES).to_owned());
+    let claimed_mode = if target.signing_secret.is_some() {
+        TrustMode::Signed
+    } else {
+        TrustMode::Token
+    };
+    // What a refused delivery keeps: who it came for, its size and kept
+    // headers; nothing read from its unverified body.
+    let unverified = |size: usize| Envelope {
+        source: derive::GENERIC.to_owned(),
+        trust_mode: claimed_mode.as_str().to_owned(),
+        verified: false,
+        content_type: content_type.clone(),
+        size: size as i64,
+        ..Envelope::default()
+    };
+    if !target.endpoint_active {
+        let size = declared_length(&parts.headers).unwrap_or(0) as usize;
+        record_refusal(&state, webhook, "endpoint_revoked", unverified(size), &kept).await;
+        return Err(endpoint_revoked());
+    }
+    let body = match read_capped(body, MAX_BODY_BYTES).await {
+        Ok(body) => body,
+        Err(e) => {
+            if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                // More than the cap arrived; its exact size was never read.
+                let env = unverified(MAX_BODY_BYTES + 1);
+                record_refusal(&state, webhook, "too_large", env, &kept).await;
+            }
+            return Err(e);
+        }
+    };
+
+    if let Some(secret) = &target.signing_secret
+        && !signature::verify(secret, &parts.headers, &body)
+    {
+        let env = unverified(body.len());
+        record_refusal(&state, webhook, "bad_signature", env, &kept).await;
+        return Err(ApiError::bad_signature());
+    }
+    let trust_mode = claimed_mode;
     let json = payload::parse(&body);
     let labels = derive::derive(&parts.headers, json.as_ref());
+    let envelope = envelope::read(
+        &parts.headers,
+        json.as_ref(),
+        trust_mode.as_str(),
+        true,
+        content_type.clone(),
+        body.len(),
+    );
     let delivery_id = key::delivery_id(&parts.headers);
-    let new = NewTodo {
-        endpoint_id: webhook.endpoint_id.clone(),
-        queue: webhook.queue.clone(),
+    let received = ops::intake::Received {
+        webhook: webhook.clone(),
+        trust_mode,
+        envelope,
+        headers: kept,
+        content_type,
+        idempotency_key: key::idempotency_key(&webhook.id, delivery_id.as_deref(), &body),
+        body,
         title: labels.title,
-        kind: Some(labels.kind),
-        source: Some(labels.source),
-        payload: Some(payload::todo_payload(&body, json)),
-        idempotency_key: Some(key::idempotency_key(
-            &webhook.id,
-            delivery_id.as_deref(),
-            &body,
-        )),
-        max_attempts: None,
-        intake: Some(NewIntakeEvent {
-            trust_mode,
-            actor: format!("webhook:{}", webhook.id),
-            webhook_id: Some(webhook.id.clone()),
-            headers: headers::sanitized(&parts.headers),
-            content_type: headers::text(&parts.headers, header::CONTENT_TYPE.as_str())
-                .map(|ct| cut_to_bytes(&ct, headers::MAX_HEADER_VALUE_BYTES).to_owned()),
-            body,
-        }),
+        kind: labels.kind,
+        source: labels.source,
+        replay_of: None,
     };
-    let created = match ops::todos::create(&state.delivery, new, None).await {
-        Ok(created) => created,
+    let decided = match ops::intake::decide(&state.delivery, received).await {
+        Ok(decided) => decided,
         // Revoked between the lookup and the insert.
         Err(StoreError::EndpointRevoked) => {
             return Err(endpoint_revoked());
@@ -99,24 +141,46 @@ pub(super) async fn receive(
     // Never the URL token, the secret, the signature or the body.
     tracing::info!(
         webhook_id = %webhook.id,
-        todo_id = %created.todo.id,
-        created = created.created,
+        delivery_id = %decided.record.id,
+        decision = decided.record.decision.as_str(),
+        todo_id = decided.todo.as_ref().map(|t| t.todo.id.as_str()),
+        // As before delivery history: whether a todo was made (absent: none).
+        created = decided.todo.as_ref().map(|t| t.created),
         trust_mode = trust_mode.as_str(),
         "webhook delivery"
     );
     Ok((
         StatusCode::ACCEPTED,
         Json(Receipt {
-            todo: ReceiptTodo {
+            delivery: ReceiptDelivery {
+                id: decided.record.id,
+                decision: decided.record.decision.as_str(),
+            },
+            todo: decided.todo.map(|created| ReceiptTodo {
                 id: created.todo.id,
                 queue: created.todo.queue,
                 created: created.created,
-            },
+            }),
         }),
     ))
 }
 
-/// The webhook a URL token names: 404 when none, 410 when its endpoint is revoked.
+/// Records a refusal; a failure to record never changes the answer.
+async fn record_refusal(
+    state: &IntakeState,
+    webhook: &Webhook,
+    reason: &str,
+    envelope: Envelope,
+    kept: &serde_json::Value,
+) {
+    if let Err(e) =
+        ops::intake::refused(&state.delivery, webhook, reason, envelope, kept.clone()).await
+    {
+        tracing::warn!(webhook_id = %webhook.id, error = %e, "a refused delivery was not recorded");
+    }
+}
+
+/// The webhook a URL token names: 404 when none.
 async fn find_target(state: &IntakeState, url_token: &str) -> ApiResult<WebhookTarget> {
     // Anything but 32 hex characters was never issued: no need to ask the
     // database. Tokens are looked up by their hash, so the lookup's timing
@@ -124,15 +188,11 @@ async fn find_target(state: &IntakeState, url_token: &str) -> ApiResult<WebhookT
     if url_token.len() != 32 || !url_token.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err(ApiError::not_found());
     }
-    let target = state
+    state
         .store
         .unscoped_find_webhook(&sha256_hex(url_token))
         .await?
-        .ok_or_else(ApiError::not_found)?;
-    if !target.endpoint_active {
-        return Err(endpoint_revoked());
-    }
-    Ok(target)
+        .ok_or_else(ApiError::not_found)
 }
 
 fn endpoint_revoked() -> ApiError {

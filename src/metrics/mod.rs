@@ -573,6 +573,12 @@ impl Metrics {
             counters.todos_created.clone(),
         );
         self.registry.register(
+            "intake_deliveries",
+            "Webhook deliveries by decision: accepted, duplicate, dropped, quarantined, refused, \
+             and quarantined ones a human released or discarded",
+            counters.intake_deliveries.clone(),
+        );
+        self.registry.register(
             "todo_actions",
             "Todos a human acted on through the API or the board (one or in bulk), by action: \
              retry, release, cancel",

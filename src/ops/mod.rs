@@ -29,6 +29,7 @@ pub mod agents;
 pub mod endpoints;
 pub mod error;
 pub mod hooks;
+pub mod intake;
 pub mod presence;
 pub mod schedules;
 pub mod todos;

@@ -100,6 +100,18 @@ pub async fn create(
 ) -> StoreResult<CreatedTodo> {
     let mode = new.intake.as_ref().map(|i| i.trust_mode);
     let created = delivery.store().create_todo(new).await?;
+    announce(delivery, &created, mode, endpoint).await;
+    Ok(created)
+}
+
+/// What follows a created todo, whichever write made it: counted by trust
+/// mode and rung (nothing for a dedup hit).
+pub(crate) async fn announce(
+    delivery: &Delivery,
+    created: &CreatedTodo,
+    mode: Option<TrustMode>,
+    endpoint: Option<&Endpoint>,
+) {
     if created.created {
         if let Some(mode) = mode {
             delivery.todo_counted(mode);
@@ -109,7 +121,6 @@ pub async fn create(
             None => delivery.todo_created(&created.todo).await,
         }
     }
-    Ok(created)
 }
 
 /// A human's retry of a failed, dead-lettered or cancelled todo: pending

@@ -83,3 +83,16 @@ pub async fn rotate(
 pub async fn delete(delivery: &Delivery, human_id: &str, id: &str) -> StoreResult<()> {
     delivery.store().delete_webhook(human_id, id).await
 }
+
+/// Sets whom a webhook trusts (`docs/intake.md`, "Trusted senders").
+pub async fn set_senders(
+    delivery: &Delivery,
+    human_id: &str,
+    id: &str,
+    senders: &crate::store::Senders,
+) -> StoreResult<Webhook> {
+    delivery
+        .store()
+        .set_webhook_senders(human_id, id, senders)
+        .await
+}

@@ -261,4 +261,29 @@ pub async fn retention_pass(store: &dyn Store, config: &MaintenanceConfig) {
     if total > 0 {
         tracing::info!(deleted = total, "pruned finished todos past retention");
     }
+    // Webhook deliveries follow the todos' retention, in batches of their own.
+    let mut deliveries = 0;
+    for _ in 0..config.retention_max_batches {
+        match store
+            .unscoped_prune_deliveries(config.retention, config.batch)
+            .await
+        {
+            Ok(deleted) => {
+                deliveries += deleted;
+                if (deleted as i64) < config.batch {
+                    break;
+                }
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "delivery retention failed");
+                break;
+            }
+        }
+    }
+    if deliveries > 0 {
+        tracing::info!(
+            deleted = deliveries,
+            "pruned webhook deliveries past retention"
+        );
+    }
 }

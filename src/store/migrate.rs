@@ -94,6 +94,11 @@ pub static SQLITE_MIGRATIONS: &[Migration] = &[
         name: "schedules",
         sql: include_str!("migrations/sqlite/0015_schedules.sql"),
     },
+    Migration {
+        version: 16,
+        name: "deliveries",
+        sql: include_str!("migrations/sqlite/0016_deliveries.sql"),
+    },
 ];
 
 pub static POSTGRES_MIGRATIONS: &[Migration] = &[
@@ -171,6 +176,11 @@ pub static POSTGRES_MIGRATIONS: &[Migration] = &[
         version: 15,
         name: "schedules",
         sql: include_str!("migrations/postgres/0015_schedules.sql"),
+    },
+    Migration {
+        version: 16,
+        name: "deliveries",
+        sql: include_str!("migrations/postgres/0016_deliveries.sql"),
     },
 ];
 

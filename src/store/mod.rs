@@ -265,6 +265,53 @@ pub trait WebhookStore: Send + Sync {
     async fn unscoped_find_webhook(&self, token_hash: &str) -> StoreResult<Option<WebhookTarget>>;
 }
 
+/// Webhook deliveries as recorded (`docs/intake.md`, "Delivery history")
+/// and whom a webhook trusts.
+#[async_trait]
+pub trait DeliveryStore: Send + Sync {
+    /// Sets whom the human's webhook trusts.
+    async fn set_webhook_senders(
+        &self,
+        human_id: &str,
+        id: &str,
+        senders: &Senders,
+    ) -> StoreResult<Webhook>;
+    /// Records a delivery that made no todo itself (duplicate, quarantined,
+    /// dropped, refused).
+    async fn record_delivery(&self, new: NewDelivery) -> StoreResult<DeliveryRecord>;
+    /// Creates a todo and, in the same transaction, records or releases its
+    /// delivery. When the key matched a live todo (`created: false`) nothing
+    /// is written and no record is returned: the caller records the duplicate.
+    async fn create_todo_with_delivery(
+        &self,
+        new: NewTodo,
+        write: DeliveryWrite,
+    ) -> StoreResult<(CreatedTodo, Option<DeliveryRecord>)>;
+    /// One of the human's deliveries; `NotFound` for another's.
+    async fn get_delivery(&self, human_id: &str, id: &str) -> StoreResult<DeliveryRecord>;
+    /// The deliveries of one of the human's webhooks, newest first.
+    async fn list_deliveries(
+        &self,
+        human_id: &str,
+        webhook_id: &str,
+        filter: &DeliveryFilter,
+        page: &PageRequest,
+    ) -> StoreResult<Page<DeliveryRecord>>;
+    /// A quarantined delivery becomes `to` (released, naming `todo_id`, or
+    /// discarded); `Conflict` when it is not quarantined (any more).
+    async fn settle_delivery(
+        &self,
+        human_id: &str,
+        id: &str,
+        to: Decision,
+        todo_id: Option<&str>,
+    ) -> StoreResult<DeliveryRecord>;
+    /// Deletes at most `limit` deliveries received before `older_than` ago;
+    /// returns how many.
+    async fn unscoped_prune_deliveries(&self, older_than: Duration, limit: i64)
+    -> StoreResult<u64>;
+}
+
 /// Outbound notify hooks (`docs/doorbells.md`, "Notify hooks") and their
 /// delivery log.
 #[async_trait]
@@ -512,9 +559,15 @@ pub trait ScheduleStore: Send + Sync {
 }
 
 /// The registry: humans, agents, endpoints and webhooks.
-pub trait RegistryStore: HumanStore + AgentStore + EndpointStore + WebhookStore {}
+pub trait RegistryStore:
+    HumanStore + AgentStore + EndpointStore + WebhookStore + DeliveryStore
+{
+}
 
-impl<T: HumanStore + AgentStore + EndpointStore + WebhookStore> RegistryStore for T {}
+impl<T: HumanStore + AgentStore + EndpointStore + WebhookStore + DeliveryStore> RegistryStore
+    for T
+{
+}
 
 /// The whole storage contract: every capability. Surfaces hold an
 /// `Arc<dyn Store>`; bring the capability traits into scope with
@@ -552,8 +605,8 @@ impl<T> Store for T where
 /// methods are callable only with the supertrait in scope).
 pub mod prelude {
     pub use super::{
-        AgentStore, EndpointStore, HookStore, HumanStore, PresenceStore, RegistryStore, RingStore,
-        ScheduleStore, StatsStore, Store, StoreBase, SweepStore, TodoStore, TokenStore,
-        WebhookStore,
+        AgentStore, DeliveryStore, EndpointStore, HookStore, HumanStore, PresenceStore,
+        RegistryStore, RingStore, ScheduleStore, StatsStore, Store, StoreBase, SweepStore,
+        TodoStore, TokenStore, WebhookStore,
     };
 }

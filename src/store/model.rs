@@ -4,6 +4,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::domain::Timestamp;
+pub use crate::domain::intake::{Decision, Envelope, SenderMatch, Senders};
 use crate::domain::todo::{Disposition, Outcome, TodoState};
 
 #[derive(Debug, Clone, Serialize)]
@@ -476,6 +477,8 @@ pub struct Webhook {
     pub signed: bool,
     pub created_at: Timestamp,
     pub rotated_at: Option<Timestamp>,
+    /// Whom it trusts (`everyone` unless set).
+    pub senders: Senders,
 }
 
 /// What a delivery needs to know about the webhook its URL names.
@@ -721,4 +724,73 @@ pub enum Fired {
     Advanced,
     /// Moved on, and this todo was made in the same transaction.
     Created(Box<CreatedTodo>),
+}
+
+/// A webhook delivery to record (`docs/intake.md`, "Delivery history").
+#[derive(Debug, Clone)]
+pub struct NewDelivery {
+    pub webhook_id: String,
+    pub human_id: String,
+    pub endpoint_id: String,
+    pub decision: Decision,
+    /// Why a refused delivery was refused (`bad_signature`, `too_large`,
+    /// `endpoint_revoked`).
+    pub reason: Option<String>,
+    /// The routing rule that decided, when one did.
+    pub rule: Option<String>,
+    pub envelope: Envelope,
+    /// Sanitized headers.
+    pub headers: Value,
+    /// `None` when the body was not verified (a refused delivery).
+    pub body: Option<Vec<u8>>,
+    /// What the todo is (or would be) titled, and its kind and source.
+    pub title: Option<String>,
+    pub kind: Option<String>,
+    pub source: Option<String>,
+    pub idempotency_key: Option<String>,
+    /// The todo made or matched; for `accepted` the store fills it in.
+    pub todo_id: Option<String>,
+    /// The delivery this one replays.
+    pub replay_of: Option<String>,
+}
+
+/// A recorded delivery.
+#[derive(Debug, Clone)]
+pub struct DeliveryRecord {
+    pub id: String,
+    pub webhook_id: String,
+    pub human_id: String,
+    pub endpoint_id: String,
+    pub received_at: Timestamp,
+    pub decision: Decision,
+    pub reason: Option<String>,
+    pub rule: Option<String>,
+    pub envelope: Envelope,
+    pub headers: Value,
+    pub body: Option<Vec<u8>>,
+    pub title: Option<String>,
+    pub kind: Option<String>,
+    pub source: Option<String>,
+    pub idempotency_key: Option<String>,
+    pub todo_id: Option<String>,
+    pub replay_of: Option<String>,
+    /// When a quarantined delivery was released or discarded.
+    pub settled_at: Option<Timestamp>,
+}
+
+/// What a delivery write does in the todo's transaction.
+#[derive(Debug, Clone)]
+pub enum DeliveryWrite {
+    /// Record a new delivery, `accepted`, naming the todo.
+    Record(Box<NewDelivery>),
+    /// Settle the human's quarantined delivery as `released`, naming the todo.
+    Release { human_id: String, id: String },
+}
+
+/// The listing's filters (each exact).
+#[derive(Debug, Clone, Default)]
+pub struct DeliveryFilter {
+    pub decision: Option<Decision>,
+    pub event: Option<String>,
+    pub sender: Option<String>,
 }

@@ -16,15 +16,15 @@ const MIB: usize = 1024 * 1024;
 
 /// A `switchboard serve` child on an OS-chosen port, with the first-start
 /// admin token it printed.
-struct Server {
+pub(crate) struct Server {
     process: Process,
     addr: String,
-    admin_token: String,
-    http: reqwest::Client,
+    pub(crate) admin_token: String,
+    pub(crate) http: reqwest::Client,
 }
 
 impl Server {
-    fn start(dir: &Path, args: &[&str]) -> Server {
+    pub(crate) fn start(dir: &Path, args: &[&str]) -> Server {
         let process = Process::start(
             dir,
             &[
@@ -47,7 +47,7 @@ impl Server {
         }
     }
 
-    fn url(&self, path: &str) -> String {
+    pub(crate) fn url(&self, path: &str) -> String {
         format!("http://{}{}", self.addr, path)
     }
 
@@ -55,7 +55,12 @@ impl Server {
         self.process.log_text()
     }
 
-    async fn api(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> Value {
+    pub(crate) async fn api(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> Value {
         let mut request = self
             .http
             .request(method.clone(), self.url(path))
@@ -70,16 +75,16 @@ impl Server {
         body
     }
 
-    async fn get(&self, path: &str) -> Value {
+    pub(crate) async fn get(&self, path: &str) -> Value {
         self.api(reqwest::Method::GET, path, None).await
     }
 
-    async fn post(&self, path: &str, body: Value) -> Value {
+    pub(crate) async fn post(&self, path: &str, body: Value) -> Value {
         self.api(reqwest::Method::POST, path, Some(body)).await
     }
 
     /// Vends an endpoint on queue `inbox` and creates a webhook for it.
-    async fn endpoint_with_webhook(&self, agent: &str, signed: bool) -> Hook {
+    pub(crate) async fn endpoint_with_webhook(&self, agent: &str, signed: bool) -> Hook {
         let endpoint = self
             .post(
                 "/api/v1/endpoints",
@@ -102,7 +107,7 @@ impl Server {
         }
     }
 
-    async fn todos(&self, hook: &Hook) -> Vec<Value> {
+    pub(crate) async fn todos(&self, hook: &Hook) -> Vec<Value> {
         let list = self
             .get(&format!("/api/v1/todos?endpoint={}", hook.endpoint_slug))
             .await;
@@ -118,7 +123,7 @@ impl Server {
     }
 
     /// POSTs a delivery; the status, the Retry-After header and the JSON answer.
-    async fn deliver(
+    pub(crate) async fn deliver(
         &self,
         url: &str,
         headers: &[(&str, &str)],
@@ -143,12 +148,12 @@ impl Server {
     }
 }
 
-struct Hook {
-    endpoint_slug: String,
-    endpoint_id: String,
-    id: String,
-    url: String,
-    secret: Option<String>,
+pub(crate) struct Hook {
+    pub(crate) endpoint_slug: String,
+    pub(crate) endpoint_id: String,
+    pub(crate) id: String,
+    pub(crate) url: String,
+    pub(crate) secret: Option<String>,
 }
 
 impl Hook {
@@ -159,14 +164,14 @@ impl Hook {
 }
 
 #[derive(Debug)]
-struct Delivered {
-    status: u16,
-    retry_after: Option<String>,
-    body: Value,
+pub(crate) struct Delivered {
+    pub(crate) status: u16,
+    pub(crate) retry_after: Option<String>,
+    pub(crate) body: Value,
 }
 
 impl Delivered {
-    fn todo_id(&self) -> String {
+    pub(crate) fn todo_id(&self) -> String {
         assert_eq!(self.status, 202, "{self:?}");
         self.body["todo"]["id"].as_str().unwrap().to_owned()
     }

@@ -26,6 +26,7 @@ mod edge;
 mod faults;
 mod hooks;
 mod intake;
+mod intake_history;
 mod maintenance;
 mod mcp;
 mod metrics;

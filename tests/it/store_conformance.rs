@@ -21,6 +21,8 @@ mod bulk;
 mod concurrency;
 #[path = "conformance/dedup.rs"]
 mod dedup;
+#[path = "conformance/deliveries.rs"]
+mod deliveries;
 #[path = "conformance/fencing.rs"]
 mod fencing;
 #[path = "conformance/hooks.rs"]

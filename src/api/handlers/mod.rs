@@ -1,6 +1,7 @@
 //! One module per resource.
 
 pub(super) mod agents;
+pub(super) mod deliveries;
 pub(super) mod endpoints;
 pub(super) mod hooks;
 pub(super) mod me;

@@ -21,6 +21,7 @@ impl From<&Webhook> for WebhookView {
             signed: w.signed,
             created_at: w.created_at.to_rfc3339(),
             rotated_at: w.rotated_at.map(|t| t.to_rfc3339()),
+            senders: super::deliveries::senders_view(&w.senders),
         }
     }
 }

@@ -5,6 +5,7 @@
 pub(super) mod admin;
 pub(super) mod agent;
 pub(super) mod auth;
+pub(super) mod delivery;
 pub(super) mod doctor;
 pub(super) mod endpoint;
 pub(super) mod hook;

@@ -30,6 +30,7 @@ macro_rules! below_attempt_cap {
 }
 
 mod agents;
+mod deliveries;
 mod endpoints;
 mod hooks;
 mod humans;

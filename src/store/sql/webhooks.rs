@@ -12,7 +12,7 @@ use sqlx::Row;
 use sqlx::any::AnyRow;
 
 const COLUMNS: &str = "w.id, w.endpoint_id, w.human_id, w.queue, w.signing_secret, \
-    w.created_at, w.rotated_at";
+    w.created_at, w.rotated_at, w.senders";
 
 fn webhook(row: &AnyRow) -> StoreResult<Webhook> {
     Ok(Webhook {
@@ -27,6 +27,13 @@ fn webhook(row: &AnyRow) -> StoreResult<Webhook> {
         rotated_at: row
             .try_get::<Option<i64>, _>("rotated_at")?
             .map(Timestamp::from_millis),
+        // A list that does not parse must not trust everyone: it fails.
+        senders: match row.try_get::<Option<String>, _>("senders")? {
+            None => Senders::Everyone,
+            Some(text) => serde_json::from_str(&text).map_err(|e| {
+                StoreError::internal(format!("a webhook's senders do not parse: {e}"))
+            })?,
+        },
     })
 }
 

@@ -131,6 +131,12 @@ struct World {
     token_hook: String,
     signed_hook: String,
     revoked_hook: String,
+    /// The token webhook's id.
+    token_hook_id: String,
+    /// An accepted delivery (not quarantined: nothing to release or
+    /// discard) and a refused one (nothing to replay).
+    accepted: String,
+    refused: String,
 }
 
 impl World {
@@ -167,6 +173,9 @@ impl World {
             token_hook: String::new(),
             signed_hook: String::new(),
             revoked_hook: String::new(),
+            token_hook_id: String::new(),
+            accepted: String::new(),
+            refused: String::new(),
         };
         w.ok(Method::POST, "/api/v1/agents", json!({"name": "solo"}))
             .await;
@@ -213,7 +222,35 @@ impl World {
         w.token_hook = url_path(&token_hook);
         w.signed_hook = url_path(&signed_hook);
         w.revoked_hook = url_path(&revoked_hook);
+        w.token_hook_id = token_hook["id"].as_str().unwrap().to_owned();
         w.revoked = revoked;
+        let accepted = w
+            .ok(Method::POST, &w.token_hook, json!({"title": "hi"}))
+            .await;
+        assert_eq!(accepted["delivery"]["decision"], "accepted", "{accepted}");
+        w.accepted = accepted["delivery"]["id"].as_str().unwrap().to_owned();
+        let (status, _) = w
+            .call(
+                Method::POST,
+                &w.signed_hook,
+                Some(json!({"unsigned": true})),
+            )
+            .await;
+        assert_eq!(status, 401);
+        let (_, listed) = w
+            .call(
+                Method::GET,
+                &format!(
+                    "/api/v1/webhooks/{}/deliveries?decision=refused",
+                    signed_hook["id"].as_str().unwrap()
+                ),
+                None,
+            )
+            .await;
+        w.refused = listed["deliveries"][0]["id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("the refusal is recorded: {listed}"))
+            .to_owned();
         w
     }
 }
@@ -281,6 +318,9 @@ fn cases(w: &World) -> Vec<Case> {
         }
         body
     };
+    let senders = format!("/api/v1/webhooks/{}/senders", w.token_hook_id);
+    let accepted = format!("/api/v1/deliveries/{}", w.accepted);
+    let refused = format!("/api/v1/deliveries/{}", w.refused);
     let json = Some("application/json");
     let many_queues: Vec<String> = (0..5000).map(|i| format!("q{i}")).collect();
     let mut all = vec![
@@ -673,6 +713,84 @@ fn cases(w: &World) -> Vec<Case> {
             404,
         ),
         raw(M::DELETE, "/api/v1/webhooks/wh_missing", None, b"", 404),
+        // Trusted senders.
+        case(M::PUT, &senders, json!({"trust": "nobody"}), 400, "trust"),
+        case(M::PUT, &senders, json!({"trust": []}), 400, "trust"),
+        case(M::PUT, &senders, json!({"trust": ["a b"]}), 400, "trust"),
+        case(M::PUT, &senders, json!({"trust": [7]}), 400, "trust"),
+        case(M::PUT, &senders, json!({}), 400, "trust"),
+        case(
+            M::PUT,
+            &senders,
+            json!({"trust": ["alice"], "match": "anyone"}),
+            400,
+            "match",
+        ),
+        case(
+            M::PUT,
+            &senders,
+            json!({"trust": "everyone", "match": "sender"}),
+            400,
+            "match",
+        ),
+        case(
+            M::PUT,
+            &senders,
+            json!({"trust": ["alice"], "matc": "sender"}),
+            400,
+            "matc",
+        ),
+        raw(
+            M::PUT,
+            "/api/v1/webhooks/wh_missing/senders",
+            json,
+            b"{\"trust\":\"everyone\"}",
+            404,
+        ),
+        // Deliveries: only a quarantined one is released or discarded; a
+        // refused one has nothing to replay.
+        raw(M::POST, &format!("{accepted}/release"), None, b"", 409),
+        raw(M::POST, &format!("{accepted}/discard"), None, b"", 409),
+        raw(M::POST, &format!("{refused}/replay"), None, b"", 409),
+        case(
+            M::POST,
+            &format!("{accepted}/replay"),
+            json!({"new_key": "yes"}),
+            400,
+            "new_key",
+        ),
+        case(
+            M::POST,
+            &format!("{accepted}/replay"),
+            json!({"new_kye": true}),
+            400,
+            "new_kye",
+        ),
+        with_field(
+            raw(M::POST, &format!("{accepted}/replay"), json, b"[true]", 400),
+            "body",
+        ),
+        raw(
+            M::POST,
+            "/api/v1/deliveries/dl_missing/release",
+            None,
+            b"",
+            404,
+        ),
+        raw(
+            M::POST,
+            "/api/v1/deliveries/dl_missing/discard",
+            None,
+            b"",
+            404,
+        ),
+        raw(
+            M::POST,
+            "/api/v1/deliveries/dl_missing/replay",
+            None,
+            b"",
+            404,
+        ),
         // Notify hooks.
         case(
             M::POST,
@@ -905,9 +1023,61 @@ async fn walk(server: &Process, database_url: &str) {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
-    let after = dump(database_url, MAY_CHANGE).await;
+    let mut after = dump(database_url, MAY_CHANGE).await;
+    refusals_recorded(database_url, &before, &mut after).await;
     assert_same(&before, &after);
     mcp_walk(&w, database_url).await;
+}
+
+/// The one write a refusal makes by design (`08-intake.md`, "Delivery
+/// history"): a refused webhook delivery is recorded. The walk's bad
+/// signature (401) and revoked endpoint (410) add exactly one `refused` row
+/// each to `deliveries`, without a body; they are checked here and taken out
+/// of `after`, so that everything else must be as it was.
+async fn refusals_recorded(url: &str, before: &Dump, after: &mut Dump) {
+    let new: Vec<String> = after["deliveries"]
+        .iter()
+        .filter(|r| !before["deliveries"].contains(r))
+        .cloned()
+        .collect();
+    let pool = AnyPool::connect(url)
+        .await
+        .expect("connect beside the server");
+    let mut recorded: Vec<(String, String, String, i64)> = Vec::new();
+    for row in sqlx::query(
+        "SELECT id, decision, reason, CAST(CASE WHEN body IS NULL THEN 1 ELSE 0 END AS BIGINT) \
+         FROM deliveries",
+    )
+    .fetch_all(&pool)
+    .await
+    .expect("read deliveries")
+    {
+        let id: String = row.get(0);
+        if new.iter().any(|r| r.starts_with(&format!("'{id}'|"))) {
+            recorded.push((id, row.get(1), row.get(2), row.get::<i64, _>(3)));
+        }
+    }
+    pool.close().await;
+    let mut seen: Vec<(&str, &str, i64)> = recorded
+        .iter()
+        .map(|(_, d, r, b)| (d.as_str(), r.as_str(), *b))
+        .collect();
+    seen.sort();
+    assert_eq!(
+        (seen, new.len()),
+        (
+            vec![
+                ("refused", "bad_signature", 1),
+                ("refused", "endpoint_revoked", 1)
+            ],
+            2
+        ),
+        "the refused deliveries, recorded without a body, and nothing else: {new:?}"
+    );
+    after
+        .get_mut("deliveries")
+        .unwrap()
+        .retain(|r| !new.contains(r));
 }
 
 fn assert_same(before: &Dump, after: &Dump) {

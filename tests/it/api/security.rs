@@ -30,8 +30,14 @@ struct Tenant {
     hook: String,
     /// A schedule on endpoint 1.
     schedule: String,
+    /// A quarantined delivery to endpoint 0's webhook (which trusts
+    /// only [`TRUSTED`]).
+    delivery: String,
     agent: String,
 }
+
+/// The one login endpoint 0's webhook trusts.
+const TRUSTED: &str = "trusted-only";
 
 async fn tenant(server: &Server, token: &str, prefix: &str) -> Tenant {
     let first = vend(
@@ -86,6 +92,34 @@ async fn tenant(server: &Server, token: &str, prefix: &str) -> Tenant {
         .unwrap()
         .to_owned();
     let (_, spare_token_id, _) = create_token(server, token, json!({ "label": "spare" })).await;
+    // A stranger's delivery to endpoint 0's webhook waits in quarantine: a
+    // delivery to release, discard, replay and show, and no todo.
+    server
+        .expect(
+            200,
+            Method::PUT,
+            &format!(
+                "/api/v1/webhooks/{}/senders",
+                first.webhook_id.as_ref().expect("vended with a webhook")
+            ),
+            token,
+            Body::Json(json!({ "trust": [TRUSTED] })),
+        )
+        .await;
+    let ingest = first.ingest_url.as_ref().expect("vended with a webhook");
+    let ingest = &ingest[ingest.find("/webhooks/w/").expect("an ingest path")..];
+    let delivered = server
+        .send(
+            Method::POST,
+            ingest,
+            None,
+            Body::Json(json!({ "sender": { "login": "stranger" }, "title": "let me in" })),
+        )
+        .await;
+    assert_eq!(delivered.status, 202, "{}", delivered.text());
+    let delivered = delivered.json();
+    assert_eq!(delivered["delivery"]["decision"], "quarantined");
+    let delivery = delivered["delivery"]["id"].as_str().unwrap().to_owned();
     Tenant {
         token: token.to_owned(),
         spare_token_id,
@@ -95,6 +129,7 @@ async fn tenant(server: &Server, token: &str, prefix: &str) -> Tenant {
         webhook,
         hook,
         schedule,
+        delivery,
     }
 }
 
@@ -277,6 +312,47 @@ fn webhook_routes() -> Vec<Route> {
             )
         },
         |id| (Method::DELETE, format!("/api/v1/webhooks/{id}"), Body::None),
+        |id| {
+            (
+                Method::PUT,
+                format!("/api/v1/webhooks/{id}/senders"),
+                Body::Json(json!({ "trust": "everyone" })),
+            )
+        },
+        |id| {
+            (
+                Method::GET,
+                format!("/api/v1/webhooks/{id}/deliveries"),
+                Body::None,
+            )
+        },
+    ]
+}
+
+fn delivery_routes() -> Vec<Route> {
+    vec![
+        |id| (Method::GET, format!("/api/v1/deliveries/{id}"), Body::None),
+        |id| {
+            (
+                Method::POST,
+                format!("/api/v1/deliveries/{id}/release"),
+                Body::None,
+            )
+        },
+        |id| {
+            (
+                Method::POST,
+                format!("/api/v1/deliveries/{id}/discard"),
+                Body::None,
+            )
+        },
+        |id| {
+            (
+                Method::POST,
+                format!("/api/v1/deliveries/{id}/replay"),
+                Body::Json(json!({ "new_key": true })),
+            )
+        },
     ]
 }
 
@@ -371,6 +447,11 @@ fn id_matrix(other: &Tenant) -> Vec<(Vec<Route>, Vec<String>, Vec<&'static str>)
                 e[0].webhook_id.clone().expect("vended with a webhook"),
             ],
             vec!["wh_00000000000070008000000000000000", UNDECODABLE],
+        ),
+        (
+            delivery_routes(),
+            vec![other.delivery.clone()],
+            vec!["dl_00000000000070008000000000000000", "nope", UNDECODABLE],
         ),
         (
             hook_routes(),
@@ -536,7 +617,26 @@ async fn assert_untouched(server: &Server, owner: &Tenant) {
         assert_eq!(hooks.len(), 1, "no webhook added: {hooks:?}");
         assert_eq!(&hooks[0]["id"], hook);
         assert_eq!(hooks[0]["rotated_at"], Value::Null, "not rotated");
+        let senders = if e.slug == owner.endpoints[0].slug {
+            json!({ "trust": [TRUSTED], "match": "sender" })
+        } else {
+            json!({ "trust": "everyone" })
+        };
+        assert_eq!(hooks[0]["senders"], senders, "senders unchanged");
     }
+    let delivery = server
+        .expect(
+            200,
+            Method::GET,
+            &format!("/api/v1/deliveries/{}", owner.delivery),
+            t,
+            Body::None,
+        )
+        .await;
+    assert_eq!(
+        delivery["decision"], "quarantined",
+        "neither released nor discarded"
+    );
     let tokens = server
         .expect(200, Method::GET, "/api/v1/tokens", t, Body::None)
         .await;
@@ -701,6 +801,9 @@ fn every_route(t: &Tenant) -> Vec<(Method, String, Body)> {
     for route in schedule_routes() {
         routes.push(route(&t.schedule));
     }
+    for route in delivery_routes() {
+        routes.push(route(&t.delivery));
+    }
     for route in token_routes() {
         routes.push(route(&t.spare_token_id));
     }
@@ -754,6 +857,7 @@ async fn the_matrix_covers_every_route_of_the_openapi_document() {
         a.webhook.as_str(),
         a.hook.as_str(),
         a.schedule.as_str(),
+        a.delivery.as_str(),
         a.spare_token_id.as_str(),
         a.agent.as_str(),
     ]
@@ -1126,6 +1230,64 @@ async fn the_owner_gets_the_success_status_on_every_route() {
     )
     .await;
     assert_eq!(presence["presence"], "in", "the override is gone");
+    // Deliveries: endpoint 0's webhook holds the fixture's quarantined one.
+    let first_hook = first.webhook_id.as_ref().unwrap();
+    let listed = ok(
+        200,
+        Method::GET,
+        format!("/api/v1/webhooks/{first_hook}/deliveries?decision=quarantined"),
+        Body::None,
+    )
+    .await;
+    assert_eq!(listed["deliveries"][0]["id"], a.delivery.as_str());
+    let shown = ok(
+        200,
+        Method::GET,
+        format!("/api/v1/deliveries/{}", a.delivery),
+        Body::None,
+    )
+    .await;
+    assert_eq!(shown["envelope"]["sender"], "stranger");
+    let replayed = ok(
+        201,
+        Method::POST,
+        format!("/api/v1/deliveries/{}/replay", a.delivery),
+        Body::Json(json!({ "new_key": true })),
+    )
+    .await;
+    assert_eq!(
+        replayed["delivery"]["decision"], "quarantined",
+        "still a stranger"
+    );
+    assert_eq!(replayed["delivery"]["replay_of"], a.delivery.as_str());
+    let discarded = ok(
+        200,
+        Method::POST,
+        format!(
+            "/api/v1/deliveries/{}/discard",
+            replayed["delivery"]["id"].as_str().unwrap()
+        ),
+        Body::None,
+    )
+    .await;
+    assert_eq!(discarded["decision"], "discarded");
+    let released = ok(
+        200,
+        Method::POST,
+        format!("/api/v1/deliveries/{}/release", a.delivery),
+        Body::None,
+    )
+    .await;
+    assert_eq!(released["delivery"]["decision"], "released");
+    assert_eq!(released["todo"]["created"], true);
+    let trusting = ok(
+        200,
+        Method::PUT,
+        format!("/api/v1/webhooks/{first_hook}/senders"),
+        Body::Json(json!({ "trust": "everyone" })),
+    )
+    .await;
+    assert_eq!(trusting["senders"], json!({ "trust": "everyone" }));
     let revoked = ok(
         200,
         Method::POST,
@@ -1144,7 +1306,7 @@ async fn the_owner_gets_the_success_status_on_every_route() {
     .await;
 }
 
-const BODY_ROUTES: [(&str, &str); 12] = [
+const BODY_ROUTES: [(&str, &str); 14] = [
     ("POST", "/api/v1/todos/retry"),
     ("POST", "/api/v1/todos/cancel"),
     ("POST", "/api/v1/tokens"),
@@ -1157,13 +1319,18 @@ const BODY_ROUTES: [(&str, &str); 12] = [
     ("POST", "/api/v1/endpoints/{endpoint}/hooks"),
     ("PUT", "/api/v1/endpoints/{endpoint}/presence"),
     ("PUT", "/api/v1/endpoints/{endpoint}/shift"),
+    ("PUT", "/api/v1/webhooks/{webhook}/senders"),
+    // Its body is optional; when there is one, it is read like the others.
+    ("POST", "/api/v1/deliveries/{delivery}/replay"),
 ];
 
 fn body_route(t: &Tenant, (method, path): (&str, &str)) -> (Method, String) {
     (
         method.parse().unwrap(),
         path.replace("{agent}", &t.agent)
-            .replace("{endpoint}", &t.endpoints[0].slug),
+            .replace("{endpoint}", &t.endpoints[0].slug)
+            .replace("{webhook}", &t.webhook)
+            .replace("{delivery}", &t.delivery),
     )
 }
 
@@ -1285,6 +1452,9 @@ async fn bodies_are_capped_strict_json_with_immutable_scope() {
         );
         // A body is a JSON object, not anything serde could fill a struct from.
         for body in ["[null, null]", "[]", "null", "\"x\"", "7", ""] {
+            if body.is_empty() && path.ends_with("/replay") {
+                continue; // no body at all is replay's default
+            }
             let resp = server
                 .send(
                     method.clone(),

@@ -444,6 +444,89 @@ fn agent_and_webhook_commands_round_trip() {
     assert_eq!(cli.ok(&["webhook", "delete", id, "--json"]).trim(), "{}");
 }
 
+/// `webhook senders` quarantines a stranger's delivery; `webhook deliveries`
+/// lists it; `delivery show | replay | discard | release` act on it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn senders_quarantine_and_the_delivery_commands() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let cli = Client::new(dir.path());
+    cli.login(&server);
+    let vended = cli.json(&["endpoint", "vend", "triage", "--webhook"]);
+    let hook = vended["webhook"]["id"].as_str().unwrap().to_owned();
+    let url = vended["webhook"]["ingest_url"].as_str().unwrap().to_owned();
+    let ingest = format!(
+        "{}{}",
+        server.url,
+        &url[url.find("/webhooks/w/").unwrap()..]
+    );
+
+    let trusted = cli.json(&[
+        "webhook", "senders", &hook, "Alice", "bob", "--match", "author",
+    ]);
+    assert_eq!(
+        trusted["senders"],
+        serde_json::json!({"trust": ["alice", "bob"], "match": "author"})
+    );
+    let shown = cli.ok(&["webhook", "senders", &hook, "alice"]);
+    assert!(shown.contains("trusts alice (by sender)"), "{shown}");
+    let refused = cli.run(&["webhook", "senders", &hook, "everyone", "alice"]);
+    assert_eq!(refused.status.code(), Some(1), "{}", stderr(&refused));
+    assert!(
+        stderr(&refused).contains("everyone"),
+        "{}",
+        stderr(&refused)
+    );
+
+    let sent: Value = reqwest::Client::new()
+        .post(&ingest)
+        .json(&serde_json::json!({"title": "from a stranger", "sender": {"login": "mallory"}}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(sent["delivery"]["decision"], "quarantined", "{sent}");
+    let id = sent["delivery"]["id"].as_str().unwrap().to_owned();
+
+    let listed = cli.json(&["webhook", "deliveries", &hook, "--decision", "quarantined"]);
+    assert_eq!(listed["deliveries"][0]["id"], id.as_str(), "{listed}");
+    let table = cli.ok(&["webhook", "deliveries", &hook]);
+    assert!(
+        table.contains(&id) && table.contains("quarantined") && table.contains("mallory"),
+        "{table}"
+    );
+    let none = cli.ok(&["webhook", "deliveries", &hook, "--decision", "accepted"]);
+    assert!(none.contains("No deliveries."), "{none}");
+    let shown = cli.ok(&["delivery", "show", &id]);
+    assert!(
+        shown.contains("from a stranger") && shown.contains("\"sender\": \"mallory\""),
+        "{shown}"
+    );
+
+    // Replayed with a new key: still a stranger, so quarantined again; discarded.
+    let replayed = cli.json(&["delivery", "replay", &id, "--new-key"]);
+    assert_eq!(
+        replayed["delivery"]["decision"], "quarantined",
+        "{replayed}"
+    );
+    assert_eq!(replayed["delivery"]["replay_of"], id.as_str());
+    let again = replayed["delivery"]["id"].as_str().unwrap();
+    let discarded = cli.ok(&["delivery", "discard", again]);
+    assert!(discarded.contains("is discarded"), "{discarded}");
+
+    let released = cli.ok(&["delivery", "release", &id]);
+    assert!(
+        released.contains("released") && released.contains("(created)"),
+        "{released}"
+    );
+    let twice = cli.run(&["delivery", "release", &id]);
+    assert_eq!(twice.status.code(), Some(1), "{}", stderr(&twice));
+    let everyone = cli.ok(&["webhook", "senders", &hook, "everyone"]);
+    assert!(everyone.contains("trusts everyone"), "{everyone}");
+}
+
 #[test]
 fn hook_commands_add_list_test_enable_and_remove() {
     let dir = tempfile::tempdir().unwrap();

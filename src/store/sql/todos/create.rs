@@ -9,17 +9,29 @@ impl SqlStore {
         new: &NewTodo,
         payload: Option<&str>,
         max_attempts: i64,
-    ) -> StoreResult<Option<CreatedTodo>> {
+        write: Option<&DeliveryWrite>,
+    ) -> StoreResult<Option<(CreatedTodo, Option<DeliveryRecord>)>> {
         let mut tx = self.begin().await?;
         if let Some(todo) = self
             .insert_todo_in(&mut tx, new, payload, max_attempts)
             .await?
         {
+            // The delivery that made the todo, in the todo's transaction.
+            let record = match write {
+                None => None,
+                Some(write) => Some(
+                    self.write_delivery(&mut tx, write, &todo.id, self.now().as_millis())
+                        .await?,
+                ),
+            };
             tx.commit().await?;
-            return Ok(Some(CreatedTodo {
-                todo,
-                created: true,
-            }));
+            return Ok(Some((
+                CreatedTodo {
+                    todo,
+                    created: true,
+                },
+                record,
+            )));
         }
         // The key matched a live todo: return it, write nothing (the intake
         // event goes with the rollback).
@@ -37,10 +49,13 @@ impl SqlStore {
         .await?;
         tx.rollback().await?;
         match existing {
-            Some(row) => Ok(Some(CreatedTodo {
-                todo: rows::todo(&row)?,
-                created: false,
-            })),
+            Some(row) => Ok(Some((
+                CreatedTodo {
+                    todo: rows::todo(&row)?,
+                    created: false,
+                },
+                None,
+            ))),
             None => Ok(None),
         }
     }

@@ -198,16 +198,20 @@ pub(in crate::store::sql) fn checked(new: &NewTodo) -> StoreResult<(Option<Strin
     Ok((payload, max_attempts))
 }
 
-#[async_trait]
-impl TodoStore for SqlStore {
-    async fn create_todo(&self, new: NewTodo) -> StoreResult<CreatedTodo> {
+impl SqlStore {
+    /// `create_todo`, with a delivery written in the todo's transaction.
+    pub(crate) async fn create_todo_writing(
+        &self,
+        new: NewTodo,
+        write: Option<&DeliveryWrite>,
+    ) -> StoreResult<(CreatedTodo, Option<DeliveryRecord>)> {
         let (payload, max_attempts) = checked(&new)?;
 
         // A dedup hit on a todo that finishes between our insert and our read
         // frees the key; trying again then creates. Twice is plenty.
         for _ in 0..3 {
             if let Some(outcome) = self
-                .try_insert_todo(&new, payload.as_deref(), max_attempts)
+                .try_insert_todo(&new, payload.as_deref(), max_attempts, write)
                 .await?
             {
                 return Ok(outcome);
@@ -216,6 +220,13 @@ impl TodoStore for SqlStore {
         Err(StoreError::conflict(
             "the idempotency key is contended; try again",
         ))
+    }
+}
+
+#[async_trait]
+impl TodoStore for SqlStore {
+    async fn create_todo(&self, new: NewTodo) -> StoreResult<CreatedTodo> {
+        Ok(self.create_todo_writing(new, None).await?.0)
     }
 
     async fn get_todo(&self, caller: &Caller, id: &str) -> StoreResult<Todo> {

@@ -1,0 +1,277 @@
+//! Delivery history, trusted senders, quarantine and replay (`08-intake.md`,
+//! amended) through the real binary.
+
+use reqwest::Method;
+use serde_json::{Value, json};
+use switchboard::intake::signature;
+
+use crate::intake::{Hook, Server};
+
+fn issue_opened(sender: &str, number: u64) -> String {
+    json!({
+        "action": "opened",
+        "sender": {"login": sender},
+        "issue": {"number": number, "title": "Please run this", "user": {"login": sender},
+                  "labels": [{"name": "bug"}]},
+        "repository": {"full_name": "octo/repo"},
+    })
+    .to_string()
+}
+
+async fn github(
+    server: &Server,
+    hook: &Hook,
+    body: &str,
+    delivery: &str,
+) -> crate::intake::Delivered {
+    let sig = signature::sign(hook.secret.as_deref().unwrap(), body.as_bytes());
+    server
+        .deliver(
+            &hook.url,
+            &[
+                ("content-type", "application/json"),
+                ("x-github-event", "issues"),
+                ("x-github-delivery", delivery),
+                ("x-hub-signature-256", &sig),
+            ],
+            body.to_owned(),
+        )
+        .await
+}
+
+async fn deliveries(server: &Server, hook: &Hook, query: &str) -> Vec<Value> {
+    let list = server
+        .get(&format!("/api/v1/webhooks/{}/deliveries{query}", hook.id))
+        .await;
+    list["deliveries"].as_array().unwrap().clone()
+}
+
+async fn status_of(server: &Server, method: Method, path: &str) -> u16 {
+    server
+        .http
+        .request(method, server.url(path))
+        .bearer_auth(&server.admin_token)
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
+#[tokio::test]
+async fn every_decision_is_recorded_and_untrusted_senders_wait_in_quarantine() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let hook = server.endpoint_with_webhook("triage", true).await;
+
+    // Everyone is trusted by default.
+    let first = github(&server, &hook, &issue_opened("alice", 1), "d-1").await;
+    assert_eq!(first.body["delivery"]["decision"], "accepted", "{first:?}");
+    let todo = first.todo_id();
+
+    // Only alice from now on.
+    let webhook = server
+        .api(
+            Method::PUT,
+            &format!("/api/v1/webhooks/{}/senders", hook.id),
+            Some(json!({"trust": ["Alice"], "match": "sender"})),
+        )
+        .await;
+    assert_eq!(
+        webhook["senders"],
+        json!({"trust": ["alice"], "match": "sender"})
+    );
+
+    // A redelivery is a duplicate naming the same todo.
+    let again = github(&server, &hook, &issue_opened("alice", 1), "d-1").await;
+    assert_eq!(again.body["delivery"]["decision"], "duplicate");
+    assert_eq!(again.todo_id(), todo);
+
+    // A stranger is quarantined: no todo.
+    let stranger = github(&server, &hook, &issue_opened("mallory", 2), "d-2").await;
+    assert_eq!(stranger.status, 202, "{stranger:?}");
+    assert_eq!(stranger.body["delivery"]["decision"], "quarantined");
+    assert!(stranger.body["todo"].is_null());
+    assert_eq!(server.todos(&hook).await.len(), 1);
+    let quarantined = stranger.body["delivery"]["id"].as_str().unwrap().to_owned();
+    assert!(quarantined.starts_with("dl_"));
+
+    // A bad signature: refused, recorded without its body.
+    let forged = server
+        .deliver(
+            &hook.url,
+            &[
+                ("x-github-event", "issues"),
+                ("x-hub-signature-256", "sha256=00"),
+            ],
+            issue_opened("mallory", 3),
+        )
+        .await;
+    assert_eq!(forged.status, 401);
+
+    let all = deliveries(&server, &hook, "").await;
+    let decisions: Vec<&str> = all
+        .iter()
+        .map(|d| d["decision"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        decisions,
+        ["refused", "quarantined", "duplicate", "accepted"]
+    );
+    let refused = server
+        .get(&format!(
+            "/api/v1/deliveries/{}",
+            all[0]["id"].as_str().unwrap()
+        ))
+        .await;
+    assert_eq!(refused["reason"], "bad_signature");
+    assert_eq!(refused["envelope"]["verified"], false);
+    assert_eq!(
+        refused["envelope"]["size"],
+        issue_opened("mallory", 3).len()
+    );
+    assert!(refused.get("body").is_none() && refused.get("body_base64").is_none());
+    assert!(refused["envelope"]["sender"].is_null());
+
+    // The envelope of a verified one, and the filters.
+    let shown = server
+        .get(&format!("/api/v1/deliveries/{quarantined}"))
+        .await;
+    let env = &shown["envelope"];
+    assert_eq!(env["source"], "github");
+    assert_eq!(env["event"], "issues");
+    assert_eq!(env["action"], "opened");
+    assert_eq!(env["sender"], "mallory");
+    assert_eq!(env["author"], "mallory");
+    assert_eq!(env["repository"], "octo/repo");
+    assert_eq!(env["labels"], json!(["bug"]));
+    assert_eq!(env["trust_mode"], "signed");
+    assert_eq!(env["verified"], true);
+    assert!(shown["body"].as_str().unwrap().contains("Please run this"));
+    assert!(shown["headers"].get("x-hub-signature-256").is_none());
+    assert_eq!(
+        deliveries(&server, &hook, "?sender=MALLORY&decision=quarantined")
+            .await
+            .len(),
+        1
+    );
+    assert_eq!(deliveries(&server, &hook, "?event=push").await.len(), 0);
+
+    // Released: the todo exists now.
+    let released = server
+        .post(
+            &format!("/api/v1/deliveries/{quarantined}/release"),
+            json!({}),
+        )
+        .await;
+    assert_eq!(released["delivery"]["decision"], "released");
+    assert_eq!(released["todo"]["created"], true);
+    assert_eq!(server.todos(&hook).await.len(), 2);
+    assert_eq!(
+        status_of(
+            &server,
+            Method::POST,
+            &format!("/api/v1/deliveries/{quarantined}/release")
+        )
+        .await,
+        409,
+        "a released delivery is not released twice"
+    );
+
+    // Another stranger, discarded; replayed after trusting everyone.
+    let other = github(&server, &hook, &issue_opened("eve", 4), "d-4").await;
+    let other_id = other.body["delivery"]["id"].as_str().unwrap().to_owned();
+    let discarded = server
+        .post(&format!("/api/v1/deliveries/{other_id}/discard"), json!({}))
+        .await;
+    assert_eq!(discarded["decision"], "discarded");
+    assert_eq!(server.todos(&hook).await.len(), 2);
+    server
+        .api(
+            Method::PUT,
+            &format!("/api/v1/webhooks/{}/senders", hook.id),
+            Some(json!({"trust": "everyone"})),
+        )
+        .await;
+    let replayed = server
+        .post(&format!("/api/v1/deliveries/{other_id}/replay"), json!({}))
+        .await;
+    assert_eq!(replayed["delivery"]["decision"], "accepted");
+    assert_eq!(replayed["delivery"]["replay_of"], other_id.as_str());
+    assert_eq!(server.todos(&hook).await.len(), 3);
+    // The same key again: a duplicate; a new key makes another todo.
+    let dup = server
+        .post(&format!("/api/v1/deliveries/{other_id}/replay"), json!({}))
+        .await;
+    assert_eq!(dup["delivery"]["decision"], "duplicate");
+    let fresh = server
+        .post(
+            &format!("/api/v1/deliveries/{other_id}/replay"),
+            json!({"new_key": true}),
+        )
+        .await;
+    assert_eq!(fresh["delivery"]["decision"], "accepted");
+    assert_eq!(server.todos(&hook).await.len(), 4);
+
+    // A refused delivery has nothing to replay; a missing one is 404.
+    let refused_id = all[0]["id"].as_str().unwrap();
+    assert_eq!(
+        status_of(
+            &server,
+            Method::POST,
+            &format!("/api/v1/deliveries/{refused_id}/replay")
+        )
+        .await,
+        409
+    );
+    assert_eq!(
+        status_of(&server, Method::GET, "/api/v1/deliveries/dl_missing").await,
+        404
+    );
+
+    let metrics = server
+        .http
+        .get(server.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("switchboard_intake_deliveries_total{decision=\"quarantined\"} 2"),
+        "{metrics}"
+    );
+}
+
+#[tokio::test]
+async fn a_gitea_delivery_names_its_forge() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let hook = server.endpoint_with_webhook("gitea", false).await;
+    let body = json!({
+        "action": "opened",
+        "sender": {"login": "bob"},
+        "pull_request": {"number": 7, "title": "Fix", "user": {"login": "bob"}, "labels": []},
+        "repository": {"full_name": "team/app"},
+    })
+    .to_string();
+    let sent = server
+        .deliver(
+            &hook.url,
+            &[
+                ("content-type", "application/json"),
+                ("x-gitea-event", "pull_request"),
+                ("x-github-event", "pull_request"),
+                ("x-gitea-delivery", "g-1"),
+            ],
+            body,
+        )
+        .await;
+    assert_eq!(sent.body["delivery"]["decision"], "accepted", "{sent:?}");
+    let list = deliveries(&server, &hook, "?decision=accepted").await;
+    assert_eq!(list[0]["envelope"]["source"], "gitea");
+    assert_eq!(list[0]["envelope"]["kind"], "pull_request.opened");
+    assert_eq!(list[0]["envelope"]["trust_mode"], "token");
+    assert_eq!(list[0]["todo_id"], sent.todo_id().as_str());
+}
