@@ -117,6 +117,14 @@ pub fn router(state: BoardState) -> Router {
             post(endpoint::delete_webhook),
         )
         .route("/board/hooks/{id}/enable", post(endpoint::enable_hook))
+        .route(
+            "/board/deliveries/{id}/release",
+            post(endpoint::release_delivery),
+        )
+        .route(
+            "/board/deliveries/{id}/discard",
+            post(endpoint::discard_delivery),
+        )
         .route("/board/endpoints/{slug}/revoke", post(endpoint::revoke))
         .route("/board/endpoints/{slug}/delete", post(endpoint::delete))
         .route("/board/shift-preview", get(endpoint::shift_preview))

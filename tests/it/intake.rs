@@ -18,7 +18,7 @@ const MIB: usize = 1024 * 1024;
 /// admin token it printed.
 pub(crate) struct Server {
     process: Process,
-    addr: String,
+    pub(crate) addr: String,
     pub(crate) admin_token: String,
     pub(crate) http: reqwest::Client,
 }

@@ -275,3 +275,79 @@ async fn a_gitea_delivery_names_its_forge() {
     assert_eq!(list[0]["envelope"]["trust_mode"], "token");
     assert_eq!(list[0]["todo_id"], sent.todo_id().as_str());
 }
+
+/// The board's endpoint page lists the quarantine with the sender and the
+/// title; Release makes the todo, Discard keeps the delivery in the history.
+#[tokio::test]
+async fn the_board_lists_the_quarantine_and_releases_or_discards() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let hook = server.endpoint_with_webhook("guarded", true).await;
+    server
+        .api(
+            Method::PUT,
+            &format!("/api/v1/webhooks/{}/senders", hook.id),
+            Some(json!({"trust": ["alice"]})),
+        )
+        .await;
+    let first = github(&server, &hook, &issue_opened("mallory", 7), "q-1").await;
+    let second = github(&server, &hook, &issue_opened("eve", 8), "q-2").await;
+    let (released, discarded) = (
+        first.body["delivery"]["id"].as_str().unwrap().to_owned(),
+        second.body["delivery"]["id"].as_str().unwrap().to_owned(),
+    );
+
+    let mut board = crate::board::Board::new(&server.addr);
+    board.sign_in(&server.admin_token).await;
+    let path = format!("/board/endpoints/{}", hook.endpoint_slug);
+    let page = board.get(&path).await;
+    for (id, sender) in [(&released, "mallory"), (&discarded, "eve")] {
+        let at = page
+            .body
+            .find(&format!(r#"data-delivery="{id}""#))
+            .unwrap_or_else(|| panic!("{id} listed: {}", page.body));
+        let row = &page.body[at..at + page.body[at..].find("</tr>").unwrap()];
+        assert!(
+            row.contains(sender) && row.contains("Please run this"),
+            "{row}"
+        );
+    }
+    assert!(server.todos(&hook).await.is_empty());
+
+    // Without the form's token, or for a delivery that is not there: nothing.
+    let forged = board
+        .post(&format!("/board/deliveries/{released}/release"), &[])
+        .await;
+    assert_eq!(forged.status, 403, "{}", forged.body);
+    let csrf = board.csrf().await;
+    let missing = board
+        .post("/board/deliveries/dl_missing/discard", &[("csrf", &csrf)])
+        .await;
+    assert_eq!(missing.status, 404, "{}", missing.body);
+    assert!(server.todos(&hook).await.is_empty());
+
+    let answer = board
+        .post(
+            &format!("/board/deliveries/{released}/release"),
+            &[("csrf", &csrf)],
+        )
+        .await;
+    assert_eq!(answer.status, 303, "{}", answer.body);
+    let answer = board
+        .post(
+            &format!("/board/deliveries/{discarded}/discard"),
+            &[("csrf", &csrf)],
+        )
+        .await;
+    assert_eq!(answer.status, 303, "{}", answer.body);
+
+    assert_eq!(server.todos(&hook).await.len(), 1, "the released one");
+    let page = board.get(&path).await;
+    assert!(!page.body.contains("data-delivery="), "{}", page.body);
+    let all = deliveries(&server, &hook, "").await;
+    let decisions: Vec<&str> = all
+        .iter()
+        .map(|d| d["decision"].as_str().unwrap())
+        .collect();
+    assert_eq!(decisions, ["discarded", "released"]);
+}

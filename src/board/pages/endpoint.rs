@@ -16,10 +16,11 @@ use crate::board::view::{
     EndpointCard, Layout, Messages, back, cards, dated, relative, render, zone_of,
 };
 use crate::domain::duration::parse_positive_duration;
+use crate::domain::intake::Decision;
 use crate::domain::presence::Presence;
 use crate::domain::shift::Shift;
 use crate::ops;
-use crate::store::{Endpoint, PageRequest, TodoFilter};
+use crate::store::{DeliveryFilter, Endpoint, PageRequest, TodoFilter};
 
 /// The choices of the until picker: how long an override lasts.
 pub(crate) const UNTIL_CHOICES: &[(&str, &str)] = &[
@@ -46,7 +47,21 @@ struct EndpointPage {
     revealed: Option<WebhookReveal>,
     hooks: Vec<HookRow>,
     schedules: Vec<ScheduleRow>,
+    quarantined: Vec<QuarantineRow>,
 }
+
+/// A quarantined delivery to one of the endpoint's webhooks, waiting for a
+/// human: its sender and what its todo would be titled.
+pub(crate) struct QuarantineRow {
+    pub(crate) id: String,
+    pub(crate) when: String,
+    pub(crate) sender: String,
+    pub(crate) event: String,
+    pub(crate) title: String,
+}
+
+/// Quarantined deliveries shown per endpoint (newest first, per webhook).
+const QUARANTINE_SHOWN: i64 = 20;
 
 /// One schedule of the endpoint (read-only here; `switchboard schedule` changes them).
 pub(crate) struct ScheduleRow {
@@ -148,6 +163,35 @@ async fn show(
             deliveries,
         });
     }
+    let mut quarantined = Vec::new();
+    for webhook in state
+        .store
+        .list_webhooks(&signed.human.id, &endpoint.id)
+        .await?
+    {
+        let held = state
+            .store
+            .list_deliveries(
+                &signed.human.id,
+                &webhook.id,
+                &DeliveryFilter {
+                    decision: Some(Decision::Quarantined),
+                    ..DeliveryFilter::default()
+                },
+                &PageRequest {
+                    limit: QUARANTINE_SHOWN,
+                    after: None,
+                },
+            )
+            .await?;
+        quarantined.extend(held.items.into_iter().map(|d| QuarantineRow {
+            when: relative(now, d.received_at),
+            sender: d.envelope.sender.unwrap_or_else(|| "unknown".into()),
+            event: d.envelope.event.unwrap_or_default(),
+            title: d.title.unwrap_or_default(),
+            id: d.id,
+        }));
+    }
     let schedules = state
         .store
         .list_schedules(&signed.human.id, &endpoint.id)
@@ -186,6 +230,7 @@ async fn show(
         revealed,
         hooks,
         schedules,
+        quarantined,
     }))
 }
 
@@ -227,6 +272,45 @@ pub(crate) async fn enable_hook(
         .map(|_| "hook enabled: it is rung again".to_owned())
         .map_err(refusal);
     Ok(back(&path_of(&endpoint.slug), outcome))
+}
+
+/// Releases a quarantined delivery: its todo is created now, and rings.
+pub(crate) async fn release_delivery(
+    State(state): State<BoardState>,
+    Path(id): Path<String>,
+    form: CsrfForm,
+) -> Result<Response, BoardError> {
+    settle_delivery(state, id, form, true).await
+}
+
+/// Discards a quarantined delivery: it stays in the history, no todo.
+pub(crate) async fn discard_delivery(
+    State(state): State<BoardState>,
+    Path(id): Path<String>,
+    form: CsrfForm,
+) -> Result<Response, BoardError> {
+    settle_delivery(state, id, form, false).await
+}
+
+async fn settle_delivery(
+    state: BoardState,
+    id: String,
+    form: CsrfForm,
+    release: bool,
+) -> Result<Response, BoardError> {
+    let human = &form.signed.human.id;
+    let record = state.store.get_delivery(human, &id).await?;
+    let endpoint = state.store.get_endpoint(human, &record.endpoint_id).await?;
+    let outcome = if release {
+        ops::intake::release(&state.delivery, human, &id)
+            .await
+            .map(|_| "delivery released: its todo is created and rings".to_owned())
+    } else {
+        ops::intake::discard(&state.delivery, human, &id)
+            .await
+            .map(|_| "delivery discarded: it stays in the history".to_owned())
+    };
+    Ok(back(&path_of(&endpoint.slug), outcome.map_err(refusal)))
 }
 
 /// One intake webhook of the endpoint (its URL is never shown again).
