@@ -304,22 +304,32 @@ async fn dripping_heads_and_bodies_are_cut_at_their_timeouts_while_others_are_an
     let heads: Vec<_> = heads.collect();
     let bodies: Vec<_> = bodies.collect();
 
-    // Meanwhile a normal client is answered, promptly, every time.
+    // Meanwhile a normal client is answered, every time, and never after
+    // the drips' 2 s timeouts (which would mean it waited behind them). The
+    // median shows "promptly"; one answer on a loaded 2-core machine (the
+    // whole suite runs beside this) may take a second, which is no fault.
     let flood = Instant::now();
-    let mut answered = 0;
+    let mut took = Vec::new();
     while flood.elapsed() < Duration::from_secs(3) {
         let health = s.get("/healthz").await;
         let read = s.get("/api/v1/endpoints").await;
         for got in [&health, &read] {
             assert_eq!(got.status, 200, "during the drip: {got:?}");
             assert!(
-                got.took < Duration::from_secs(1),
-                "slow during the drip: {got:?}"
+                got.took < Duration::from_millis(1_900),
+                "waited behind the drips: {got:?}"
             );
+            took.push(got.took);
         }
-        answered += 2;
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    let answered = took.len();
+    took.sort();
+    let median = took[answered / 2];
+    assert!(
+        median < Duration::from_millis(250),
+        "normal requests were slow during the drip: median {median:?} of {took:?}"
+    );
 
     let slack = Duration::from_millis(2_500);
     let mut slowest_head = Duration::ZERO;
