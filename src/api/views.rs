@@ -219,7 +219,7 @@ fn endpoint_liveness(
     let (_, assessment) = crate::delivery::fleet::assess_endpoint(
         e,
         activity.working_on.is_some(),
-        crate::delivery::fleet::every_hearer_deaf(
+        crate::domain::liveness::every_hearer_deaf(
             hooked,
             sessions.attached as usize,
             sessions.deaf as usize,

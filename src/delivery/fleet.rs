@@ -54,18 +54,10 @@ pub fn session_statuses(doorbells: &Doorbells, endpoint_id: &str) -> Vec<Session
         .collect()
 }
 
-/// Whether every live hearer of the endpoint is deaf (`docs/doorbells.md`):
-/// an endpoint with an enabled notify hook is heard by it (its rings go
-/// there, and a hook that keeps failing is disabled); else it is deaf when
-/// it has sessions (ghosts are none) and every one of them is deaf.
-pub fn every_hearer_deaf(hooked: bool, sessions: usize, deaf_sessions: usize) -> bool {
-    !hooked && sessions > 0 && deaf_sessions == sessions
-}
-
-/// [`every_hearer_deaf`] over this instance's session statuses.
+/// [`every_hearer_deaf`](crate::domain::liveness::every_hearer_deaf) over this instance's session statuses.
 pub fn all_deaf(sessions: &[SessionStatus], hooked: bool) -> bool {
     let deaf = sessions.iter().filter(|s| s.deaf_reason.is_some()).count();
-    every_hearer_deaf(hooked, sessions.len(), deaf)
+    crate::domain::liveness::every_hearer_deaf(hooked, sessions.len(), deaf)
 }
 
 /// An endpoint's effective presence and liveness at `now`, by the one rule
@@ -91,23 +83,4 @@ pub fn assess_endpoint(
         now,
     );
     (presence, assessment)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::every_hearer_deaf;
-
-    #[test]
-    fn an_endpoint_is_deaf_only_when_every_live_hearer_is() {
-        assert!(every_hearer_deaf(false, 2, 2));
-        assert!(!every_hearer_deaf(false, 2, 1), "one session still hears");
-        assert!(
-            !every_hearer_deaf(false, 0, 0),
-            "no hearer is not a deaf one"
-        );
-        assert!(
-            !every_hearer_deaf(true, 2, 2),
-            "its rings go to the enabled hook, not the deaf sessions"
-        );
-    }
 }

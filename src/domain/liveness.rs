@@ -12,6 +12,14 @@ pub const SESSION_IDLE_LIMIT: Duration = Duration::from_secs(30 * 60);
 /// A `heartbeat` agent's default expected interval.
 pub const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(30 * 60);
 
+/// Whether every live hearer of the endpoint is deaf (`docs/doorbells.md`):
+/// an endpoint with an enabled notify hook is heard by it (its rings go
+/// there, and a hook that keeps failing is disabled); else it is deaf when
+/// it has sessions (ghosts are none) and every one of them is deaf.
+pub fn every_hearer_deaf(hooked: bool, sessions: usize, deaf_sessions: usize) -> bool {
+    !hooked && sessions > 0 && deaf_sessions == sessions
+}
+
 /// How often an agent of this kind is expected to be heard from, unless the
 /// agent sets its own interval. A `task` agent is expected within its
 /// endpoint's effective lease.
@@ -157,6 +165,21 @@ pub fn condition(inputs: ConditionInputs, now: Timestamp) -> Condition {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn an_endpoint_is_deaf_only_when_every_live_hearer_is() {
+        assert!(every_hearer_deaf(false, 2, 2));
+        assert!(!every_hearer_deaf(false, 2, 1), "one session still hears");
+        assert!(
+            !every_hearer_deaf(false, 0, 0),
+            "no hearer is not a deaf one"
+        );
+        assert!(
+            !every_hearer_deaf(true, 2, 2),
+            "its rings go to the enabled hook, not the deaf sessions"
+        );
+    }
+
     use super::*;
 
     const MIN: Duration = Duration::from_secs(60);

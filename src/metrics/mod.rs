@@ -207,7 +207,7 @@ pub fn tally_sessions(
     let all_deaf = per_endpoint
         .into_iter()
         .filter(|(_, (attached, deaf))| {
-            crate::delivery::fleet::every_hearer_deaf(false, *attached, *deaf)
+            crate::domain::liveness::every_hearer_deaf(false, *attached, *deaf)
         })
         .map(|(id, _)| id.to_owned())
         .collect();
