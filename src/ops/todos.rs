@@ -76,6 +76,7 @@ pub async fn push(
         payload: push.payload,
         idempotency_key: push.key,
         max_attempts: None,
+        priority: 0,
         intake: Some(NewIntakeEvent {
             trust_mode: TrustMode::Operator,
             actor: format!("human:{human_id}"),

@@ -99,6 +99,11 @@ pub static SQLITE_MIGRATIONS: &[Migration] = &[
         name: "deliveries",
         sql: include_str!("migrations/sqlite/0016_deliveries.sql"),
     },
+    Migration {
+        version: 17,
+        name: "admission_and_priority",
+        sql: include_str!("migrations/sqlite/0017_admission_and_priority.sql"),
+    },
 ];
 
 pub static POSTGRES_MIGRATIONS: &[Migration] = &[
@@ -181,6 +186,11 @@ pub static POSTGRES_MIGRATIONS: &[Migration] = &[
         version: 16,
         name: "deliveries",
         sql: include_str!("migrations/postgres/0016_deliveries.sql"),
+    },
+    Migration {
+        version: 17,
+        name: "admission_and_priority",
+        sql: include_str!("migrations/postgres/0017_admission_and_priority.sql"),
     },
 ];
 

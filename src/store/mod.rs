@@ -558,6 +558,27 @@ pub trait ScheduleStore: Send + Sync {
     ) -> StoreResult<Fired>;
 }
 
+/// Admission limits (`docs/queue.md`, "Admission"); the claim statements
+/// enforce them.
+#[async_trait]
+pub trait AdmissionStore: Send + Sync {
+    /// Sets the limits of one of the human's endpoints (`queue` = None) or
+    /// of one of its scope's queues, replacing what was set; open limits
+    /// remove the row. `NotFound` for a missing or foreign endpoint,
+    /// `EndpointRevoked` when revoked, `InvalidArgument` (field `queue`) for
+    /// a queue outside the scope.
+    async fn set_admission(
+        &self,
+        human_id: &str,
+        endpoint_id: &str,
+        queue: Option<&str>,
+        limits: &crate::domain::admission::Limits,
+    ) -> StoreResult<Option<Admission>>;
+    /// The limits set on the endpoint and its queues, endpoint first, with
+    /// their usage now. The caller has checked who may see them.
+    async fn unscoped_admission(&self, endpoint_id: &str) -> StoreResult<Vec<Admission>>;
+}
+
 /// The registry: humans, agents, endpoints and webhooks.
 pub trait RegistryStore:
     HumanStore + AgentStore + EndpointStore + WebhookStore + DeliveryStore
@@ -579,6 +600,7 @@ pub trait Store:
     + TokenStore
     + HookStore
     + ScheduleStore
+    + AdmissionStore
     + PresenceStore
     + RingStore
     + SweepStore
@@ -593,7 +615,7 @@ impl<T> Store for T where
         + TokenStore
         + HookStore
         + ScheduleStore
-        + ScheduleStore
+        + AdmissionStore
         + PresenceStore
         + RingStore
         + SweepStore
@@ -605,8 +627,8 @@ impl<T> Store for T where
 /// methods are callable only with the supertrait in scope).
 pub mod prelude {
     pub use super::{
-        AgentStore, DeliveryStore, EndpointStore, HookStore, HumanStore, PresenceStore,
-        RegistryStore, RingStore, ScheduleStore, StatsStore, Store, StoreBase, SweepStore,
-        TodoStore, TokenStore, WebhookStore,
+        AdmissionStore, AgentStore, DeliveryStore, EndpointStore, HookStore, HumanStore,
+        PresenceStore, RegistryStore, RingStore, ScheduleStore, StatsStore, Store, StoreBase,
+        SweepStore, TodoStore, TokenStore, WebhookStore,
     };
 }

@@ -506,6 +506,7 @@ mod tests {
             claimed_at: full.then(|| at(4)),
             completed_at: None,
             cancelled_by: None,
+            priority: 0,
         }
     }
 
