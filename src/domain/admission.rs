@@ -81,6 +81,8 @@ pub enum HeldReason {
 }
 
 impl HeldReason {
+    pub const ALL: [Self; 3] = [Self::Paused, Self::InFlightLimit, Self::WindowBudget];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Paused => "paused",

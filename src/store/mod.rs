@@ -114,6 +114,15 @@ pub trait TodoStore: Send + Sync {
     /// A human's retry of a failed, dead-lettered or cancelled todo: back to
     /// pending with `attempt = 0`.
     async fn human_retry(&self, human_id: &str, id: &str) -> StoreResult<Todo>;
+    /// A human's change of a live todo's priority (pending, claimed or
+    /// waiting for a retry); a finished one → `Conflict`, a foreign one →
+    /// `NotFound`.
+    async fn human_set_priority(
+        &self,
+        human_id: &str,
+        id: &str,
+        priority: i64,
+    ) -> StoreResult<Todo>;
     /// A human's cancel of a pending, claimed or waiting-for-retry todo: terminal
     /// `cancelled`; a claimed one's attempt closes as `cancelled`, and its
     /// holder's next call gets `conflict`. A finished todo → `Conflict`
@@ -577,6 +586,9 @@ pub trait AdmissionStore: Send + Sync {
     /// The limits set on the endpoint and its queues, endpoint first, with
     /// their usage now. The caller has checked who may see them.
     async fn unscoped_admission(&self, endpoint_id: &str) -> StoreResult<Vec<Admission>>;
+    /// Whether the endpoint or its queue `queue` is paused (a limit of 0
+    /// pauses too): its todos are not rung.
+    async fn unscoped_paused(&self, endpoint_id: &str, queue: &str) -> StoreResult<bool>;
 }
 
 /// The registry: humans, agents, endpoints and webhooks.

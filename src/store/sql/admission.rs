@@ -120,6 +120,18 @@ impl AdmissionStore for SqlStore {
         Ok(Some(set))
     }
 
+    async fn unscoped_paused(&self, endpoint_id: &str, queue: &str) -> StoreResult<bool> {
+        let found = sqlx::query(
+            "SELECT 1 AS paused FROM admission WHERE endpoint_id = $1 AND queue IN ('', $2) \
+             AND (paused = 1 OR max_in_flight = 0 OR max_claims_per_window = 0) LIMIT 1",
+        )
+        .bind(endpoint_id)
+        .bind(queue)
+        .fetch_optional(self.reader()?)
+        .await?;
+        Ok(found.is_some())
+    }
+
     async fn unscoped_admission(&self, endpoint_id: &str) -> StoreResult<Vec<Admission>> {
         let rows = sqlx::query(AssertSqlSafe(select(self.dialect, false)))
             .bind(endpoint_id)

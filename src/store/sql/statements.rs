@@ -76,6 +76,13 @@ fn indexed(dialect: Dialect, alias: &str, index: &str) -> String {
     }
 }
 
+/// The todo in `todos` is not paused: neither its endpoint nor its queue
+/// (a limit of 0 pauses too). A paused todo is not rung either
+/// (`rings.rs`); resuming sends one digest instead.
+pub const NOT_PAUSED: &str = "NOT EXISTS (SELECT 1 FROM admission p \
+     WHERE p.endpoint_id = todos.endpoint_id AND p.queue IN ('', todos.queue) \
+     AND (p.paused = 1 OR p.max_in_flight = 0 OR p.max_claims_per_window = 0))";
+
 /// Where an in-flight limit applies.
 #[derive(Debug, Clone, Copy)]
 enum SlotLevel {
