@@ -128,13 +128,13 @@ pub fn held(limits: &Limits, usage: &Usage, now: Timestamp) -> Option<Held> {
         let ends = usage
             .window_started_at
             .map(|start| start.saturating_add(window));
-        if let Some(ends) = ends.filter(|ends| *ends > now) {
-            if usage.window_claims >= max {
-                return Some(Held {
-                    reason: HeldReason::WindowBudget,
-                    until: Some(ends),
-                });
-            }
+        if let Some(ends) = ends.filter(|ends| *ends > now)
+            && usage.window_claims >= max
+        {
+            return Some(Held {
+                reason: HeldReason::WindowBudget,
+                until: Some(ends),
+            });
         }
     }
     None
