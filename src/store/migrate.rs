@@ -104,6 +104,11 @@ pub static SQLITE_MIGRATIONS: &[Migration] = &[
         name: "admission_and_priority",
         sql: include_str!("migrations/sqlite/0017_admission_and_priority.sql"),
     },
+    Migration {
+        version: 18,
+        name: "delayed",
+        sql: include_str!("migrations/sqlite/0018_delayed.sql"),
+    },
 ];
 
 pub static POSTGRES_MIGRATIONS: &[Migration] = &[
@@ -191,6 +196,11 @@ pub static POSTGRES_MIGRATIONS: &[Migration] = &[
         version: 17,
         name: "admission_and_priority",
         sql: include_str!("migrations/postgres/0017_admission_and_priority.sql"),
+    },
+    Migration {
+        version: 18,
+        name: "delayed",
+        sql: include_str!("migrations/postgres/0018_delayed.sql"),
     },
 ];
 
