@@ -736,7 +736,10 @@ async fn a_sender_delays_its_todo_with_a_run_at_header_and_a_bad_one_is_refused(
         .await;
     assert_eq!(delivered.status, 400, "{delivered:?}");
     assert_eq!(delivered.body["error"]["field"], "X-Switchboard-Run-At");
-    assert!(server.todos(&hook).await.is_empty(), "a refusal makes nothing");
+    assert!(
+        server.todos(&hook).await.is_empty(),
+        "a refusal makes nothing"
+    );
 
     use switchboard::clock::Clock;
     let at = switchboard::clock::SystemClock.now().add_secs(10 * 86_400);
