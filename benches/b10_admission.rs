@@ -43,7 +43,9 @@
 //! `B10_PAIRS` (default 3), `B10_CONCURRENCY` (default 4),
 //! `B10_BACKENDS` (default `sqlite,postgres`), `B10_PG_PRELOAD` (default
 //! 150 000), `B10_SQLITE_PRELOAD` (default 400 000), `B10_PRIORITIES`
-//! (default 10), `B10_EXPLAIN=1` (after every PostgreSQL run, EXPLAIN
+//! (default 10; 1 puts every todo at priority 0), `B10_LIMITS` (what "on"
+//! sets: `none` or some of `endpoint-in-flight,window,queue-in-flight`,
+//! default all three; fewer tell where the cost is), `B10_EXPLAIN=1` (after every PostgreSQL run, EXPLAIN
 //! (ANALYZE, BUFFERS) of the store's fused claim,
 //! `statements::claim_pending_with_attempt`, rolled back, to stderr),
 //! `B10_RESULTS` (also write the Markdown report there). PostgreSQL:
@@ -89,6 +91,7 @@ struct Config {
     run_sqlite: bool,
     pg_url: Option<(String, &'static str)>,
     explain: bool,
+    limits: Vec<Limit>,
     results: Option<String>,
 }
 
@@ -120,6 +123,10 @@ impl Config {
             run_sqlite: backends.iter().any(|b| b == "sqlite"),
             pg_url: pg_url.filter(|_| backends.iter().any(|b| b == "postgres")),
             explain: std::env::var("B10_EXPLAIN").is_ok_and(|v| v == "1"),
+            limits: Limit::parse(
+                &std::env::var("B10_LIMITS")
+                    .unwrap_or_else(|_| Limit::ALL.map(Limit::key).join(",")),
+            )?,
             results: std::env::var("B10_RESULTS").ok().filter(|v| !v.is_empty()),
         };
         ensure!(
@@ -180,31 +187,70 @@ impl Mode {
     }
 }
 
-/// The limits of the "on" configuration: evaluated on every claim (an
-/// in-flight slot taken, the window charged), never binding.
-fn endpoint_limits() -> Limits {
-    Limits {
-        paused: false,
-        max_in_flight: Some(1000),
-        window: Some(Duration::from_secs(3600)),
-        max_claims_per_window: Some(10_000_000),
+/// The limits the "on" configuration sets (`B10_LIMITS`, default all
+/// three): evaluated on every claim (an in-flight slot taken, the window
+/// charged), never binding. Fewer of them tell where the cost is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Limit {
+    /// The endpoint's `max_in_flight = 1000`.
+    EndpointInFlight,
+    /// The endpoint's 1 h window of 10 000 000 claims.
+    Window,
+    /// Queue `inbox`'s `max_in_flight = 1000`.
+    QueueInFlight,
+}
+
+impl Limit {
+    const ALL: [Limit; 3] = [Self::EndpointInFlight, Self::Window, Self::QueueInFlight];
+
+    fn key(self) -> &'static str {
+        match self {
+            Self::EndpointInFlight => "endpoint-in-flight",
+            Self::Window => "window",
+            Self::QueueInFlight => "queue-in-flight",
+        }
+    }
+
+    fn parse(list: &str) -> Result<Vec<Limit>> {
+        if list.trim() == "none" {
+            return Ok(Vec::new());
+        }
+        list.split(',')
+            .map(|name| {
+                let name = name.trim();
+                Self::ALL
+                    .into_iter()
+                    .find(|l| l.key() == name)
+                    .ok_or_else(|| {
+                        anyhow!(
+                            "B10_LIMITS: unknown limit {name:?}; expected none or some of {}",
+                            Self::ALL.map(Limit::key).join(", ")
+                        )
+                    })
+            })
+            .collect()
     }
 }
 
-fn queue_limits() -> Limits {
-    Limits {
-        max_in_flight: Some(1000),
-        ..Limits::default()
-    }
-}
-
-async fn set_limits(store: &SqlStore, reg: &Registered) -> Result<()> {
+async fn set_limits(store: &SqlStore, reg: &Registered, limits: &[Limit]) -> Result<()> {
     let ep = &reg.caller.endpoint_id;
+    let endpoint = Limits {
+        max_in_flight: limits.contains(&Limit::EndpointInFlight).then_some(1000),
+        window: limits
+            .contains(&Limit::Window)
+            .then_some(Duration::from_secs(3600)),
+        max_claims_per_window: limits.contains(&Limit::Window).then_some(10_000_000),
+        ..Limits::default()
+    };
+    let queue = Limits {
+        max_in_flight: limits.contains(&Limit::QueueInFlight).then_some(1000),
+        ..Limits::default()
+    };
     store
-        .set_admission(&reg.human_id, ep, None, &endpoint_limits())
+        .set_admission(&reg.human_id, ep, None, &endpoint)
         .await?;
     store
-        .set_admission(&reg.human_id, ep, Some("inbox"), &queue_limits())
+        .set_admission(&reg.human_id, ep, Some("inbox"), &queue)
         .await?;
     Ok(())
 }
@@ -349,6 +395,7 @@ async fn check(
     pool: &AnyPool,
     reg: &Registered,
     mode: Mode,
+    limits: &[Limit],
     preload: i64,
     loops: u64,
 ) -> Result<()> {
@@ -360,7 +407,7 @@ async fn check(
     let admission_rows = queue_loop::count(pool, "SELECT COUNT(*) FROM admission").await?;
     match mode {
         Mode::Off => ensure!(admission_rows == 0, "off: {admission_rows} admission rows"),
-        Mode::On => {
+        Mode::On if limits.contains(&Limit::Window) => {
             let charged: i64 = sqlx::query(
                 "SELECT window_claims FROM admission WHERE endpoint_id = $1 AND queue = ''",
             )
@@ -372,18 +419,19 @@ async fn check(
                 charged == loops as i64,
                 "on: the window was charged {charged} claims for {loops} loops"
             );
-            let outranked = queue_loop::count(
-                pool,
-                "SELECT COUNT(*) FROM todos WHERE state = 'pending' AND priority > \
-                 (SELECT MIN(priority) FROM todos WHERE state = 'done')",
-            )
-            .await?;
-            ensure!(
-                outranked == 0,
-                "on: {outranked} pending todos outrank a done one (claim order broken)"
-            );
         }
+        Mode::On => {}
     }
+    let outranked = queue_loop::count(
+        pool,
+        "SELECT COUNT(*) FROM todos WHERE state = 'pending' AND priority > \
+         (SELECT MIN(priority) FROM todos WHERE state = 'done')",
+    )
+    .await?;
+    ensure!(
+        outranked == 0,
+        "{outranked} pending todos outrank a done one (claim order broken)"
+    );
     Ok(())
 }
 
@@ -410,13 +458,21 @@ async fn sqlite_run(cfg: &Config, mode: Mode, tck: f64) -> Result<RunResult> {
         .execute(store.pool())
         .await?;
     if mode == Mode::On {
-        set_limits(&store, &reg).await?;
+        set_limits(&store, &reg, &cfg.limits).await?;
     }
     sqlx::raw_sql("PRAGMA wal_checkpoint(TRUNCATE)")
         .execute(store.pool())
         .await?;
     let res = drive(&store, &reg.caller, cfg, None, tck).await?;
-    check(store.pool(), &reg, mode, cfg.sqlite_preload, res.loops).await?;
+    check(
+        store.pool(),
+        &reg,
+        mode,
+        &cfg.limits,
+        cfg.sqlite_preload,
+        res.loops,
+    )
+    .await?;
     store.close().await;
     drop(dir);
     Ok(res)
@@ -474,7 +530,7 @@ impl Pg {
             .execute(&self.admin)
             .await?;
         if mode == Mode::On {
-            set_limits(&self.store, &self.reg).await?;
+            set_limits(&self.store, &self.reg, &cfg.limits).await?;
         }
         // As B1: the emptied attempt table is not vacuumed (see B1's reset).
         for sql in ["VACUUM ANALYZE todos", "ANALYZE admission", "CHECKPOINT"] {
@@ -491,6 +547,7 @@ impl Pg {
             self.store.pool(),
             &self.reg,
             mode,
+            &cfg.limits,
             cfg.pg_preload,
             res.loops,
         )
@@ -598,10 +655,21 @@ async fn measure(cfg: &Config, pg: Option<&Pg>) -> Result<(String, bool)> {
     );
     let _ = writeln!(
         md,
-        "- off: no admission rows, every todo at priority 0; on: endpoint max_in_flight = 1000 \
-         and a 1 h window of 10 000 000 claims, queue `inbox` max_in_flight = 1000 (never \
-         binding, evaluated on every claim: a slot taken, the window charged), priorities \
-         spread over 0..{}",
+        "- off: no admission rows, every todo at priority 0; on: {} (never binding, evaluated \
+         on every claim: a slot taken, the window charged), priorities spread over 0..{}",
+        if cfg.limits.is_empty() {
+            "no admission limits (B10_LIMITS=none)".to_owned()
+        } else {
+            cfg.limits
+                .iter()
+                .map(|l| match l {
+                    Limit::EndpointInFlight => "endpoint max_in_flight = 1000",
+                    Limit::Window => "endpoint window of 1 h, max_claims_per_window = 10 000 000",
+                    Limit::QueueInFlight => "queue `inbox` max_in_flight = 1000",
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        },
         cfg.priorities
     );
     let mut backends = Vec::new();
