@@ -46,7 +46,7 @@
 //! (default 10; 1 puts every todo at priority 0), `B10_LIMITS` (what "on"
 //! sets: `none` or some of `endpoint-in-flight,window,queue-in-flight`,
 //! default all three; fewer tell where the cost is), `B10_EXPLAIN=1` (after every PostgreSQL run, EXPLAIN
-//! (ANALYZE, BUFFERS) of the store's fused claim,
+//! (ANALYZE, BUFFERS) of the store's fused claim, its custom and its generic plan,
 //! `statements::claim_pending_with_attempt`, rolled back, to stderr),
 //! `B10_RESULTS` (also write the Markdown report there). PostgreSQL:
 //! `SWITCHBOARD_BENCH_DATABASE_URL`, else `SWITCHBOARD_TEST_DATABASE_URL`
@@ -563,10 +563,24 @@ impl Pg {
     }
 
     /// The store's PostgreSQL claim (`claim_pending_with_attempt`), analysed
-    /// and rolled back.
+    /// and rolled back: planned for its parameters, and as the generic plan
+    /// that the store's prepared statement may settle on after five runs.
     async fn explain_claim(&self) -> Result<String> {
+        let custom = self.explain_claim_as("auto").await?;
+        let generic = self.explain_claim_as("force_generic_plan").await?;
+        Ok(format!(
+            "-- custom plan:\n{custom}\n-- generic plan (force_generic_plan):\n{generic}"
+        ))
+    }
+
+    async fn explain_claim_as(&self, plan_cache_mode: &str) -> Result<String> {
         let mut conn = self.admin.acquire().await?;
         let mut tx = conn.begin().await?;
+        sqlx::raw_sql(AssertSqlSafe(format!(
+            "SET LOCAL plan_cache_mode = {plan_cache_mode}"
+        )))
+        .execute(&mut *tx)
+        .await?;
         let now = now_ms();
         let rows = sqlx::query(AssertSqlSafe(format!(
             "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) {}",
