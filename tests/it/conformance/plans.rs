@@ -458,3 +458,60 @@ async fn on_postgres_retention_reads_what_is_old_not_the_history() {
     drop(two);
     ts.finish().await;
 }
+
+/// Pending todos behind the claims, when the statistics are taken.
+const BACKLOG: usize = 2_000;
+
+/// With admission limits set (one endpoint row: the shape that made
+/// PostgreSQL plan an anti join over every pending todo and a sort, 430–580
+/// ms a claim in B10), a claim still reads the head of the pending index:
+/// a few entries per claim, not the backlog.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_postgres_a_claim_under_admission_limits_reads_the_head_of_the_pending_index() {
+    let Some(ts) = support::postgres_store("admission_plans").await else {
+        return;
+    };
+    let url = ts.postgres_url().expect("a PostgreSQL store");
+    let store = &*ts.store;
+    let f = fixture(store, "ada").await;
+    for n in 0..BACKLOG {
+        let mut new = NewTodo::new(&f.endpoint.id, "inbox", format!("todo {n}"));
+        new.priority = (n % 7) as i64;
+        create(store, new).await;
+    }
+    let limits = switchboard::domain::admission::Limits {
+        max_in_flight: Some(1_000),
+        ..Default::default()
+    };
+    store
+        .set_admission(&f.human.id, &f.endpoint.id, None, &limits)
+        .await
+        .unwrap();
+    let mut db = PgConnection::connect(&url).await.expect("connect");
+    sqlx::raw_sql("ANALYZE todos; ANALYZE admission")
+        .execute(&mut db)
+        .await
+        .unwrap();
+    store.close().await;
+    until_the_store_has_disconnected(&mut db).await;
+    let before = index_use(&mut db, "todos_pending_by_endpoint").await;
+
+    let store = second_handle(&ts).await;
+    for _ in 0..LOOPS {
+        claim_next_and_complete(&store, &f).await;
+    }
+    store.close().await;
+    until_the_store_has_disconnected(&mut db).await;
+    let after = index_use(&mut db, "todos_pending_by_endpoint").await;
+    let (scans, read) = (after.0 - before.0, after.1 - before.1);
+    assert!(
+        scans >= LOOPS as i64,
+        "each claim read the pending index ({scans} scans)"
+    );
+    assert!(
+        read < (LOOPS * 20) as i64,
+        "{read} pending-index entries read for {LOOPS} claims: the claims walked the backlog"
+    );
+    drop(db);
+    ts.finish().await;
+}

@@ -13,8 +13,12 @@ pub(super) enum ClaimTarget<'a> {
 /// How many times a claim is read again after another instance's claim
 /// took the in-flight slot or the window's last claim it had read as free.
 /// Each time, the claim reads the limits afresh, so it either finds room
-/// that is really there or finds none and answers like an empty queue.
-const ADMISSION_RACE_RETRIES: usize = 8;
+/// that is really there or finds none and answers like an empty queue. A
+/// window's charge fails only when the window is really spent, and slots
+/// are spread (`statements::free_slot`), so a claim that loses this often
+/// while room remains is all but impossible (B10 saw 9 in a row lost with
+/// the lowest-free slot and 8 tries, and answered a false empty).
+const ADMISSION_RACE_RETRIES: usize = 64;
 
 /// Whether a claim failed because a concurrent claim (on another instance
 /// or connection) took what it had read as free: the same in-flight slot,
@@ -80,6 +84,8 @@ impl SqlStore {
             match self.claim_target_once(caller, &target, opts.clone()).await {
                 Err(err) if lost_admission_race(&err) && retries < ADMISSION_RACE_RETRIES => {
                     retries += 1;
+                    // Let the claim that won commit before reading again.
+                    tokio::task::yield_now().await;
                 }
                 Err(err) if lost_admission_race(&err) => return Ok(None),
                 answer => return answer,
