@@ -135,7 +135,7 @@ fn routes() -> Router<ApiState> {
             "/todos/cancel",
             post(todos::bulk_cancel).get(todos::show_reserved),
         )
-        .route("/todos/{id}", get(todos::show))
+        .route("/todos/{id}", get(todos::show).delete(todos::remove))
         .route("/todos/{id}/event", get(todos::event))
         .route("/todos/{id}/retry", post(todos::retry))
         .route("/todos/{id}/release", post(todos::release))

@@ -99,6 +99,11 @@ pub static SQLITE_MIGRATIONS: &[Migration] = &[
         name: "deliveries",
         sql: include_str!("migrations/sqlite/0016_deliveries.sql"),
     },
+    Migration {
+        version: 19,
+        name: "form_submissions",
+        sql: include_str!("migrations/sqlite/0019_form_submissions.sql"),
+    },
 ];
 
 pub static POSTGRES_MIGRATIONS: &[Migration] = &[
@@ -181,6 +186,11 @@ pub static POSTGRES_MIGRATIONS: &[Migration] = &[
         version: 16,
         name: "deliveries",
         sql: include_str!("migrations/postgres/0016_deliveries.sql"),
+    },
+    Migration {
+        version: 19,
+        name: "form_submissions",
+        sql: include_str!("migrations/postgres/0019_form_submissions.sql"),
     },
 ];
 
