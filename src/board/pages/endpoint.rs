@@ -7,7 +7,7 @@ use axum::extract::{Path, Query, State};
 use axum::response::Response;
 
 use super::refusal;
-use super::todos::{TodoRow, rows};
+use super::todos::{TodoRow, dead_ids, rows};
 use crate::board::BoardState;
 use crate::board::auth::Signed;
 use crate::board::error::BoardError;
@@ -48,6 +48,8 @@ struct EndpointPage {
     hooks: Vec<HookRow>,
     schedules: Vec<ScheduleRow>,
     quarantined: Vec<QuarantineRow>,
+    /// The push form's one-time token (`ops::forms`).
+    push_nonce: String,
 }
 
 /// A quarantined delivery to one of the endpoint's webhooks, waiting for a
@@ -221,7 +223,15 @@ async fn show(
     layout.title = format!("{} · {}", card.agent, card.slug);
     Ok(render(&EndpointPage {
         layout,
-        todos: rows(&page.items, std::slice::from_ref(endpoint), now),
+        todos: rows(
+            &page.items,
+            std::slice::from_ref(endpoint),
+            &state
+                .store
+                .human_last_attempts(&signed.human.id, &dead_ids(&page.items))
+                .await?,
+            now,
+        ),
         card,
         until_choices: UNTIL_CHOICES,
         zone: zone_of(endpoint).iana_name().unwrap_or("UTC").to_owned(),
@@ -231,7 +241,64 @@ async fn show(
         hooks,
         schedules,
         quarantined,
+        push_nonce: ops::forms::mint_nonce(),
     }))
+}
+
+/// The push form: a human's todo on one of the endpoint's queues (title,
+/// queue, an optional JSON payload), through the one push operation. The
+/// form's one-time token makes a second click answer with the todo the
+/// first one pushed instead of pushing another.
+pub(crate) async fn push(
+    State(state): State<BoardState>,
+    Path(slug): Path<String>,
+    form: CsrfForm,
+) -> Result<Response, BoardError> {
+    let human = &form.signed.human.id;
+    let endpoint = state.store.get_endpoint(human, &slug).await?;
+    let back_to = path_of(&endpoint.slug);
+    // Checked before the token is spent, so that a typo can be fixed and sent again.
+    let payload = match form.fields.text("payload") {
+        None => None,
+        Some(text) => match serde_json::from_str::<serde_json::Value>(text) {
+            Ok(value) => Some(value),
+            Err(e) => return Ok(back(&back_to, Err(format!("payload: not JSON: {e}")))),
+        },
+    };
+    let nonce = form.fields.text(ops::forms::NONCE_FIELD);
+    match ops::forms::submit(&state.delivery, human, "push", nonce).await {
+        Err(e) => return Ok(back(&back_to, Err(refusal(e)))),
+        Ok(ops::forms::Submission::Repeat(prior)) => {
+            let what = match prior.result {
+                Some(id) => format!("it pushed {id} once"),
+                None => "its first submission is still being handled".to_owned(),
+            };
+            return Ok(back(
+                &back_to,
+                Ok(format!("already submitted: {what}; nothing new was pushed")),
+            ));
+        }
+        Ok(ops::forms::Submission::First) => {}
+    }
+    let request = ops::todos::Push {
+        title: form.fields.get("title").unwrap_or("").trim().to_owned(),
+        queue: form.fields.text("queue").map(str::to_owned),
+        payload,
+        ..ops::todos::Push::default()
+    };
+    let outcome = match ops::todos::push(&state.delivery, human, &endpoint.id, request).await {
+        Ok((_, created)) => {
+            if let Some(nonce) = nonce {
+                ops::forms::settle(&state.delivery, human, nonce, &created.todo.id).await?;
+            }
+            Ok(format!(
+                "pushed {} ({}) to queue {}",
+                created.todo.id, created.todo.title, created.todo.queue
+            ))
+        }
+        Err(e) => Err(refusal(e)),
+    };
+    Ok(back(&back_to, outcome))
 }
 
 /// One notify hook of the endpoint, with its last deliveries.
