@@ -179,7 +179,7 @@ try {
   check('unheard');
 
   // --- table rows stay on one line; long cells end in an ellipsis ---------
-  const longTitle = `A very long title that would wrap a table row onto two lines ${'and then some more words '.repeat(6)}`;
+  const longTitle = `A very long title that would wrap a table row onto two lines ${'and more words '.repeat(4)}`;
   const long = await api('POST', `/api/v1/endpoints/${SLUG_A}/todos`, TOKEN_A, { title: longTitle });
   assert(long.status === 201, `push answered ${long.status}`);
   for (const width of [1280, 390]) {
@@ -208,6 +208,11 @@ try {
       view: window.innerWidth,
       header: document.querySelector('header.top').getBoundingClientRect().right,
       wide: [...document.querySelectorAll('table')].filter((t) => !t.closest('.scroll')).length,
+      // What sticks out, when something does (outside the scrolling boxes).
+      out: [...document.querySelectorAll('body *')]
+        .filter((el) => !el.closest('.scroll') && el.getBoundingClientRect().right > window.innerWidth + 0.5)
+        .slice(0, 5)
+        .map((el) => `${el.tagName.toLowerCase()}.${el.className}#${el.id} ${Math.round(el.getBoundingClientRect().right)}`),
     }));
     assert(fit.page <= fit.view && fit.header <= fit.view, `${path} fits 390 px: ${JSON.stringify(fit)}`);
     assert(fit.wide === 0, `${path}: every table scrolls inside its box`);
@@ -230,6 +235,8 @@ try {
   await page.goto(BASE + '/board/vend');
   await page.fill('#vend-agent', 'double-click');
   await page.dblclick('#vend-submit');
+  // Whichever POST's answer the browser keeps: the reveal, or "already submitted".
+  await page.waitForSelector('#reveal, #vend-already');
   await page.waitForLoadState('load');
   const replay = await page.evaluate(async () => {
     const form = document.querySelector('#vend-form');
