@@ -211,15 +211,17 @@ pub(crate) struct EndpointCard {
     pub(crate) presence_source: &'static str,
     pub(crate) presence_until: Option<String>,
     pub(crate) presence_until_exact: Option<String>,
+    /// `2026-12-06 22:00 CET`, for the until's tooltip.
+    pub(crate) presence_until_abs: Option<String>,
     pub(crate) shift: Option<String>,
     pub(crate) last_seen: String,
     pub(crate) last_seen_exact: Option<String>,
     /// `2026-12-06 09:00 UTC`, in the endpoint's zone.
     pub(crate) last_seen_abs: Option<String>,
-    pub(crate) last_contact: Option<String>,
+    pub(crate) last_contact: Option<When>,
     /// `+3 s` when the agent's own claim runs ahead of the server's.
     pub(crate) skew: Option<String>,
-    pub(crate) stale_after: Option<String>,
+    pub(crate) stale_after: Option<When>,
     pub(crate) sessions: Vec<SessionLine>,
     pub(crate) attached: usize,
     pub(crate) streaming: usize,
@@ -235,7 +237,7 @@ pub(crate) struct EndpointCard {
     pub(crate) note: Option<String>,
     pub(crate) queues: Vec<String>,
     pub(crate) verbs: Vec<String>,
-    pub(crate) expires: Option<String>,
+    pub(crate) expires: Option<When>,
     pub(crate) mcp_url: String,
     /// The endpoint's own default lease (empty: the server's), and the one in force.
     pub(crate) default_lease: String,
@@ -311,6 +313,7 @@ impl EndpointCard {
             presence_source: presence.source.as_str(),
             presence_until: until,
             presence_until_exact: presence.until.map(exact),
+            presence_until_abs: presence.until.map(|t| absolute(t, &zone)),
             shift: e.shift.clone(),
             last_seen: e
                 .last_seen_at
@@ -318,7 +321,7 @@ impl EndpointCard {
                 .unwrap_or_else(|| "never".to_owned()),
             last_seen_exact: e.last_seen_at.map(exact),
             last_seen_abs: e.last_seen_at.map(|t| absolute(t, &zone)),
-            last_contact: e.last_contact_at.map(|t| relative(now, t)),
+            last_contact: e.last_contact_at.map(|t| When::at(t, now, &zone)),
             skew: match (e.last_contact_at, e.last_seen_at) {
                 (Some(c), Some(s)) => {
                     let secs = (c.as_millis() - s.as_millis()) / 1000;
@@ -326,7 +329,7 @@ impl EndpointCard {
                 }
                 _ => None,
             },
-            stale_after: assessment.stale_after.map(|t| relative(now, t)),
+            stale_after: assessment.stale_after.map(|t| When::at(t, now, &zone)),
             attached: sessions.len(),
             streaming: sessions.iter().filter(|s| s.streaming).count(),
             deaf,
@@ -340,7 +343,7 @@ impl EndpointCard {
             note: e.last_note.clone(),
             queues: e.scope_queues.clone(),
             verbs: e.scope_verbs.clone(),
-            expires: e.expires_at.map(|t| relative(now, t)),
+            expires: e.expires_at.map(|t| When::at(t, now, &zone)),
             mcp_url: format!("{}/mcp/{}", public_url.trim_end_matches('/'), e.slug),
             default_lease: e
                 .default_lease_ttl_seconds

@@ -165,7 +165,10 @@ try {
   const unheard = page.locator(`article[data-slug="${SLUG_UNHEARD}"] .chip`);
   assert(await unheard.getAttribute('data-condition') === 'unheard', `the endpoint with pending work and no session: ${await unheard.textContent()}`);
   assert(/^unheard \(\d+ pending\)$/.test((await unheard.textContent()).trim()), `the chip says why: ${await unheard.textContent()}`);
-  const chipColors = await unheard.evaluate((el) => [getComputedStyle(el).backgroundColor, getComputedStyle(el).color]);
+  const chipColors = await page.evaluate((slug) => {
+    const el = document.querySelector(`article[data-slug="${slug}"] .chip`);
+    return [getComputedStyle(el).backgroundColor, getComputedStyle(el).color];
+  }, SLUG_UNHEARD);
   const idleColors = await page.evaluate(() => {
     const probe = document.createElement('span');
     probe.className = 'chip chip-idle';
@@ -192,8 +195,12 @@ try {
     });
     assert(rows.length >= 2, `rows: ${rows.length}`);
     for (const r of rows) assert(r.h < 2 * r.line, `a row is one line at ${width} px: ${JSON.stringify(r)}`);
-    const clipped = await page.locator(`#todo-table tr[data-id="${long.json.id}"] td.title`).evaluate((td) => td.scrollWidth > td.clientWidth && getComputedStyle(td).textOverflow === 'ellipsis');
-    assert(clipped, 'the long title is clipped with an ellipsis');
+    // One synchronous read: a live refresh may swap the table between two calls.
+    const clip = await page.evaluate((id) => {
+      const a = document.querySelector(`#todo-table tr[data-id="${id}"] td.title .clip`);
+      return { scroll: a.scrollWidth, client: a.clientWidth, overflow: getComputedStyle(a).textOverflow };
+    }, long.json.id);
+    assert(clip.scroll > clip.client && clip.overflow === 'ellipsis', `the long title is clipped with an ellipsis at ${width} px: ${JSON.stringify(clip)}`);
   }
   await page.setViewportSize({ width: 1280, height: 860 });
   await api('DELETE', `/api/v1/todos/${long.json.id}`, TOKEN_A);
@@ -227,8 +234,18 @@ try {
   await page.goto(BASE + `/board/todos/${TODO_A}`);
   const created = await page.locator('dd:has(time) .abs').first().textContent();
   assert(/^\(\d{4}-\d\d-\d\d \d\d:\d\d [A-Z]{3,5}\)$/.test(created), `the created time is absolute with a zone: ${created}`);
-  const titled = await page.locator('#todo-table time, .timeline time, dd time').evaluateAll((ts) => ts.map((t) => t.title || t.parentElement.textContent));
-  assert(titled.every((t) => /\d{4}-\d\d-\d\d \d\d:\d\d [A-Z]{3,5}/.test(t)), `every time has its absolute form: ${titled}`);
+  // Every time on these pages carries its absolute form with a zone, in its
+  // tooltip or beside it.
+  for (const path of ['/', `/board/endpoints/${SLUG_A}`, '/board/todos', `/board/todos/${TODO_A}`, '/board/tokens']) {
+    await page.goto(BASE + path);
+    const times = await page.locator('time').evaluateAll((ts) => ts.map((t) => ({
+      text: t.textContent,
+      abs: t.title || (t.nextElementSibling?.classList.contains('abs') ? t.nextElementSibling.textContent : ''),
+    })));
+    assert(times.length > 0, `${path} shows times`);
+    const bare = times.filter((t) => !/\d\d:\d\d [A-Z]{3,5}/.test(t.abs));
+    assert(bare.length === 0, `${path}: every time has its absolute form with a zone: ${JSON.stringify(bare)}`);
+  }
   check('times-zoned');
 
   // --- a second click on Vend vends nothing again ------------------------

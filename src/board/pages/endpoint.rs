@@ -13,7 +13,7 @@ use crate::board::auth::Signed;
 use crate::board::error::BoardError;
 use crate::board::form::CsrfForm;
 use crate::board::view::{
-    EndpointCard, Layout, Messages, back, cards, dated, relative, render, zone_of,
+    EndpointCard, Layout, Messages, When, back, cards, dated, relative, render, zone_of,
 };
 use crate::domain::duration::parse_positive_duration;
 use crate::domain::intake::Decision;
@@ -56,7 +56,7 @@ struct EndpointPage {
 /// human: its sender and what its todo would be titled.
 pub(crate) struct QuarantineRow {
     pub(crate) id: String,
-    pub(crate) when: String,
+    pub(crate) when: When,
     pub(crate) sender: String,
     pub(crate) event: String,
     pub(crate) title: String,
@@ -116,6 +116,7 @@ async fn show(
         )
         .await?;
     let now = state.store.clock().now();
+    let zone = zone_of(endpoint);
     let webhooks = state
         .store
         .list_webhooks(&signed.human.id, &endpoint.id)
@@ -125,8 +126,8 @@ async fn show(
             id: w.id.clone(),
             queue: w.queue.clone(),
             signed: w.signed,
-            created: relative(now, w.created_at),
-            rotated: w.rotated_at.map(|t| relative(now, t)),
+            created: When::at(w.created_at, now, &zone),
+            rotated: w.rotated_at.map(|t| When::at(t, now, &zone)),
         })
         .collect();
     let mut hooks = Vec::new();
@@ -141,7 +142,7 @@ async fn show(
             .await?
             .into_iter()
             .map(|d| HookDeliveryRow {
-                when: relative(now, d.at),
+                when: When::at(d.at, now, &zone),
                 event: d.event,
                 outcome: d.outcome,
                 detail: match (d.status, d.error) {
@@ -157,9 +158,9 @@ async fn show(
             failures: h.consecutive_failures,
             disabled: h
                 .disabled_at
-                .map(|t| relative(now, t))
+                .map(|t| When::at(t, now, &zone))
                 .zip(h.disabled_reason.clone())
-                .map(|(when, why)| format!("{when}: {why}")),
+                .map(|(when, why)| format!("{} ({}): {why}", when.rel, when.abs)),
             id: h.id,
             url: h.url,
             deliveries,
@@ -187,7 +188,7 @@ async fn show(
             )
             .await?;
         quarantined.extend(held.items.into_iter().map(|d| QuarantineRow {
-            when: relative(now, d.received_at),
+            when: When::at(d.received_at, now, &zone),
             sender: d.envelope.sender.unwrap_or_else(|| "unknown".into()),
             event: d.envelope.event.unwrap_or_default(),
             title: d.title.unwrap_or_default(),
@@ -314,7 +315,7 @@ pub(crate) struct HookRow {
 
 /// One try of a hook delivery.
 pub(crate) struct HookDeliveryRow {
-    pub(crate) when: String,
+    pub(crate) when: When,
     pub(crate) event: String,
     pub(crate) outcome: String,
     /// `HTTP 500`, or what went wrong.
@@ -385,8 +386,8 @@ pub(crate) struct WebhookRow {
     pub(crate) id: String,
     pub(crate) queue: String,
     pub(crate) signed: bool,
-    pub(crate) created: String,
-    pub(crate) rotated: Option<String>,
+    pub(crate) created: When,
+    pub(crate) rotated: Option<When>,
 }
 
 /// A webhook's new URL (and signing secret), shown once.

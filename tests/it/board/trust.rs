@@ -174,7 +174,7 @@ async fn every_count_adds_up_and_follows_the_filter() {
     );
     let dead_row = row(&only_alpha, &dead);
     assert!(
-        dead_row.contains(r#"class="reason" title="failed: exit 2: the build broke""#),
+        dead_row.contains(r#"class="reason clip" title="failed: exit 2: the build broke""#),
         "{dead_row}"
     );
 

@@ -1010,7 +1010,11 @@ fn a_todo_is_deleted_for_good_after_a_confirmation() {
     // A script must say -y; a person is asked, and "n" keeps it.
     let refused = cli.run(&["todo", "delete", &id]);
     assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
-    assert!(stderr(&refused).contains("needs -y"), "{}", stderr(&refused));
+    assert!(
+        stderr(&refused).contains("needs -y"),
+        "{}",
+        stderr(&refused)
+    );
     let declined = run_on_a_terminal(&cli, &["todo", "delete", &id], "n\n");
     assert!(declined.contains("Nothing was deleted."), "{declined}");
     assert_eq!(cli.json(&["todo", "show", &id])["state"], "pending");
