@@ -289,8 +289,12 @@ pub(crate) async fn push(
     };
     let outcome = match ops::todos::push(&state.delivery, human, &endpoint.id, request).await {
         Ok((_, created)) => {
-            if let Some(nonce) = nonce {
-                ops::forms::settle(&state.delivery, human, nonce, &created.todo.id).await?;
+            // The push happened whatever happens here (the failure is logged).
+            if let Some(nonce) = nonce
+                && let Err(e) =
+                    ops::forms::settle(&state.delivery, human, nonce, &created.todo.id).await
+            {
+                refusal(e);
             }
             Ok(format!(
                 "pushed {} ({}) to queue {}",

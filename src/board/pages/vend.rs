@@ -112,8 +112,13 @@ pub(crate) async fn vend(
         }
         Ok(ops::forms::Submission::First) => match vend_endpoint(&state, human, &input).await {
             Ok(reveal) => {
-                if let Some(nonce) = nonce {
-                    ops::forms::settle(&state.delivery, human, nonce, &reveal.slug).await?;
+                // The credential is shown whatever happens here: a replay that
+                // finds no result says "still being handled", never vends again.
+                if let Some(nonce) = nonce
+                    && let Err(e) =
+                        ops::forms::settle(&state.delivery, human, nonce, &reveal.slug).await
+                {
+                    refusal(e);
                 }
                 layout.notice =
                     Some("endpoint vended: copy the credential now, it is not shown again".into());
