@@ -94,6 +94,14 @@ fn routes() -> Router<ApiState> {
         )
         .route("/endpoints/{reference}/todos", post(todos::push))
         .route(
+            "/endpoints/{reference}/admission",
+            get(admission::show).put(admission::set_endpoint),
+        )
+        .route(
+            "/endpoints/{reference}/queues/{queue}/admission",
+            put(admission::set_queue),
+        )
+        .route(
             "/endpoints/{reference}/presence",
             get(presence::show)
                 .put(presence::set)
@@ -135,7 +143,10 @@ fn routes() -> Router<ApiState> {
             "/todos/cancel",
             post(todos::bulk_cancel).get(todos::show_reserved),
         )
-        .route("/todos/{id}", get(todos::show).delete(todos::remove))
+        .route(
+            "/todos/{id}",
+            get(todos::show).patch(todos::edit).delete(todos::remove),
+        )
         .route("/todos/{id}/event", get(todos::event))
         .route("/todos/{id}/retry", post(todos::retry))
         .route("/todos/{id}/release", post(todos::release))

@@ -9,7 +9,8 @@ use utoipa::openapi::{ContentBuilder, ObjectBuilder, RefOr, ResponseBuilder, Typ
 use utoipa::{Modify, OpenApi};
 
 use super::handlers::{
-    agents, deliveries, endpoints, hooks, me, presence, schedules, todos, tokens, webhooks,
+    admission, agents, deliveries, endpoints, hooks, me, presence, schedules, todos, tokens,
+    webhooks,
 };
 use super::views::*;
 use crate::http::error::{ErrorBody, ErrorDetail};
@@ -27,13 +28,14 @@ use crate::http::error::{ErrorBody, ErrorDetail};
         endpoints::list, endpoints::vend, endpoints::show, endpoints::edit,
         endpoints::revoke, endpoints::remove, endpoints::test_ring,
         presence::show, presence::set, presence::clear, presence::set_shift,
-        todos::push, todos::list, todos::show, todos::event, todos::retry, todos::release,
+        todos::push, todos::list, todos::show, todos::edit, todos::event, todos::retry, todos::release,
         todos::cancel, todos::remove, todos::bulk_retry, todos::bulk_cancel,
         webhooks::list, webhooks::create, webhooks::rotate, webhooks::remove,
         deliveries::set_senders, deliveries::list, deliveries::show, deliveries::release,
         deliveries::discard, deliveries::replay,
         hooks::list, hooks::add, hooks::remove, hooks::enable, hooks::test,
         schedules::list, schedules::add, schedules::remove, schedules::pause, schedules::resume,
+        admission::show, admission::set_endpoint, admission::set_queue,
     ),
     components(schemas(
         ErrorBody, ErrorDetail, HumanView, TokenView, NewTokenView, TokenList,
@@ -42,8 +44,9 @@ use crate::http::error::{ErrorBody, ErrorDetail};
         IntakeEventView, WebhookView, NewWebhookView, WebhookList,
         HookView, HookDeliveryView, NewHookView, HookList, HookTestView, hooks::AddHook,
         ScheduleView, ScheduleList, schedules::AddSchedule,
+        admission::SetAdmission, admission::AdmissionView, admission::AdmissionLevel,
         tokens::CreateToken, agents::RegisterAgent, agents::EditAgent,
-        endpoints::VendRequest, endpoints::EditEndpoint, endpoints::TestRingRequest, endpoints::TestRingView, todos::PushTodo,
+        endpoints::VendRequest, endpoints::EditEndpoint, endpoints::TestRingRequest, endpoints::TestRingView, todos::PushTodo, todos::EditTodo,
         webhooks::CreateWebhook, deliveries::SetSenders, deliveries::ReplayDelivery,
         deliveries::DeliveryView, deliveries::DeliveryList, deliveries::DecidedView,
         presence::PresenceBody, presence::SetPresence, presence::SetShift,

@@ -100,6 +100,11 @@ pub static SQLITE_MIGRATIONS: &[Migration] = &[
         sql: include_str!("migrations/sqlite/0016_deliveries.sql"),
     },
     Migration {
+        version: 17,
+        name: "admission_and_priority",
+        sql: include_str!("migrations/sqlite/0017_admission_and_priority.sql"),
+    },
+    Migration {
         version: 19,
         name: "form_submissions",
         sql: include_str!("migrations/sqlite/0019_form_submissions.sql"),
@@ -186,6 +191,11 @@ pub static POSTGRES_MIGRATIONS: &[Migration] = &[
         version: 16,
         name: "deliveries",
         sql: include_str!("migrations/postgres/0016_deliveries.sql"),
+    },
+    Migration {
+        version: 17,
+        name: "admission_and_priority",
+        sql: include_str!("migrations/postgres/0017_admission_and_priority.sql"),
     },
     Migration {
         version: 19,
