@@ -449,13 +449,16 @@ pub struct TodoView {
     pub title: String,
     pub kind: Option<String>,
     pub source: Option<String>,
-    /// `pending`, `claimed`, `done`, `failed` or `cancelled`.
+    /// `pending`, `claimed`, `done`, `failed`, `cancelled` or `delayed`.
     pub state: String,
     pub dead_letter: bool,
     /// Who cancelled it (`human:<id>`), while it is `cancelled`.
     pub cancelled_by: Option<String>,
     /// Higher is claimed first.
     pub priority: i64,
+    /// When a delayed todo becomes (or became) pending.
+    #[schema(format = DateTime)]
+    pub run_at: Option<String>,
     pub owner: Option<String>,
     pub attempt: i64,
     pub max_attempts: i64,
@@ -498,6 +501,7 @@ impl From<&Todo> for TodoView {
             dead_letter: t.dead_letter,
             cancelled_by: t.cancelled_by.clone(),
             priority: t.priority,
+            run_at: t.run_at.map(|t| t.to_rfc3339()),
             owner: t.owner.clone(),
             attempt: t.attempt,
             max_attempts: t.max_attempts,

@@ -200,6 +200,18 @@ impl Delivery {
         .await;
     }
 
+    /// A delayed todo's `run_at` came and it is pending now: it rings as a
+    /// new todo does (its creation's ring, deferred), once in the cluster.
+    pub async fn todo_due(&self, todo: &TodoRef) {
+        self.bus.publish(Message::TodoReady {
+            endpoint_id: todo.endpoint_id.clone(),
+            todo_id: todo.id.clone(),
+            retried: false,
+        });
+        self.ring_ready(&todo.endpoint_id, &todo.id, None, None, Trigger::Created)
+            .await;
+    }
+
     /// A failed todo's retry window elapsed and it is pending again.
     pub async fn todo_retried(&self, todo: &TodoRef) {
         self.bus.publish(Message::TodoReady {

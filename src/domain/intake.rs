@@ -12,6 +12,19 @@ use super::Invalid;
 
 /// The most logins one webhook trusts.
 pub const MAX_TRUSTED: usize = 256;
+
+/// The request header a sender delays its todo with (an RFC 3339 time);
+/// kept with the delivery, so a replay honours it too.
+pub const RUN_AT_HEADER: &str = "x-switchboard-run-at";
+
+/// The delay a delivery's kept headers ask for ([`RUN_AT_HEADER`]), if any
+/// and readable.
+pub fn run_at_of(kept_headers: &serde_json::Value) -> Option<super::Timestamp> {
+    kept_headers
+        .get(RUN_AT_HEADER)
+        .and_then(serde_json::Value::as_str)
+        .and_then(|text| super::Timestamp::parse_rfc3339(text.trim()))
+}
 /// The longest login kept (GitHub's are 39 bytes; Gitea's 40).
 pub const MAX_LOGIN_BYTES: usize = 100;
 

@@ -5,8 +5,8 @@ use std::str::FromStr;
 
 use serde::Serialize;
 
-use super::Invalid;
 use super::text::{strip_controls_and_cut, truncate_reporting};
+use super::{Invalid, Timestamp};
 
 pub const MAX_TITLE_BYTES: usize = 200;
 pub const MAX_PAYLOAD_BYTES: usize = 256 * 1024;
@@ -36,15 +36,19 @@ pub enum TodoState {
     Failed,
     /// Terminal, by a human (`docs/api.md`): never claimed or rung again.
     Cancelled,
+    /// Pushed with a `run_at` still to come: neither claimable nor
+    /// ringable until then, when it becomes pending and rings.
+    Delayed,
 }
 
 impl TodoState {
-    pub const ALL: [TodoState; 5] = [
+    pub const ALL: [TodoState; 6] = [
         Self::Pending,
         Self::Claimed,
         Self::Done,
         Self::Failed,
         Self::Cancelled,
+        Self::Delayed,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -54,6 +58,7 @@ impl TodoState {
             Self::Done => "done",
             Self::Failed => "failed",
             Self::Cancelled => "cancelled",
+            Self::Delayed => "delayed",
         }
     }
 
@@ -66,7 +71,8 @@ impl TodoState {
                 Invalid::new(
                     field,
                     format!(
-                        "unknown state {s:?}; expected pending, claimed, done, failed or cancelled"
+                        "unknown state {s:?}; expected pending, claimed, done, failed, \
+                         cancelled or delayed"
                     ),
                 )
             })
@@ -265,6 +271,42 @@ pub fn validate_max_attempts(n: i64) -> Result<(), Invalid> {
     }
 }
 
+/// How far ahead a todo may be delayed.
+pub const MAX_DELAY: std::time::Duration = std::time::Duration::from_secs(366 * 24 * 3600);
+
+/// When a pushed todo becomes claimable: `run_at` (RFC 3339) or `delay`
+/// (a duration from `now`), not both; `None` for now. A time already past
+/// is now. At most [`MAX_DELAY`] ahead. Errors name the field given.
+pub fn resolve_run_at(
+    run_at: Option<&str>,
+    delay: Option<&str>,
+    now: Timestamp,
+) -> Result<Option<Timestamp>, Invalid> {
+    let (at, field) = match (run_at, delay) {
+        (Some(_), Some(_)) => {
+            return Err(Invalid::new("delay", "give run_at or delay, not both"));
+        }
+        (None, None) => return Ok(None),
+        (Some(text), None) => (
+            Timestamp::parse_rfc3339(text).ok_or_else(|| {
+                Invalid::new(
+                    "run_at",
+                    format!("{text:?} is not an RFC 3339 time (e.g. 2026-12-07T09:00:00Z)"),
+                )
+            })?,
+            "run_at",
+        ),
+        (None, Some(text)) => (
+            now.saturating_add(super::duration::parse_positive_duration(text, "delay")?),
+            "delay",
+        ),
+    };
+    if at > now.saturating_add(MAX_DELAY) {
+        return Err(Invalid::new(field, "at most 366 days ahead"));
+    }
+    Ok(Some(at))
+}
+
 /// The largest priority either way: room for any scheme of levels, and far
 /// from the integer's edges.
 pub const MAX_PRIORITY: i64 = 1_000_000;
@@ -413,5 +455,37 @@ mod tests {
         let (s, cut) = clip_summary(&"é".repeat(2000));
         assert!(cut && s.len() <= 2048 && s.len() == 2048);
         assert_eq!(clean_claimant("w\u{1b}[31m1"), "w[31m1");
+    }
+
+    #[test]
+    fn run_at_or_delay_but_not_both_and_not_too_far() {
+        let now = Timestamp::parse_rfc3339("2026-12-06T10:00:00Z").unwrap();
+        assert_eq!(resolve_run_at(None, None, now), Ok(None));
+        assert_eq!(
+            resolve_run_at(None, Some("90m"), now),
+            Ok(Some(now.add_secs(5400)))
+        );
+        assert_eq!(
+            resolve_run_at(Some("2026-12-07T09:00:00Z"), None, now),
+            Ok(Timestamp::parse_rfc3339("2026-12-07T09:00:00Z")
+                .map(Some)
+                .unwrap())
+        );
+        let field = |r: Result<Option<Timestamp>, Invalid>| r.unwrap_err().field;
+        assert_eq!(field(resolve_run_at(Some("x"), Some("1h"), now)), "delay");
+        assert_eq!(field(resolve_run_at(Some("tomorrow"), None, now)), "run_at");
+        assert_eq!(field(resolve_run_at(None, Some("soon"), now)), "delay");
+        assert_eq!(field(resolve_run_at(None, Some("400d"), now)), "delay");
+        assert_eq!(
+            field(resolve_run_at(Some("2028-01-01T00:00:00Z"), None, now)),
+            "run_at"
+        );
+    }
+
+    #[test]
+    fn priorities_stay_within_a_million_either_way() {
+        assert!(validate_priority(1_000_000).is_ok());
+        assert!(validate_priority(-1_000_000).is_ok());
+        assert_eq!(validate_priority(1_000_001).unwrap_err().field, "priority");
     }
 }

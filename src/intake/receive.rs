@@ -17,6 +17,7 @@ use serde::Serialize;
 use super::IntakeState;
 use super::{MAX_BODY_BYTES, derive, envelope, headers, key, payload, signature};
 use crate::domain::ids::sha256_hex;
+use crate::domain::intake::RUN_AT_HEADER;
 use crate::domain::text::cut_to_bytes;
 use crate::http::client_addr::ClientAddr;
 use crate::http::error::{ApiError, ApiResult};
@@ -104,6 +105,13 @@ pub(super) async fn receive(
         let env = unverified(body.len());
         record_refusal(&state, webhook, "bad_signature", env, &kept).await;
         return Err(ApiError::bad_signature());
+    }
+    // A sender may delay its todo; a time it cannot parse is refused whole.
+    if let Some(text) = headers::text(&parts.headers, RUN_AT_HEADER) {
+        let now = state.delivery.store().clock().now();
+        if let Err(e) = crate::domain::todo::resolve_run_at(Some(&text), None, now) {
+            return Err(ApiError::invalid("X-Switchboard-Run-At", e.message));
+        }
     }
     let trust_mode = claimed_mode;
     let json = payload::parse(&body);

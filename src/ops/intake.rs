@@ -221,6 +221,7 @@ fn new_todo(received: &Received, queue: &str) -> NewTodo {
         idempotency_key: Some(received.idempotency_key.clone()),
         max_attempts: None,
         priority: 0,
+        run_at: crate::domain::intake::run_at_of(&received.headers),
         intake: Some(NewIntakeEvent {
             trust_mode: received.trust_mode,
             actor: format!("webhook:{}", received.webhook.id),

@@ -230,6 +230,7 @@ fn todo_of(schedule: &Schedule, occurrence: Timestamp, tz: &jiff::tz::TimeZone) 
         idempotency_key: None,
         max_attempts: None,
         priority: 0,
+        run_at: None,
         intake: Some(NewIntakeEvent {
             trust_mode: TrustMode::Operator,
             actor: format!("schedule:{}", schedule.id),

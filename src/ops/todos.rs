@@ -30,6 +30,10 @@ pub struct Push {
     pub key: Option<String>,
     /// Higher is claimed first; default 0.
     pub priority: Option<i64>,
+    /// Not claimable or rung before this (RFC 3339), or
+    pub run_at: Option<String>,
+    /// … before this long from now (`90m`); not both.
+    pub delay: Option<String>,
 }
 
 /// Pushes a todo for one of the human's endpoints (by slug or id). Returns
@@ -41,6 +45,11 @@ pub async fn push(
     reference: &str,
     push: Push,
 ) -> StoreResult<(Endpoint, CreatedTodo)> {
+    let run_at = crate::domain::todo::resolve_run_at(
+        push.run_at.as_deref(),
+        push.delay.as_deref(),
+        delivery.store().clock().now(),
+    )?;
     let endpoint = delivery.store().get_endpoint(human_id, reference).await?;
     if !endpoint.is_active() {
         return Err(crate::store::StoreError::EndpointRevoked);
@@ -79,6 +88,7 @@ pub async fn push(
         idempotency_key: push.key,
         max_attempts: None,
         priority: push.priority.unwrap_or(0),
+        run_at,
         intake: Some(NewIntakeEvent {
             trust_mode: TrustMode::Operator,
             actor: format!("human:{human_id}"),
@@ -122,6 +132,36 @@ pub(crate) async fn announce(
         match endpoint {
             Some(endpoint) => delivery.todo_created_on(&created.todo, endpoint).await,
             None => delivery.todo_created(&created.todo).await,
+        }
+    }
+}
+
+/// Delayed todos promoted per statement.
+pub const DUE_PER_BATCH: i64 = 500;
+
+/// Moves every delayed todo whose `run_at` has come to pending and rings
+/// each (once in the cluster: the statement moves each todo for one
+/// caller). Returns how many moved. A read of the earliest `run_at` comes
+/// first, so that the server's once-a-second check writes nothing while
+/// nothing is due.
+pub async fn promote_due(delivery: &Delivery) -> StoreResult<usize> {
+    let store = delivery.store();
+    match store.unscoped_next_delayed_at().await? {
+        Some(at) if at <= store.clock().now() => {}
+        _ => return Ok(0),
+    }
+    let mut moved = 0;
+    loop {
+        let due = delivery
+            .store()
+            .unscoped_promote_due_delayed(DUE_PER_BATCH)
+            .await?;
+        for todo in &due {
+            delivery.todo_due(todo).await;
+        }
+        moved += due.len();
+        if (due.len() as i64) < DUE_PER_BATCH {
+            return Ok(moved);
         }
     }
 }

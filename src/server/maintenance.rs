@@ -14,6 +14,9 @@ use crate::mcp::McpConfig;
 use crate::metrics::Metrics;
 use crate::store::{RetentionCursor, Revoked, Store, TodoRef};
 
+/// How often an instance looks for delayed todos that came due.
+const DELAYED_CHECK: Duration = Duration::from_secs(1);
+
 #[derive(Debug, Clone)]
 pub struct MaintenanceConfig {
     /// Period of the maintenance tick (default 30 s).
@@ -117,13 +120,27 @@ pub fn spawn_loops(bg: Background, stop: watch::Receiver<bool>) -> Vec<JoinHandl
             .await;
         })
     };
+    // Delayed todos come due on the second (`docs/queue.md`, "Delayed
+    // todos"): a read of the earliest `run_at` each second, a write only
+    // when something is due.
+    let delayed = {
+        let (delivery, stop) = (delivery.clone(), stop.clone());
+        tokio::spawn(async move {
+            every(DELAYED_CHECK, stop, || async {
+                if let Err(e) = crate::ops::todos::promote_due(&delivery).await {
+                    tracing::error!(error = %e, "delayed todos not promoted");
+                }
+            })
+            .await;
+        })
+    };
     let retention = tokio::spawn(async move {
         every(config.retention_interval, stop, || {
             retention_pass(delivery.store(), &config)
         })
         .await;
     });
-    vec![maintenance, evaluator, janitor, retention]
+    vec![maintenance, evaluator, janitor, delayed, retention]
 }
 
 /// Makes the todos of due schedules (`docs/queue.md`, "Recurring todos"),

@@ -105,6 +105,11 @@ pub static SQLITE_MIGRATIONS: &[Migration] = &[
         sql: include_str!("migrations/sqlite/0017_admission_and_priority.sql"),
     },
     Migration {
+        version: 18,
+        name: "delayed",
+        sql: include_str!("migrations/sqlite/0018_delayed.sql"),
+    },
+    Migration {
         version: 19,
         name: "form_submissions",
         sql: include_str!("migrations/sqlite/0019_form_submissions.sql"),
@@ -196,6 +201,11 @@ pub static POSTGRES_MIGRATIONS: &[Migration] = &[
         version: 17,
         name: "admission_and_priority",
         sql: include_str!("migrations/postgres/0017_admission_and_priority.sql"),
+    },
+    Migration {
+        version: 18,
+        name: "delayed",
+        sql: include_str!("migrations/postgres/0018_delayed.sql"),
     },
     Migration {
         version: 19,

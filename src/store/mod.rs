@@ -530,6 +530,12 @@ pub trait SweepStore: Send + Sync {
     async fn unscoped_reap_lapsed_leases(&self, limit: i64) -> StoreResult<ReapReport>;
     /// Failed todos whose retry window elapsed: back to pending.
     async fn unscoped_schedule_due_retries(&self, limit: i64) -> StoreResult<Vec<TodoRef>>;
+    /// Delayed todos whose `run_at` has come: pending, by one guarded
+    /// statement (each is moved, and so rung, by one caller in the cluster),
+    /// earliest first, at most `limit`.
+    async fn unscoped_promote_due_delayed(&self, limit: i64) -> StoreResult<Vec<TodoRef>>;
+    /// The earliest `run_at` of a delayed todo, if any (one index read).
+    async fn unscoped_next_delayed_at(&self) -> StoreResult<Option<Timestamp>>;
     /// Revokes every active endpoint whose `expires_at` has passed.
     async fn unscoped_expire_endpoints(&self, limit: i64) -> StoreResult<Vec<Revoked>>;
     /// Deletes up to `limit` terminal todos (done, dead letter, cancelled)

@@ -195,6 +195,9 @@ pub struct NewTodo {
     pub max_attempts: Option<i64>,
     /// Higher is claimed first; 0 by default.
     pub priority: i64,
+    /// Not claimable or ringable before this: a todo with a `run_at` still
+    /// to come is created `delayed`.
+    pub run_at: Option<Timestamp>,
     /// `None` makes a pull-only todo that never rings.
     pub intake: Option<NewIntakeEvent>,
 }
@@ -216,6 +219,7 @@ impl NewTodo {
             idempotency_key: None,
             max_attempts: None,
             priority: 0,
+            run_at: None,
             intake: None,
         }
     }
@@ -255,6 +259,8 @@ pub struct Todo {
     pub cancelled_by: Option<String>,
     /// Higher is claimed first (`docs/queue.md`, "Priority").
     pub priority: i64,
+    /// When a delayed todo becomes (or became) pending.
+    pub run_at: Option<Timestamp>,
 }
 
 #[derive(Debug, Clone)]
@@ -572,6 +578,7 @@ pub struct StateCounts {
     pub done: i64,
     pub failed: i64,
     pub cancelled: i64,
+    pub delayed: i64,
 }
 
 impl StateCounts {
@@ -582,6 +589,7 @@ impl StateCounts {
             TodoState::Done => self.done,
             TodoState::Failed => self.failed,
             TodoState::Cancelled => self.cancelled,
+            TodoState::Delayed => self.delayed,
         }
     }
 
@@ -592,6 +600,7 @@ impl StateCounts {
             TodoState::Done => self.done = n,
             TodoState::Failed => self.failed = n,
             TodoState::Cancelled => self.cancelled = n,
+            TodoState::Delayed => self.delayed = n,
         }
     }
 }

@@ -718,3 +718,43 @@ async fn deliveries_are_rate_limited_per_client_address() {
         .await;
     assert!(later.created(), "{later:?}");
 }
+
+#[tokio::test]
+async fn a_sender_delays_its_todo_with_a_run_at_header_and_a_bad_one_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let hook = server.endpoint_with_webhook("later", false).await;
+    let delivered = server
+        .deliver(
+            &hook.url,
+            &[
+                ("content-type", "application/json"),
+                ("x-switchboard-run-at", "2099-01-01T00:00:00Z"),
+            ],
+            json!({"title": "too far"}).to_string(),
+        )
+        .await;
+    assert_eq!(delivered.status, 400, "{delivered:?}");
+    assert_eq!(delivered.body["error"]["field"], "X-Switchboard-Run-At");
+    assert!(
+        server.todos(&hook).await.is_empty(),
+        "a refusal makes nothing"
+    );
+
+    use switchboard::clock::Clock;
+    let at = switchboard::clock::SystemClock.now().add_secs(10 * 86_400);
+    let delivered = server
+        .deliver(
+            &hook.url,
+            &[
+                ("content-type", "application/json"),
+                ("x-switchboard-run-at", &at.to_rfc3339()),
+            ],
+            json!({"title": "new year's report"}).to_string(),
+        )
+        .await;
+    assert_eq!(delivered.status, 202, "{delivered:?}");
+    let todo = server.todo(&delivered.todo_id()).await;
+    assert_eq!(todo["state"], "delayed", "{todo}");
+    assert_eq!(todo["run_at"], at.to_rfc3339());
+}

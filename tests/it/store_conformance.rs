@@ -25,6 +25,8 @@ mod bulk;
 mod concurrency;
 #[path = "conformance/dedup.rs"]
 mod dedup;
+#[path = "conformance/delayed.rs"]
+mod delayed;
 #[path = "conformance/deliveries.rs"]
 mod deliveries;
 #[path = "conformance/fencing.rs"]

@@ -37,6 +37,12 @@ pub(crate) struct PushTodo {
     /// Higher is claimed first (default 0), within ±1 000 000.
     #[schema(minimum = -1000000, maximum = 1000000)]
     pub priority: Option<i64>,
+    /// Not claimable or rung before this RFC 3339 time: the todo is
+    /// `delayed` until then (at most 366 days ahead).
+    #[schema(format = DateTime)]
+    pub run_at: Option<String>,
+    /// The same as a duration from now (`90m`, `2h`, `1d`); not with `run_at`.
+    pub delay: Option<String>,
 }
 
 /// A human-authored todo. 201 when created; 200 with `created: false` when
@@ -68,6 +74,8 @@ pub(crate) async fn push(
         payload: body.payload,
         key: body.key,
         priority: body.priority,
+        run_at: body.run_at,
+        delay: body.delay,
     };
     let (endpoint, created) =
         ops::todos::push(&state.delivery, &auth.human.id, &reference, push).await?;

@@ -186,6 +186,12 @@ pub struct PushArgs {
     /// Higher is claimed first (default 0; negative for later).
     #[arg(long, allow_hyphen_values = true)]
     pub priority: Option<i64>,
+    /// Not claimable or rung before this RFC 3339 time (the todo is delayed).
+    #[arg(long, value_name = "RFC3339", conflicts_with = "in_")]
+    pub at: Option<String>,
+    /// Not claimable or rung for this long (90m, 2h, 1d).
+    #[arg(long = "in", id = "in_", value_name = "DURATION")]
+    pub in_: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -240,6 +246,8 @@ pub(crate) async fn run(args: TodoArgs) -> anyhow::Result<()> {
                 "payload": payload,
                 "key": push.key,
                 "priority": push.priority,
+                "run_at": push.at,
+                "delay": push.in_,
             });
             let response = client
                 .post(&["endpoints", &push.reference, "todos"], &body)

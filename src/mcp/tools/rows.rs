@@ -527,6 +527,7 @@ mod tests {
             completed_at: None,
             cancelled_by: None,
             priority: 0,
+            run_at: None,
         }
     }
 

@@ -62,7 +62,7 @@ impl SqlStore {
         let done = sqlx::query(
             "UPDATE todos SET state = 'failed', next_retry_at = NULL, lease_expires_at = NULL, \
                lease_token_hash = NULL, result = $3, completed_at = $1, updated_at = $1 \
-             WHERE endpoint_id = $2 AND (state IN ('pending', 'claimed') \
+             WHERE endpoint_id = $2 AND (state IN ('pending', 'claimed', 'delayed') \
                OR (state = 'failed' AND next_retry_at IS NOT NULL))",
         )
         .bind(now.as_millis())

@@ -185,6 +185,36 @@ impl SweepStore for SqlStore {
         Ok(rows.iter().map(todo_ref).collect())
     }
 
+    async fn unscoped_promote_due_delayed(&self, limit: i64) -> StoreResult<Vec<TodoRef>> {
+        let now = self.now();
+        let rows = sqlx::query(AssertSqlSafe(format!(
+            "UPDATE todos SET state = 'pending', updated_at = $1 \
+             WHERE id IN (SELECT id FROM {due} WHERE state = 'delayed' AND run_at <= $1 \
+               ORDER BY run_at LIMIT $2{skip}) AND state = 'delayed' \
+             RETURNING id, endpoint_id, queue",
+            due = self.dialect.todos_by_index("todos_delayed_due"),
+            skip = self.dialect.skip_locked()
+        )))
+        .bind(now.as_millis())
+        .bind(limit)
+        .fetch_all(self.writer()?)
+        .await?;
+        Ok(rows.iter().map(todo_ref).collect())
+    }
+
+    async fn unscoped_next_delayed_at(&self) -> StoreResult<Option<Timestamp>> {
+        let row = sqlx::query(AssertSqlSafe(format!(
+            "SELECT run_at FROM {due} WHERE state = 'delayed' ORDER BY run_at LIMIT 1",
+            due = self.dialect.todos_by_index("todos_delayed_due"),
+        )))
+        .fetch_optional(self.reader()?)
+        .await?;
+        Ok(row
+            .map(|r| r.try_get::<i64, _>("run_at"))
+            .transpose()?
+            .map(Timestamp::from_millis))
+    }
+
     async fn unscoped_prune_terminal_todos(
         &self,
         older_than: Duration,

@@ -976,6 +976,20 @@ fn cases(w: &World) -> Vec<Case> {
             400,
             "priority",
         ),
+        case(
+            M::POST,
+            &todos,
+            json!({"title": "x", "queue": "inbox", "delay": "soon"}),
+            400,
+            "delay",
+        ),
+        case(
+            M::POST,
+            &todos,
+            json!({"title": "x", "queue": "inbox", "run_at": "tomorrow"}),
+            400,
+            "run_at",
+        ),
         // Intake: a bad signature, an unknown URL, a revoked endpoint, too big.
         raw(
             M::POST,

@@ -153,6 +153,7 @@ async fn a_dedup_hit_records_no_intake_event(store: &dyn Store, ts: &TestStore) 
     let f = fixture(store, "ada").await;
     let with_event = |title: &str| NewTodo {
         priority: 0,
+        run_at: None,
         intake: Some(NewIntakeEvent {
             trust_mode: TrustMode::Operator,
             actor: format!("human:{}", f.human.id),

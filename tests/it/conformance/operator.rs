@@ -16,6 +16,7 @@ use crate::support::{Fixture, TestStore, endpoint_for, fixture};
 fn rung_todo(f: &Fixture, title: &str) -> NewTodo {
     NewTodo {
         priority: 0,
+        run_at: None,
         intake: Some(NewIntakeEvent {
             trust_mode: TrustMode::Operator,
             actor: "human:test".into(),

@@ -257,6 +257,7 @@ async fn digest_todos_and_marking_touch_only_what_they_name(store: &dyn Store, t
     };
     let pushed = |title: &str, queue: &str| NewTodo {
         priority: 0,
+        run_at: None,
         intake: Some(intake()),
         ..NewTodo::new(&f.endpoint.id, queue, title)
     };

@@ -22,6 +22,7 @@ pub(super) fn steps() -> Vec<Duration> {
 pub(super) fn rung_todo(endpoint_id: &str, title: &str) -> NewTodo {
     NewTodo {
         priority: 0,
+        run_at: None,
         intake: Some(NewIntakeEvent {
             trust_mode: TrustMode::Operator,
             actor: "human:test".into(),

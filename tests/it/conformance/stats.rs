@@ -56,6 +56,7 @@ async fn queue_stats_count_every_state_across_endpoints(store: &dyn Store, ts: &
             done: 1,
             failed: 2,
             cancelled: 0,
+            delayed: 0,
         }
     );
     assert_eq!(stats.dead_letters, 1, "a scheduled retry is not dead");

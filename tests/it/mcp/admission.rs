@@ -201,3 +201,56 @@ async fn the_highest_priority_is_claimed_first_and_an_operator_can_change_it() {
     }
     assert_eq!(order, [later, urgent, routine]);
 }
+
+#[tokio::test]
+async fn a_delayed_push_is_neither_claimable_nor_rung_until_its_time_then_rings_once() {
+    mcp::listener::node_ready();
+    let server = Server::start(&[]);
+    let ep = server.vend(json!({"agent": "a"})).await;
+    let mut listener = Listener::start(&ep, 1).await;
+    let pushed = server
+        .api(
+            Method::POST,
+            &format!("/api/v1/endpoints/{}/todos", ep.slug),
+            Some(json!({"title": "later", "delay": "2s"})),
+        )
+        .await;
+    assert_eq!(pushed["state"], "delayed", "{pushed}");
+    let id = pushed["id"].as_str().unwrap().to_owned();
+    let shown = server.todo(&id).await;
+    assert!(shown["run_at"].is_string(), "{shown}");
+
+    let mcp = server.mcp(&ep);
+    let session = mcp.initialize().await;
+    let empty = mcp.call_ok(&session, "claim_next", json!({})).await;
+    assert_eq!(empty, json!({"empty": true}));
+    listener
+        .assert_silent(
+            Duration::from_millis(1200),
+            "a delayed todo before its time",
+        )
+        .await;
+
+    let bell = listener
+        .one(Duration::from_secs(10), "the ring when it comes due")
+        .await;
+    assert_eq!(bell.todo_id(), Some(id.as_str()), "{:?}", bell.meta);
+    let claimed = mcp.call_ok(&session, "claim_next", json!({})).await;
+    assert_eq!(claimed["todo"]["id"], id);
+    listener
+        .assert_silent(Duration::from_millis(500), "one ring")
+        .await;
+    listener.close().await;
+
+    let refused = server
+        .http
+        .post(server.url(&format!("/api/v1/endpoints/{}/todos", ep.slug)))
+        .bearer_auth(&server.admin_token)
+        .json(&json!({"title": "x", "delay": "1h", "run_at": "2030-01-01T00:00:00Z"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 400);
+    let refused: Value = refused.json().await.unwrap();
+    assert_eq!(refused["error"]["field"], "delay", "{refused}");
+}

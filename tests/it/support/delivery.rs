@@ -219,6 +219,7 @@ pub fn operator_intake() -> NewIntakeEvent {
 pub fn pushed(endpoint_id: &str, queue: &str, title: &str) -> NewTodo {
     NewTodo {
         priority: 0,
+        run_at: None,
         intake: Some(operator_intake()),
         ..NewTodo::new(endpoint_id, queue, title)
     }

@@ -72,6 +72,8 @@ impl SqlStore {
         max_attempts: i64,
     ) -> StoreResult<Option<Todo>> {
         let now = self.now().as_millis();
+        // A run_at already reached makes an ordinary pending todo.
+        let delayed = new.run_at.is_some_and(|at| at.as_millis() > now);
         // FOR SHARE (PostgreSQL) orders us against a concurrent revoke, which
         // would otherwise miss a todo committed just after its cascade.
         let for_share = match self.dialect {
@@ -131,8 +133,9 @@ impl SqlStore {
 
         let inserted = sqlx::query(concat!(
             "INSERT INTO todos (id, endpoint_id, queue, title, kind, source, payload, \
-               idempotency_key, event_id, state, max_attempts, created_at, updated_at, priority) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'pending', $10, $11, $11, $12) \
+               idempotency_key, event_id, state, max_attempts, created_at, updated_at, priority, \
+               run_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $13, $10, $11, $11, $12, $14) \
              ON CONFLICT DO NOTHING RETURNING ",
             todo_columns!()
         ))
@@ -148,6 +151,8 @@ impl SqlStore {
         .bind(max_attempts)
         .bind(now)
         .bind(new.priority)
+        .bind(if delayed { "delayed" } else { "pending" })
+        .bind(new.run_at.map(Timestamp::as_millis))
         .fetch_optional(&mut **tx)
         .await?;
 

@@ -151,8 +151,10 @@ fn human_list_todos_sql(
     Ok((sql, conditions.binds))
 }
 
-const LIVE_CONDITION: &str =
-    "(state IN ('pending', 'claimed') OR (state = 'failed' AND next_retry_at IS NOT NULL))";
+/// A live todo: not finished (the `todos_live_key` index's predicate, word
+/// for word, so that SQLite matches the index to it).
+const LIVE_CONDITION: &str = "(state IN ('pending', 'claimed', 'delayed') \
+     OR (state = 'failed' AND next_retry_at IS NOT NULL))";
 
 fn encode_result(result: Option<&serde_json::Value>) -> StoreResult<Option<String>> {
     match result {
@@ -560,7 +562,7 @@ impl TodoStore for SqlStore {
         let mut tx = self.begin().await?;
         let row = sqlx::query(concat!(
             "UPDATE todos SET priority = $1, updated_at = $2 ",
-            "WHERE id = $3 AND state IN ('pending', 'claimed', 'failed') AND endpoint_id IN ",
+            "WHERE id = $3 AND state IN ('pending', 'claimed', 'failed', 'delayed') AND endpoint_id IN ",
             "(SELECT id FROM endpoints WHERE human_id = $4 AND state = 'active') RETURNING ",
             todo_columns!()
         ))

@@ -21,7 +21,8 @@ const RETRYABLE: &str = "state IN ('failed', 'cancelled')";
 const RETRY_KEEPS_KEYS_UNIQUE: &str = "(idempotency_key IS NULL OR NOT EXISTS (\
     SELECT 1 FROM todos o WHERE o.endpoint_id = todos.endpoint_id \
       AND o.idempotency_key = todos.idempotency_key AND o.id <> todos.id \
-      AND (o.state IN ('pending', 'claimed') OR (o.state = 'failed' AND o.next_retry_at IS NOT NULL) \
+      AND (o.state IN ('pending', 'claimed', 'delayed') \
+           OR (o.state = 'failed' AND o.next_retry_at IS NOT NULL) \
            OR (o.state IN ('failed', 'cancelled') AND o.id > todos.id))))";
 
 /// What a cancel sets: `$1` now, `by` the placeholder of who cancelled.
