@@ -230,6 +230,8 @@ pub(crate) struct EndpointCard {
     pub(crate) claimed: i64,
     /// Failed, waiting for their scheduled retry.
     pub(crate) retrying: i64,
+    /// Not claimable before their `run_at`.
+    pub(crate) delayed: i64,
     pub(crate) dead_letters: i64,
     /// How long the oldest pending todo has waited.
     pub(crate) oldest_pending: Option<When>,
@@ -337,6 +339,7 @@ impl EndpointCard {
             pending: activity.pending,
             claimed: activity.claimed,
             retrying: activity.retrying,
+            delayed: activity.delayed,
             dead_letters: activity.dead_letters,
             oldest_pending: activity.oldest_pending_at.map(|t| When::at(t, now, &zone)),
             working_on: activity.working_on.clone(),

@@ -479,6 +479,8 @@ pub struct EndpointActivity {
     /// Failed todos waiting for their scheduled retry (neither pending nor
     /// dead yet): counted on their own so that the counts add up.
     pub retrying: i64,
+    /// Delayed todos: not claimable before their `run_at`.
+    pub delayed: i64,
     pub dead_letters: i64,
     /// When the oldest pending todo was created, if any is pending.
     pub oldest_pending_at: Option<Timestamp>,

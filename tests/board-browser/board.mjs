@@ -150,13 +150,14 @@ try {
       conditions: ['working', 'idle', 'off', 'attention', 'revoked'].map((k) => document.querySelector(`[data-total="${k}"]`) ? n(`[data-total="${k}"]`) : 0).reduce((a, b) => a + b, 0),
       pending: [n('#total-pending'), sum('pending')],
       retrying: [n('#total-retrying'), sum('retrying')],
+      delayed: [n('#total-delayed'), sum('delayed')],
       claimed: [n('#total-claimed'), sum('claimed')],
       dead: [n('#total-dead'), sum('dead')],
     };
   });
   assert(tally.cards === tally.endpoints && tally.cards >= 5, `the endpoint count is the number of cards: ${JSON.stringify(tally)}`);
   assert(tally.conditions === tally.endpoints, `working + idle + off + attention + revoked = endpoints: ${JSON.stringify(tally)}`);
-  for (const kind of ['pending', 'retrying', 'claimed', 'dead']) {
+  for (const kind of ['pending', 'delayed', 'retrying', 'claimed', 'dead']) {
     assert(tally[kind][0] === tally[kind][1], `the ${kind} total is the sum of the cards: ${JSON.stringify(tally)}`);
   }
   check('counts-add-up');

@@ -12,8 +12,8 @@ use crate::board::view::{EndpointCard, Layout, all_endpoints, cards, render};
 /// Sums over the human's endpoints, for the bar on top: `endpoints` is
 /// every card shown, and working + idle + off + attention + revoked add up
 /// to it (an `unheard` endpoint needs attention). The todo counts are the
-/// cards' sums: pending + retrying + claimed + dead letters are every live
-/// or dead todo the cards count.
+/// cards' sums: pending + delayed + retrying + claimed + dead letters are
+/// every live or dead todo the cards count.
 #[derive(Default)]
 pub(crate) struct Totals {
     pub(crate) endpoints: usize,
@@ -24,6 +24,7 @@ pub(crate) struct Totals {
     pub(crate) attention: usize,
     pub(crate) pending: i64,
     pub(crate) retrying: i64,
+    pub(crate) delayed: i64,
     pub(crate) claimed: i64,
     pub(crate) dead_letters: i64,
 }
@@ -49,6 +50,7 @@ impl Totals {
         for c in cards {
             t.pending += c.pending;
             t.retrying += c.retrying;
+            t.delayed += c.delayed;
             t.claimed += c.claimed;
             t.dead_letters += c.dead_letters;
         }

@@ -303,6 +303,7 @@ impl Filters {
 pub(crate) struct Counts {
     pub(crate) pending: i64,
     pub(crate) retrying: i64,
+    pub(crate) delayed: i64,
     pub(crate) claimed: i64,
     pub(crate) dead_letters: i64,
     pub(crate) oldest_pending: Option<When>,
@@ -327,6 +328,7 @@ impl Counts {
         for a in activity.values() {
             c.pending += a.pending;
             c.retrying += a.retrying;
+            c.delayed += a.delayed;
             c.claimed += a.claimed;
             c.dead_letters += a.dead_letters;
             if let Some(t) = a.oldest_pending_at {

@@ -103,6 +103,12 @@ fn activity_counts_sql(dialect: Dialect) -> String {
             "state = 'claimed'",
         ),
         (
+            "delayed",
+            "todos_delayed_by_endpoint",
+            "COUNT(*)",
+            "state = 'delayed'",
+        ),
+        (
             "retrying",
             "todos_retry_by_endpoint",
             "COUNT(*)",
@@ -419,6 +425,7 @@ impl EndpointStore for SqlStore {
                     "oldest" => a.oldest_pending_at = Some(Timestamp::from_millis(n)),
                     "claimed" => a.claimed = n,
                     "retrying" => a.retrying = n,
+                    "delayed" => a.delayed = n,
                     _ => a.dead_letters = n,
                 }
             }

@@ -205,6 +205,16 @@ async fn fleet(server: &Server, admin: &str, alpha_id: &str) -> String {
     }
     claim_next(&server.database, &builder.id, true).await;
     claim_next(&server.database, &builder.id, false).await;
+    // Delayed: counted on its own, not claimable for two hours.
+    server
+        .expect(
+            201,
+            Method::POST,
+            &format!("/api/v1/endpoints/{}/todos", builder.slug),
+            admin,
+            Body::Json(json!({ "title": "Release notes", "delay": "2h" })),
+        )
+        .await;
     let mailer = vend(server, admin, json!({ "agent": "mailer" })).await;
     server
         .expect(

@@ -113,9 +113,18 @@ async fn every_count_adds_up_and_follows_the_filter() {
         retrying
     );
     claim_next(&server.database, &alpha.id, false).await;
-    // beta: two pending.
+    // beta: two pending, and one delayed for an hour.
     push(&server, &admin, &beta.slug, "b1").await;
     push(&server, &admin, &beta.slug, "b2").await;
+    server
+        .expect(
+            201,
+            Method::POST,
+            &format!("/api/v1/endpoints/{}/todos", beta.slug),
+            &admin,
+            Body::Json(json!({ "title": "later", "delay": "1h" })),
+        )
+        .await;
 
     let mut board = Board::new(&server.addr);
     board.sign_in(&admin).await;
@@ -124,6 +133,7 @@ async fn every_count_adds_up_and_follows_the_filter() {
         ("total-endpoints", "2"),
         ("total-pending", "3"),
         ("total-retrying", "1"),
+        ("total-delayed", "1"),
         ("total-claimed", "1"),
         ("total-dead", "1"),
     ] {
@@ -146,6 +156,7 @@ async fn every_count_adds_up_and_follows_the_filter() {
     let all = board.get("/board/todos").await.body;
     assert_eq!(text_of(&all, "count-pending"), "3");
     assert_eq!(text_of(&all, "count-retrying"), "1");
+    assert_eq!(text_of(&all, "count-delayed"), "1");
     assert!(all.contains(r#"data-scope="all 2 endpoints""#), "{all}");
     assert!(all.contains(r#"id="oldest-pending""#));
     // Filtered by endpoint, the counts follow; the other filters are named.
@@ -155,6 +166,7 @@ async fn every_count_adds_up_and_follows_the_filter() {
         .body;
     assert_eq!(text_of(&only_alpha, "count-pending"), "1");
     assert_eq!(text_of(&only_alpha, "count-claimed"), "1");
+    assert_eq!(text_of(&only_alpha, "count-delayed"), "0");
     assert!(only_alpha.contains(&format!(r#"data-scope="endpoint {}""#, alpha.slug)));
     let by_queue = board.get("/board/todos?queue=inbox&kind=x").await.body;
     assert!(

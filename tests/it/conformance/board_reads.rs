@@ -172,14 +172,18 @@ async fn activity_counts_retrying_todos_and_the_oldest_pending(store: &dyn Store
     claim_and_fail(store, &f.caller, &flaky.id).await;
     let doomed = create(store, capped_todo(&f, "doomed", 1)).await;
     claim_and_fail(store, &f.caller, &doomed.id).await;
+    let mut later = inbox_todo(&f, "later");
+    later.run_at = Some(ts.store.clock().now().add_secs(3600));
+    let later = create(store, later).await;
+    assert_eq!(later.state, TodoState::Delayed);
     let activity = store
         .endpoint_activity(std::slice::from_ref(&f.endpoint.id))
         .await
         .unwrap();
     let a = &activity[&f.endpoint.id];
     assert_eq!(
-        (a.pending, a.retrying, a.claimed, a.dead_letters),
-        (2, 1, 0, 1)
+        (a.pending, a.delayed, a.retrying, a.claimed, a.dead_letters),
+        (2, 1, 1, 0, 1)
     );
     assert_eq!(a.oldest_pending_at, Some(oldest.created_at));
     let other = fixture(store, "bob").await;
