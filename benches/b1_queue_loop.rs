@@ -58,31 +58,32 @@
 mod host;
 #[path = "common/pg_floor.rs"]
 mod pg_floor;
+#[path = "common/queue_loop.rs"]
+mod queue_loop;
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail, ensure};
 use host::{HostTicks, disk_bytes_written, process_ticks};
 use pg_floor::{TRUE_FLOOR_CLAIM, TRUE_FLOOR_PRELOAD, TRUE_FLOOR_SCHEMA};
+use queue_loop::{
+    LEASE_MS, Registered, count, env_num, join_workers, median, now_ms, pg_pids, register,
+};
 use sqlx::any::AnyPoolOptions;
 use sqlx::pool::PoolConnection;
 use sqlx::postgres::{PgConnection, PgPool, PgPoolOptions, Postgres};
 use sqlx::sqlite::{SqliteConnectOptions, SqlitePool, SqlitePoolOptions};
 use sqlx::{AnyPool, AssertSqlSafe, Connection, Row};
 use switchboard::clock::SystemClock;
-use switchboard::domain::ids::sha256_hex;
-use switchboard::mint::random_token;
 use switchboard::store::Dialect;
 use switchboard::store::prelude::*;
 use switchboard::store::sql::DatabaseLocation;
 use switchboard::store::sql::statements::{self, ClaimScope};
-use switchboard::store::{
-    AgentKind, Caller, ClaimOptions, Finish, NewEndpoint, SqlStore, StoreOptions,
-};
+use switchboard::store::{Caller, ClaimOptions, Finish, SqlStore, StoreOptions};
 use switchboard::testkit::{StorePeek, ThrowawayDatabase};
 
 // ---------------------------------------------------------------------------
@@ -118,19 +119,6 @@ fn complete() -> &'static str {
 }
 
 const CLOSE_ATTEMPT: &str = statements::CLOSE_ATTEMPT;
-
-/// Pending todos, oldest first by `(created_at, id)`; ids shaped like the
-/// store's (`td_` + 32 hex digits). `$1` endpoint, `$2` base time, `$3` count.
-const PG_PRELOAD: &str = "INSERT INTO todos (id, endpoint_id, queue, title, state, max_attempts, \
-       created_at, updated_at) \
-     SELECT 'td_' || lpad(to_hex(i), 32, '0'), $1, 'inbox', 'bench todo ' || i, 'pending', 5, \
-       $2 + i, $2 + i \
-     FROM generate_series(1::bigint, $3::bigint) AS s(i)";
-
-const SQLITE_PRELOAD: &str = "WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < $3) \
-     INSERT INTO todos (id, endpoint_id, queue, title, state, max_attempts, created_at, updated_at) \
-     SELECT printf('td_%032x', i), $1, 'inbox', 'bench todo ' || i, 'pending', 5, $2 + i, $2 + i \
-     FROM s";
 
 /// The true floor on SQLite: the same minimal table and index as
 /// [`TRUE_FLOOR_SCHEMA`], preloaded like [`SQLITE_PRELOAD`].
@@ -170,17 +158,6 @@ struct Config {
     analysis: Option<String>,
     vacuum_every: Option<Duration>,
     results: Option<String>,
-}
-
-fn env_num<T: std::str::FromStr>(name: &str, default: T) -> Result<T> {
-    match std::env::var(name) {
-        Ok(v) if !v.trim().is_empty() => v
-            .trim()
-            .replace('_', "")
-            .parse()
-            .map_err(|_| anyhow!("{name}={v:?} is not a number")),
-        _ => Ok(default),
-    }
 }
 
 impl Config {
@@ -270,22 +247,6 @@ struct Sample {
     disk_written: u64,
     /// pid → (ticks, is a background process rather than a backend of ours).
     pg: HashMap<String, (u64, bool)>,
-}
-
-/// The server processes that do this benchmark's work: every backend
-/// connected to the bench database, plus the shared background processes
-/// (WAL writer, checkpointer, background writer), which have no database.
-async fn pg_pids(admin: &PgPool) -> Result<Vec<(String, bool)>> {
-    let rows = sqlx::query(
-        "SELECT pid, datname IS NULL FROM pg_stat_activity \
-         WHERE (datname = current_database() OR datname IS NULL) AND pid <> pg_backend_pid()",
-    )
-    .fetch_all(admin)
-    .await?;
-    Ok(rows
-        .iter()
-        .map(|r| (r.get::<i32, _>(0).to_string(), r.get::<bool, _>(1)))
-        .collect())
 }
 
 async fn sample(pg: Option<&PgPool>) -> Result<Sample> {
@@ -508,15 +469,6 @@ fn drift(seen: &[u64]) -> (f64, f64) {
         (seen[n] - seen[n - w]) as f64 / w as f64,
     )
 }
-
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
-}
-
-const LEASE_MS: i64 = 300_000;
 
 async fn store_worker(store: Arc<SqlStore>, caller: Caller, ctx: Ctx) -> Result<u64> {
     let mut loops = 0;
@@ -786,34 +738,6 @@ async fn sqlite_same_worker(pool: SqlitePool, ctx: Ctx) -> Result<u64> {
 // ---------------------------------------------------------------------------
 // Setup and checks.
 
-struct Registered {
-    caller: Caller,
-}
-
-async fn register(store: &SqlStore) -> Result<Registered> {
-    let human = store.create_human("bench").await?;
-    let agent = store
-        .create_agent(&human.id, "worker", AgentKind::Task)
-        .await?;
-    let credential = format!("sbk_{}", random_token(32));
-    let endpoint = store
-        .create_endpoint(NewEndpoint {
-            agent_id: agent.id.clone(),
-            slug: format!("worker-{}", random_token(3).to_lowercase()),
-            credential_hash: sha256_hex(&credential),
-            credential_prefix: credential[..12].to_owned(),
-            queues: vec!["inbox".into(), "reviews".into()],
-            verbs: vec![],
-            expires_at: None,
-            default_lease_ttl_seconds: None,
-            server_name: None,
-        })
-        .await?;
-    Ok(Registered {
-        caller: endpoint.caller(),
-    })
-}
-
 /// The true floor on SQLite, SQLite's own limit: the statements run on the
 /// worker's own thread, one shared connection behind a mutex (SQLite has one
 /// writer), autocommit, prepared once — no async runtime, no hand-off.
@@ -853,13 +777,6 @@ fn sqlite_true_floor_worker(
         ctx.tick();
     }
     Ok(loops)
-}
-
-async fn count(pool: &AnyPool, sql: &'static str) -> Result<i64> {
-    Ok(sqlx::query(sql)
-        .fetch_one(pool)
-        .await?
-        .try_get::<i64, _>(0)?)
 }
 
 /// The true floor's check: no todo claimed twice, none lost.
@@ -921,74 +838,7 @@ async fn check(pool: &AnyPool, path: Path, preload: i64, loops: u64) -> Result<(
     if path == Path::TrueFloor {
         return check_true_floor(pool, preload, loops).await;
     }
-    let done = count(pool, "SELECT COUNT(*) FROM todos WHERE state = 'done'").await?;
-    let pending = count(pool, "SELECT COUNT(*) FROM todos WHERE state = 'pending'").await?;
-    let other = count(
-        pool,
-        "SELECT COUNT(*) FROM todos WHERE state NOT IN ('done', 'pending')",
-    )
-    .await?;
-    let twice = count(
-        pool,
-        "SELECT COUNT(*) FROM todos WHERE state = 'done' AND (attempts_total <> 1 OR attempt <> 1)",
-    )
-    .await?;
-    let untouched_pending = count(
-        pool,
-        "SELECT COUNT(*) FROM todos WHERE state = 'pending' AND attempts_total <> 0",
-    )
-    .await?;
-    let attempts = count(pool, "SELECT COUNT(*) FROM todo_attempts").await?;
-    let good_attempts = count(
-        pool,
-        "SELECT COUNT(*) FROM todo_attempts a JOIN todos t ON t.id = a.todo_id \
-         WHERE t.state = 'done' AND a.seq = 1 AND a.attempt = 1 AND a.ended_at IS NOT NULL \
-           AND a.outcome = 'completed' AND a.disposition = 'done'",
-    )
-    .await?;
-    let mut problems = Vec::new();
-    if done != loops as i64 {
-        problems.push(format!(
-            "{done} todos are done but the workers completed {loops}"
-        ));
-    }
-    if done + pending != preload || other != 0 {
-        problems.push(format!(
-            "lost todos: {done} done + {pending} pending + {other} other != {preload} preloaded"
-        ));
-    }
-    if twice != 0 {
-        problems.push(format!("{twice} done todos were claimed more than once"));
-    }
-    if untouched_pending != 0 {
-        problems.push(format!("{untouched_pending} pending todos show a claim"));
-    }
-    let expected_attempts = if path == Path::FloorBare { 0 } else { done };
-    if attempts != expected_attempts || good_attempts != expected_attempts {
-        problems.push(format!(
-            "attempt history: {attempts} records, {good_attempts} well-formed, \
-             expected exactly one closed 'completed' record per done todo ({expected_attempts})"
-        ));
-    }
-    if problems.is_empty() {
-        Ok(())
-    } else {
-        bail!("correctness check failed: {}", problems.join("; "))
-    }
-}
-
-async fn join_workers(set: tokio::task::JoinSet<Result<u64>>, limit: Duration) -> Result<u64> {
-    let all = async move {
-        let mut set = set;
-        let mut total = 0;
-        while let Some(res) = set.join_next().await {
-            total += res.context("a worker panicked")??;
-        }
-        Ok::<u64, anyhow::Error>(total)
-    };
-    tokio::time::timeout(limit, all)
-        .await
-        .map_err(|_| anyhow!("the run did not stop within {limit:?}"))?
+    queue_loop::check_todos(pool, preload, loops, path != Path::FloorBare).await
 }
 
 // ---------------------------------------------------------------------------
@@ -1007,10 +857,11 @@ async fn sqlite_run(cfg: &Config, path: Path, conc: usize, tck: f64) -> Result<R
     );
     store.migrate(None).await?;
     let reg = register(&store).await?;
-    sqlx::query(SQLITE_PRELOAD)
+    sqlx::query(queue_loop::SQLITE_PRELOAD)
         .bind(&reg.caller.endpoint_id)
         .bind(now_ms() - cfg.sqlite_preload - 1000)
         .bind(cfg.sqlite_preload)
+        .bind(1_i64)
         .execute(store.pool())
         .await?;
     sqlx::raw_sql("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -1229,10 +1080,11 @@ impl Pg {
         sqlx::raw_sql("TRUNCATE todo_attempts, todos")
             .execute(&self.admin)
             .await?;
-        sqlx::query(PG_PRELOAD)
+        sqlx::query(queue_loop::PG_PRELOAD)
             .bind(&self.reg.caller.endpoint_id)
             .bind(now_ms() - preload - 1000)
             .bind(preload)
+            .bind(1_i64)
             .execute(&self.admin)
             .await?;
         // One statement each: VACUUM refuses to run in a multi-statement batch.
@@ -1545,19 +1397,6 @@ impl Pg {
 
 // ---------------------------------------------------------------------------
 // Reporting.
-
-fn median(v: &[f64]) -> f64 {
-    let mut s = v.to_vec();
-    s.sort_by(|a, b| a.total_cmp(b));
-    let n = s.len();
-    if n == 0 {
-        f64::NAN
-    } else if n % 2 == 1 {
-        s[n / 2]
-    } else {
-        (s[n / 2 - 1] + s[n / 2]) / 2.0
-    }
-}
 
 type Key = (Backend, usize, Path);
 

@@ -119,6 +119,11 @@ pub fn router(state: BoardState) -> Router {
         )
         .route("/board/hooks/{id}/enable", post(endpoint::enable_hook))
         .route("/board/webhooks/{id}", get(pages::intake::page))
+        .route("/board/queues", get(pages::queues::page))
+        .route(
+            "/board/endpoints/{slug}/admission",
+            post(pages::queues::set_paused),
+        )
         .route(
             "/board/deliveries/{id}/release",
             post(endpoint::release_delivery),

@@ -383,7 +383,14 @@ pub(super) fn is_known_method(method: &str) -> bool {
 }
 
 /// The requests we answer.
-pub(super) const KNOWN_METHODS: [&str; 4] = ["initialize", "ping", "tools/list", "tools/call"];
+pub(super) const KNOWN_METHODS: [&str; 6] = [
+    "initialize",
+    "ping",
+    "tools/list",
+    "tools/call",
+    "prompts/list",
+    "prompts/get",
+];
 
 #[cfg(test)]
 mod tests {

@@ -7,6 +7,7 @@
 mod extract;
 pub mod instructions;
 pub mod jsonrpc;
+pub mod prompts;
 mod response;
 pub mod tools;
 mod transport;

@@ -19,7 +19,7 @@ use super::extract::{
 };
 use super::jsonrpc::{self, Incoming};
 use super::response::{rpc_response, with_security_headers};
-use super::{PROTOCOL_VERSIONS, instructions, tools};
+use super::{PROTOCOL_VERSIONS, instructions, prompts, tools};
 use crate::delivery::sessions::Hearer;
 use crate::domain::Timestamp;
 use crate::store::Endpoint;
@@ -70,6 +70,8 @@ pub(super) async fn post_message(
         "ping" => jsonrpc::success(&id, json!({})),
         "tools/list" => jsonrpc::success(&id, tools::list(&endpoint)),
         "tools/call" => call_tool(&state, &endpoint, &id, message.params).await?,
+        "prompts/list" => jsonrpc::success(&id, prompts::list(&endpoint)),
+        "prompts/get" => get_prompt(&endpoint, &id, message.params.as_ref()),
         _ => jsonrpc::error(Some(&id), jsonrpc::METHOD_NOT_FOUND, "method not found"),
     };
     Ok(rpc_response(StatusCode::OK, answer))
@@ -129,6 +131,7 @@ async fn initialize(state: &McpState, endpoint: &Endpoint, message: &Incoming) -
         "protocolVersion": version,
         "capabilities": {
             "tools": {"listChanged": true},
+            "prompts": {},
             "experimental": {"claude/channel": {}}
         },
         "serverInfo": {"name": "switchboard", "version": env!("CARGO_PKG_VERSION")},
@@ -139,6 +142,19 @@ async fn initialize(state: &McpState, endpoint: &Endpoint, message: &Incoming) -
         response.headers_mut().insert(SESSION_HEADER, value);
     }
     response
+}
+
+/// `prompts/get`: an unknown (or not offered) prompt is invalid params, as
+/// the protocol asks.
+fn get_prompt(endpoint: &Endpoint, id: &Value, params: Option<&Value>) -> Value {
+    let name = params.and_then(|p| p.get("name")).and_then(Value::as_str);
+    let Some(name) = name else {
+        return jsonrpc::error(Some(id), jsonrpc::INVALID_PARAMS, "params.name is required");
+    };
+    match prompts::get(endpoint, name, params.and_then(|p| p.get("arguments"))) {
+        Some(prompt) => jsonrpc::success(id, prompt),
+        None => jsonrpc::error(Some(id), jsonrpc::INVALID_PARAMS, "unknown prompt"),
+    }
 }
 
 async fn call_tool(

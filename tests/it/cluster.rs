@@ -506,3 +506,104 @@ async fn claim_next_from_both_instances_never_claims_a_todo_twice() {
     assert_eq!(seen.len(), N, "every todo was claimed and completed once");
     c.finish().await;
 }
+
+/// Admission holds across instances (`docs/queue.md`, "Admission"): 2 000
+/// `claim_next` calls through both instances at once, none completing, take
+/// exactly the window's budget and never more.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_window_budget_is_never_exceeded_by_claims_through_both_instances() {
+    let Some(c) = cluster("cluster_window_budget", 2).await else {
+        return;
+    };
+    let vended = c.vend_view(0, "budgeted").await;
+    let (slug, token) = (
+        vended["slug"].as_str().unwrap().to_owned(),
+        vended["token"].as_str().unwrap().to_owned(),
+    );
+    let endpoint = vended["id"].as_str().unwrap().to_owned();
+    for i in 0..300 {
+        c.ts.store
+            .create_todo(NewTodo::new(&endpoint, "inbox", format!("t{i}")))
+            .await
+            .expect("create");
+    }
+    const BUDGET: usize = 120;
+    c.api(
+        1,
+        reqwest::Method::PUT,
+        &format!("/endpoints/{slug}/admission"),
+        Some(json!({"window": "1h", "max_claims_per_window": BUDGET})),
+    )
+    .await;
+    const CALLS: usize = 2_000;
+    const WORKERS: usize = 16;
+    let workers: Vec<_> = (0..WORKERS)
+        .map(|w| {
+            let mcp = c.mcp(w % 2, &slug, &token);
+            tokio::spawn(async move {
+                let session = mcp.initialize().await;
+                let (mut claimed, mut held) = (Vec::new(), 0);
+                for _ in 0..CALLS / WORKERS {
+                    let next = mcp.call_ok(&session, "claim_next", json!({})).await;
+                    match next["todo"]["id"].as_str() {
+                        Some(id) => claimed.push(id.to_owned()),
+                        None => {
+                            assert_eq!(next["held"], "window_budget", "{next}");
+                            held += 1;
+                        }
+                    }
+                }
+                (claimed, held)
+            })
+        })
+        .collect();
+    let (mut claimed, mut held) = (Vec::new(), 0);
+    for worker in workers {
+        let (c, h) = worker.await.expect("worker");
+        claimed.extend(c);
+        held += h;
+    }
+    let distinct: std::collections::HashSet<&String> = claimed.iter().collect();
+    assert_eq!(distinct.len(), claimed.len(), "no todo claimed twice");
+    assert_eq!(
+        claimed.len(),
+        BUDGET,
+        "exactly the budget, through both instances"
+    );
+    assert_eq!(claimed.len() + held, CALLS);
+    c.finish().await;
+}
+
+/// A delayed todo pushed through one instance rings once in the cluster
+/// when it comes due, whichever instance moves it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delayed_todo_rings_once_in_the_cluster_when_it_comes_due() {
+    let Some(c) = cluster("cluster_delayed", 2).await else {
+        return;
+    };
+    let (slug, token) = c.vend(0, "later").await;
+    let mut on_a = c.listen(0, &slug, &token).await;
+    let mut on_b = c.listen(1, &slug, &token).await;
+    let pushed = c
+        .api(
+            1,
+            reqwest::Method::POST,
+            &format!("/endpoints/{slug}/todos"),
+            Some(json!({"title": "in a moment", "delay": "2s"})),
+        )
+        .await;
+    assert_eq!(pushed["state"], "delayed");
+    let id = pushed["id"].as_str().unwrap();
+    let early: Vec<Value> = on_a
+        .drain(Duration::from_millis(1_000))
+        .await
+        .into_iter()
+        .chain(on_b.drain(Duration::from_millis(10)).await)
+        .collect();
+    assert!(early.is_empty(), "nothing rings before run_at: {early:?}");
+    let mut rings = on_a.drain(Duration::from_millis(4_000)).await;
+    rings.extend(on_b.drain(Duration::from_millis(500)).await);
+    let ids: Vec<&str> = rings.iter().filter_map(todo_id).collect();
+    assert_eq!(ids, [id], "one ring in the cluster: {rings:?}");
+    c.finish().await;
+}

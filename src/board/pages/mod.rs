@@ -4,6 +4,7 @@ pub(crate) mod agents;
 pub(crate) mod endpoint;
 pub(crate) mod intake;
 pub(crate) mod overview;
+pub(crate) mod queues;
 pub(crate) mod sign_in;
 pub(crate) mod todos;
 pub(crate) mod tokens;

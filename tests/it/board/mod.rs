@@ -6,6 +6,7 @@
 mod browser;
 mod cluster;
 mod http;
+mod queues;
 mod trust;
 
 use std::time::{Duration, Instant};

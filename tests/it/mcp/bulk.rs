@@ -215,3 +215,53 @@ async fn the_bulk_tools_come_with_list_todos_and_complete() {
         }
     }
 }
+
+#[tokio::test]
+async fn the_triage_and_work_prompts_are_offered_when_their_tools_are() {
+    let server = Server::start(&[]);
+    let ep = server.vend(json!({"agent": "a"})).await;
+    let mcp = server.mcp(&ep);
+    let session = mcp.initialize().await;
+    let listed = mcp.rpc(&session, 2, "prompts/list", json!({})).await.json();
+    let names: Vec<&str> = listed["result"]["prompts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["work_next", "triage_queue"], "{listed}");
+
+    let got = mcp
+        .rpc(
+            &session,
+            3,
+            "prompts/get",
+            json!({"name": "triage_queue", "arguments": {"queue": "inbox"}}),
+        )
+        .await
+        .json();
+    let text = got["result"]["messages"][0]["content"]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{got}"));
+    assert!(
+        text.contains("queue_summary")
+            && text.contains("complete_many")
+            && text.contains("`inbox`"),
+        "{text}"
+    );
+    let unknown = mcp
+        .rpc(&session, 4, "prompts/get", json!({"name": "rm_rf"}))
+        .await
+        .json();
+    assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
+
+    // An endpoint that may only claim and complete is offered neither: each
+    // prompt needs tools it lacks (fail; queue_summary).
+    let narrow = server
+        .vend(json!({"agent": "b", "verbs": ["claim_next", "complete"]}))
+        .await;
+    let mcp = server.mcp(&narrow);
+    let session = mcp.initialize().await;
+    let listed = mcp.rpc(&session, 2, "prompts/list", json!({})).await.json();
+    assert_eq!(listed["result"]["prompts"], json!([]), "{listed}");
+}

@@ -80,7 +80,7 @@ async fn initialize_reports_the_server_capabilities_and_instructions() {
     assert_eq!(out["server_version"]["version"], env!("CARGO_PKG_VERSION"));
     assert_eq!(
         out["capabilities"],
-        json!({"tools": {"listChanged": true}, "experimental": {"claude/channel": {}}})
+        json!({"tools": {"listChanged": true}, "prompts": {}, "experimental": {"claude/channel": {}}})
     );
     assert_eq!(out["protocol_version"], "2025-11-25");
     let instructions = out["instructions"].as_str().expect("instructions");
