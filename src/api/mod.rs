@@ -143,7 +143,10 @@ fn routes() -> Router<ApiState> {
             "/todos/cancel",
             post(todos::bulk_cancel).get(todos::show_reserved),
         )
-        .route("/todos/{id}", get(todos::show).patch(todos::edit))
+        .route(
+            "/todos/{id}",
+            get(todos::show).patch(todos::edit).delete(todos::remove),
+        )
         .route("/todos/{id}/event", get(todos::event))
         .route("/todos/{id}/retry", post(todos::retry))
         .route("/todos/{id}/release", post(todos::release))

@@ -29,7 +29,7 @@ use crate::http::error::{ErrorBody, ErrorDetail};
         endpoints::revoke, endpoints::remove, endpoints::test_ring,
         presence::show, presence::set, presence::clear, presence::set_shift,
         todos::push, todos::list, todos::show, todos::edit, todos::event, todos::retry, todos::release,
-        todos::cancel, todos::bulk_retry, todos::bulk_cancel,
+        todos::cancel, todos::remove, todos::bulk_retry, todos::bulk_cancel,
         webhooks::list, webhooks::create, webhooks::rotate, webhooks::remove,
         deliveries::set_senders, deliveries::list, deliveries::show, deliveries::release,
         deliveries::discard, deliveries::replay,

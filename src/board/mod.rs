@@ -104,6 +104,7 @@ pub fn router(state: BoardState) -> Router {
         )
         .route("/board/endpoints/{slug}/shift", post(endpoint::set_shift))
         .route("/board/endpoints/{slug}/lease", post(endpoint::set_lease))
+        .route("/board/endpoints/{slug}/todos", post(endpoint::push))
         .route(
             "/board/endpoints/{slug}/webhooks",
             post(endpoint::create_webhook),
@@ -139,6 +140,7 @@ pub fn router(state: BoardState) -> Router {
         .route("/board/todos/{id}/retry", post(todos::retry))
         .route("/board/todos/{id}/release", post(todos::release))
         .route("/board/todos/{id}/cancel", post(todos::cancel))
+        .route("/board/todos/{id}/delete", post(todos::delete))
         .route("/board/todos/bulk", post(todos::bulk))
         .route("/board/vend", get(vend::page).post(vend::vend))
         .route("/board/agents", get(agents::page).post(agents::create))

@@ -10,7 +10,7 @@ use crate::delivery::Doorbells;
 use crate::delivery::fleet::{all_deaf, assess_endpoint, session_statuses};
 use crate::delivery::presence::shift_of;
 use crate::domain::Timestamp;
-use crate::domain::liveness::Condition;
+use crate::domain::liveness::{Condition, work_unheard};
 use crate::store::{Endpoint, EndpointActivity, StoreResult};
 
 pub(crate) use super::render::render;
@@ -104,17 +104,17 @@ pub(crate) fn countdown(now: Timestamp, until: Timestamp) -> String {
     }
 }
 
-/// An instant as a person reads it in `zone`: `09:00` within a day of
-/// `now`, else `Tue 3 Dec 09:00`.
+/// An instant as a person reads it in `zone`, with the zone: `09:00 CET`
+/// within a day of `now`, else `Tue 3 Dec 09:00 CET`.
 pub(crate) fn wall_clock(t: Timestamp, now: Timestamp, zone: &jiff::tz::TimeZone) -> String {
     let Ok(ts) = jiff::Timestamp::from_millisecond(t.as_millis()) else {
         return t.to_rfc3339();
     };
     let local = ts.to_zoned_datetime(zone.clone());
     if (t.as_millis() - now.as_millis()).abs() < 20 * 3600 * 1000 {
-        local.strftime("%H:%M").to_string()
+        local.strftime("%H:%M %Z").to_string()
     } else {
-        local.strftime("%a %-d %b %H:%M").to_string()
+        local.strftime("%a %-d %b %H:%M %Z").to_string()
     }
 }
 
@@ -126,6 +126,36 @@ pub(crate) fn dated(t: Timestamp, zone: &jiff::tz::TimeZone) -> String {
             .strftime("%a %-d %b %H:%M %Z")
             .to_string(),
         Err(_) => t.to_rfc3339(),
+    }
+}
+
+/// An instant as a date and time with its zone: `2026-12-06 09:00 UTC`.
+pub(crate) fn absolute(t: Timestamp, zone: &jiff::tz::TimeZone) -> String {
+    match jiff::Timestamp::from_millisecond(t.as_millis()) {
+        Ok(ts) => ts
+            .to_zoned_datetime(zone.clone())
+            .strftime("%Y-%m-%d %H:%M %Z")
+            .to_string(),
+        Err(_) => t.to_rfc3339(),
+    }
+}
+
+/// An instant as the board shows it: relative (`3 min ago`), absolute with
+/// its zone (`2026-12-06 09:00 UTC`, beside it or in its `title`), and
+/// RFC 3339 for the `datetime` attribute.
+pub(crate) struct When {
+    pub(crate) rel: String,
+    pub(crate) abs: String,
+    pub(crate) iso: String,
+}
+
+impl When {
+    pub(crate) fn at(t: Timestamp, now: Timestamp, zone: &jiff::tz::TimeZone) -> Self {
+        Self {
+            rel: relative(now, t),
+            abs: absolute(t, zone),
+            iso: exact(t),
+        }
     }
 }
 
@@ -170,33 +200,46 @@ pub(crate) struct EndpointCard {
     pub(crate) agent_kind: &'static str,
     pub(crate) server_name: String,
     pub(crate) active: bool,
-    /// `working`, `idle`, `off`, … (the CSS class of the chip).
+    /// `working`, `idle`, `off`, … (the CSS class of the chip), or
+    /// `unheard` ([`work_unheard`]: idle, with pending work nobody hears).
     pub(crate) condition: &'static str,
-    /// The chip's text: `off until 09:00`, `deaf (unanswered)`, `stale`.
+    /// The chip's text: `off until 09:00 CET`, `deaf (unanswered)`, `stale`.
     pub(crate) chip: String,
+    /// What the chip means, for its `title` (and the endpoint page).
+    pub(crate) chip_hint: Option<String>,
     pub(crate) presence: &'static str,
     pub(crate) presence_source: &'static str,
     pub(crate) presence_until: Option<String>,
     pub(crate) presence_until_exact: Option<String>,
+    /// `2026-12-06 22:00 CET`, for the until's tooltip.
+    pub(crate) presence_until_abs: Option<String>,
     pub(crate) shift: Option<String>,
     pub(crate) last_seen: String,
     pub(crate) last_seen_exact: Option<String>,
-    pub(crate) last_contact: Option<String>,
+    /// `2026-12-06 09:00 UTC`, in the endpoint's zone.
+    pub(crate) last_seen_abs: Option<String>,
+    pub(crate) last_contact: Option<When>,
     /// `+3 s` when the agent's own claim runs ahead of the server's.
     pub(crate) skew: Option<String>,
-    pub(crate) stale_after: Option<String>,
+    pub(crate) stale_after: Option<When>,
     pub(crate) sessions: Vec<SessionLine>,
     pub(crate) attached: usize,
     pub(crate) streaming: usize,
     pub(crate) deaf: usize,
     pub(crate) pending: i64,
     pub(crate) claimed: i64,
+    /// Failed, waiting for their scheduled retry.
+    pub(crate) retrying: i64,
+    /// Not claimable before their `run_at`.
+    pub(crate) delayed: i64,
     pub(crate) dead_letters: i64,
+    /// How long the oldest pending todo has waited.
+    pub(crate) oldest_pending: Option<When>,
     pub(crate) working_on: Option<String>,
     pub(crate) note: Option<String>,
     pub(crate) queues: Vec<String>,
     pub(crate) verbs: Vec<String>,
-    pub(crate) expires: Option<String>,
+    pub(crate) expires: Option<When>,
     pub(crate) mcp_url: String,
     /// The endpoint's own default lease (empty: the server's), and the one in force.
     pub(crate) default_lease: String,
@@ -237,11 +280,27 @@ impl EndpointCard {
         let deaf = sessions.iter().filter(|s| s.deaf_reason.is_some()).count();
         let zone = zone_of(e);
         let until = presence.until.map(|u| wall_clock(u, now, &zone));
-        let chip = chip_text(
+        let mut chip = chip_text(
             assessment.condition,
             until.as_deref(),
             sessions.iter().find_map(|s| s.deaf_reason),
         );
+        let mut condition = assessment.condition.as_str();
+        let mut chip_hint = None;
+        if work_unheard(
+            assessment.condition,
+            activity.pending,
+            hooked,
+            sessions.len(),
+        ) {
+            condition = "unheard";
+            chip = format!("unheard ({} pending)", activity.pending);
+            chip_hint = Some(
+                "todos are pending and no session or hook hears their doorbell: \
+                 they wait until the agent connects"
+                    .to_owned(),
+            );
+        }
         Self {
             id: e.id.clone(),
             slug: e.slug.clone(),
@@ -249,19 +308,22 @@ impl EndpointCard {
             agent_kind: e.agent_kind.as_str(),
             server_name: e.server_name(),
             active: e.is_active(),
-            condition: assessment.condition.as_str(),
+            condition,
             chip,
+            chip_hint,
             presence: presence.presence.as_str(),
             presence_source: presence.source.as_str(),
             presence_until: until,
             presence_until_exact: presence.until.map(exact),
+            presence_until_abs: presence.until.map(|t| absolute(t, &zone)),
             shift: e.shift.clone(),
             last_seen: e
                 .last_seen_at
                 .map(|t| relative(now, t))
                 .unwrap_or_else(|| "never".to_owned()),
             last_seen_exact: e.last_seen_at.map(exact),
-            last_contact: e.last_contact_at.map(|t| relative(now, t)),
+            last_seen_abs: e.last_seen_at.map(|t| absolute(t, &zone)),
+            last_contact: e.last_contact_at.map(|t| When::at(t, now, &zone)),
             skew: match (e.last_contact_at, e.last_seen_at) {
                 (Some(c), Some(s)) => {
                     let secs = (c.as_millis() - s.as_millis()) / 1000;
@@ -269,19 +331,22 @@ impl EndpointCard {
                 }
                 _ => None,
             },
-            stale_after: assessment.stale_after.map(|t| relative(now, t)),
+            stale_after: assessment.stale_after.map(|t| When::at(t, now, &zone)),
             attached: sessions.len(),
             streaming: sessions.iter().filter(|s| s.streaming).count(),
             deaf,
             sessions,
             pending: activity.pending,
             claimed: activity.claimed,
+            retrying: activity.retrying,
+            delayed: activity.delayed,
             dead_letters: activity.dead_letters,
+            oldest_pending: activity.oldest_pending_at.map(|t| When::at(t, now, &zone)),
             working_on: activity.working_on.clone(),
             note: e.last_note.clone(),
             queues: e.scope_queues.clone(),
             verbs: e.scope_verbs.clone(),
-            expires: e.expires_at.map(|t| relative(now, t)),
+            expires: e.expires_at.map(|t| When::at(t, now, &zone)),
             mcp_url: format!("{}/mcp/{}", public_url.trim_end_matches('/'), e.slug),
             default_lease: e
                 .default_lease_ttl_seconds
@@ -390,11 +455,16 @@ mod tests {
         let berlin = jiff::tz::TimeZone::get("Europe/Berlin").unwrap();
         // 2027-01-15T08:00:00Z is 09:00 in Berlin (CET).
         let t = Timestamp::parse_rfc3339("2027-01-15T08:00:00Z").unwrap();
-        assert_eq!(wall_clock(t, t.add_secs(-3600), &berlin), "09:00");
+        assert_eq!(wall_clock(t, t.add_secs(-3600), &berlin), "09:00 CET");
         assert_eq!(
             wall_clock(t, t.add_secs(-3 * 86_400), &berlin),
-            "Fri 15 Jan 09:00"
+            "Fri 15 Jan 09:00 CET"
         );
         assert_eq!(dated(t, &berlin), "Fri 15 Jan 09:00 CET");
+        assert_eq!(absolute(t, &berlin), "2027-01-15 09:00 CET");
+        assert_eq!(
+            absolute(t, &jiff::tz::TimeZone::UTC),
+            "2027-01-15 08:00 UTC"
+        );
     }
 }

@@ -65,16 +65,19 @@ pub enum HumanAction {
     Retry,
     Release,
     Cancel,
+    /// A todo deleted for good.
+    Delete,
 }
 
 impl HumanAction {
-    pub const ALL: [Self; 3] = [Self::Retry, Self::Release, Self::Cancel];
+    pub const ALL: [Self; 4] = [Self::Retry, Self::Release, Self::Cancel, Self::Delete];
 
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Retry => "retry",
             Self::Release => "release",
             Self::Cancel => "cancel",
+            Self::Delete => "delete",
         }
     }
 }

@@ -20,6 +20,16 @@ pub fn every_hearer_deaf(hooked: bool, sessions: usize, deaf_sessions: usize) ->
     !hooked && sessions > 0 && deaf_sessions == sessions
 }
 
+/// Whether work waits that nothing hears (`docs/board.md`, "unheard"): the
+/// condition says idle, yet todos are pending and the endpoint has no live
+/// hearer — no enabled notify hook and no session — so their doorbells
+/// ring nobody. The condition stays `idle` by the spec's table (the API and
+/// `/metrics` report it so); an operator's view shows this instead of a
+/// calm idle, since the work waits until the agent comes back by itself.
+pub fn work_unheard(condition: Condition, pending: i64, hooked: bool, sessions: usize) -> bool {
+    condition == Condition::Idle && pending > 0 && !hooked && sessions == 0
+}
+
 /// How often an agent of this kind is expected to be heard from, unless the
 /// agent sets its own interval. A `task` agent is expected within its
 /// endpoint's effective lease.
@@ -181,6 +191,30 @@ mod tests {
     }
 
     use super::*;
+
+    #[test]
+    fn idle_with_pending_work_and_no_hearer_is_unheard() {
+        assert!(work_unheard(Condition::Idle, 3, false, 0));
+        assert!(!work_unheard(Condition::Idle, 0, false, 0), "nothing waits");
+        assert!(
+            !work_unheard(Condition::Idle, 3, false, 1),
+            "a session hears"
+        );
+        assert!(!work_unheard(Condition::Idle, 3, true, 0), "a hook hears");
+        for other in [
+            Condition::Working,
+            Condition::Off,
+            Condition::Deaf,
+            Condition::Stale,
+            Condition::Unknown,
+            Condition::Revoked,
+        ] {
+            assert!(
+                !work_unheard(other, 3, false, 0),
+                "{other:?} already says more than idle"
+            );
+        }
+    }
 
     const MIN: Duration = Duration::from_secs(60);
 

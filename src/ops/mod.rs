@@ -5,12 +5,13 @@
 //! surfaces (API, board, MCP, intake) parse their own wire shapes, call one
 //! of these, and render the result; reads may go to the store directly.
 //!
-//! - [`todos`]: a human's push, retry, release, cancel and the bulk pair; a
+//! - [`todos`]: a human's push, retry, release, cancel, delete and the bulk pair; a
 //!   webhook delivery's todo.
 //! - [`work`]: the agent's verbs on the todos it holds (claim, heartbeat,
 //!   complete, fail, release).
 //! - [`endpoints`]: vend, revoke, delete, the default lease.
 //! - [`webhooks`], [`tokens`], [`agents`]: the human's other records.
+//! - [`forms`]: one-time form submissions (a create form's nonce).
 //! - [`hooks`]: notify hooks (add, delete, enable, test).
 //! - [`schedules`]: recurring todos (add, pause, resume, delete; the due-check).
 //! - [`presence`]: clock in/out (the agent's) and overrides and shifts (a
@@ -29,6 +30,7 @@ pub mod admission;
 pub mod agents;
 pub mod endpoints;
 pub mod error;
+pub mod forms;
 pub mod hooks;
 pub mod intake;
 pub mod presence;

@@ -207,6 +207,16 @@ pub async fn cancel(delivery: &Delivery, human_id: &str, id: &str) -> StoreResul
     Ok(todo)
 }
 
+/// A human's delete of a todo that is not claimed: gone for good, with its
+/// attempt history (`docs/decisions.md`, "Deleting a todo"); counted as the
+/// `delete` action. Nothing rings: a doorbell already sent is a hint, and
+/// `claim_next` no longer finds the todo.
+pub async fn delete(delivery: &Delivery, human_id: &str, id: &str) -> StoreResult<Todo> {
+    let todo = delivery.store().human_delete_todo(human_id, id).await?;
+    delivery.human_acted(HumanAction::Delete, 1);
+    Ok(todo)
+}
+
 /// Retries at most [`crate::domain::todo::MAX_BULK`] of the human's todos
 /// in one transaction; each one retried rings as a single retry does, in
 /// the background (the answer does not wait for a thousand rings).

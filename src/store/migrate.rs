@@ -109,6 +109,11 @@ pub static SQLITE_MIGRATIONS: &[Migration] = &[
         name: "delayed",
         sql: include_str!("migrations/sqlite/0018_delayed.sql"),
     },
+    Migration {
+        version: 19,
+        name: "form_submissions",
+        sql: include_str!("migrations/sqlite/0019_form_submissions.sql"),
+    },
 ];
 
 pub static POSTGRES_MIGRATIONS: &[Migration] = &[
@@ -201,6 +206,11 @@ pub static POSTGRES_MIGRATIONS: &[Migration] = &[
         version: 18,
         name: "delayed",
         sql: include_str!("migrations/postgres/0018_delayed.sql"),
+    },
+    Migration {
+        version: 19,
+        name: "form_submissions",
+        sql: include_str!("migrations/postgres/0019_form_submissions.sql"),
     },
 ];
 

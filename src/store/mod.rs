@@ -144,6 +144,18 @@ pub trait TodoStore: Send + Sync {
         human_id: &str,
         target: &BulkTarget,
     ) -> StoreResult<BulkOutcome>;
+    /// How many of the human's todos a bulk retry (`retry`) or cancel would
+    /// touch now, by the same conditions as the action itself.
+    async fn human_bulk_count(
+        &self,
+        human_id: &str,
+        target: &BulkTarget,
+        retry: bool,
+    ) -> StoreResult<BulkCount>;
+    /// Deletes one of the human's todos for good, with its attempt history
+    /// and intake event. A claimed todo → `Conflict` (cancel or release it
+    /// first); a foreign one → `NotFound`. Returns the todo as it was.
+    async fn human_delete_todo(&self, human_id: &str, id: &str) -> StoreResult<Todo>;
     /// A human's release of a claimed todo.
     async fn human_release(&self, human_id: &str, id: &str) -> StoreResult<Todo>;
     async fn human_list_todos(
@@ -164,6 +176,13 @@ pub trait TodoStore: Send + Sync {
         human_id: &str,
         todo_id: &str,
     ) -> StoreResult<IntakeEvent>;
+    /// The newest finished attempt of each of these todos of the human's
+    /// (at most 200 ids), by todo id: why a dead letter died, for a table.
+    async fn human_last_attempts(
+        &self,
+        human_id: &str,
+        todo_ids: &[String],
+    ) -> StoreResult<std::collections::HashMap<String, Attempt>>;
 }
 
 /// Humans (part of [`RegistryStore`]).
@@ -173,6 +192,18 @@ pub trait HumanStore: Send + Sync {
     async fn count_humans(&self) -> StoreResult<i64>;
     async fn get_human(&self, id: &str) -> StoreResult<Human>;
     async fn find_human_by_name(&self, name: &str) -> StoreResult<Human>;
+    /// Records a form's one-time nonce (one guarded insert): `None` the first
+    /// time, else what the earlier submission recorded. Prunes nonces older
+    /// than a day.
+    async fn claim_form_nonce(
+        &self,
+        human_id: &str,
+        form: &str,
+        nonce: &str,
+    ) -> StoreResult<Option<PriorSubmission>>;
+    /// Records what the first submission of a nonce made.
+    async fn settle_form_nonce(&self, human_id: &str, nonce: &str, result: &str)
+    -> StoreResult<()>;
 }
 
 /// Agents as their human sees them (part of [`RegistryStore`]).

@@ -453,12 +453,37 @@ pub struct BulkOutcome {
     pub more: bool,
 }
 
+/// How many todos a bulk action would touch now, before it runs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BulkCount {
+    /// At most [`crate::domain::todo::MAX_BULK`]: what one call acts on.
+    pub count: i64,
+    /// Whether more match than one call acts on.
+    pub more: bool,
+}
+
+/// A form submission seen before: its nonce was recorded by an earlier POST.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PriorSubmission {
+    /// Which form recorded it (`vend`, `push`, …).
+    pub form: String,
+    /// What the first POST made (a slug, a todo id), once it finished.
+    pub result: Option<String>,
+}
+
 /// Work counts of one endpoint, for liveness and the board.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct EndpointActivity {
     pub pending: i64,
     pub claimed: i64,
+    /// Failed todos waiting for their scheduled retry (neither pending nor
+    /// dead yet): counted on their own so that the counts add up.
+    pub retrying: i64,
+    /// Delayed todos: not claimable before their `run_at`.
+    pub delayed: i64,
     pub dead_letters: i64,
+    /// When the oldest pending todo was created, if any is pending.
+    pub oldest_pending_at: Option<Timestamp>,
     /// The oldest todo the endpoint holds a live claim on, if any.
     pub working_on: Option<String>,
 }

@@ -5,7 +5,8 @@
 // Environment: BOARD_URL, TOKEN_A / TOKEN_B (sbh_ tokens of two humans),
 // SLUG_A (an endpoint of A), TODO_A (a todo of A whose payload holds
 // markup), SHOTS (where screenshots go), CHROMIUM (default /usr/bin/chromium),
-// BULK=1 when the bulk cancel forms exist.
+// BULK=1 when the bulk cancel forms exist, SLUG_UNHEARD (an endpoint seen,
+// with pending work and no session).
 import { chromium } from 'playwright-core';
 import { mkdirSync } from 'node:fs';
 
@@ -21,6 +22,7 @@ const SLUG_A = env('SLUG_A');
 const TODO_A = env('TODO_A');
 const CREDENTIAL_A = env('CREDENTIAL_A');
 const SHOTS = env('SHOTS');
+const SLUG_UNHEARD = env('SLUG_UNHEARD');
 mkdirSync(SHOTS, { recursive: true });
 
 const done = [];
@@ -136,6 +138,159 @@ try {
   assert(page.problems.length === 0, `no console errors: ${page.problems.join('; ')}`);
   check('pages');
 
+  // --- the overview's counts add up to its cards --------------------------
+  await page.goto(BASE + '/');
+  const tally = await page.evaluate(() => {
+    const n = (sel) => Number(document.querySelector(sel)?.textContent ?? 'NaN');
+    const cards = [...document.querySelectorAll('article.endpoint')];
+    const sum = (kind) => cards.reduce((acc, c) => acc + Number(c.querySelector(`[data-count="${kind}"]`).textContent.split(' ')[0]), 0);
+    return {
+      cards: cards.length,
+      endpoints: n('#total-endpoints'),
+      conditions: ['working', 'idle', 'off', 'attention', 'revoked'].map((k) => document.querySelector(`[data-total="${k}"]`) ? n(`[data-total="${k}"]`) : 0).reduce((a, b) => a + b, 0),
+      pending: [n('#total-pending'), sum('pending')],
+      retrying: [n('#total-retrying'), sum('retrying')],
+      delayed: [n('#total-delayed'), sum('delayed')],
+      claimed: [n('#total-claimed'), sum('claimed')],
+      dead: [n('#total-dead'), sum('dead')],
+    };
+  });
+  assert(tally.cards === tally.endpoints && tally.cards >= 5, `the endpoint count is the number of cards: ${JSON.stringify(tally)}`);
+  assert(tally.conditions === tally.endpoints, `working + idle + off + attention + revoked = endpoints: ${JSON.stringify(tally)}`);
+  for (const kind of ['pending', 'delayed', 'retrying', 'claimed', 'dead']) {
+    assert(tally[kind][0] === tally[kind][1], `the ${kind} total is the sum of the cards: ${JSON.stringify(tally)}`);
+  }
+  check('counts-add-up');
+
+  // --- pending work nobody hears is never a green idle --------------------
+  const unheard = page.locator(`article[data-slug="${SLUG_UNHEARD}"] .chip`);
+  assert(await unheard.getAttribute('data-condition') === 'unheard', `the endpoint with pending work and no session: ${await unheard.textContent()}`);
+  assert(/^unheard \(\d+ pending\)$/.test((await unheard.textContent()).trim()), `the chip says why: ${await unheard.textContent()}`);
+  const chipColors = await page.evaluate((slug) => {
+    const el = document.querySelector(`article[data-slug="${slug}"] .chip`);
+    return [getComputedStyle(el).backgroundColor, getComputedStyle(el).color];
+  }, SLUG_UNHEARD);
+  const idleColors = await page.evaluate(() => {
+    const probe = document.createElement('span');
+    probe.className = 'chip chip-idle';
+    document.body.append(probe);
+    const c = [getComputedStyle(probe).backgroundColor, getComputedStyle(probe).color];
+    probe.remove();
+    return c;
+  });
+  assert(chipColors[0] !== idleColors[0], `unheard is not painted as idle: ${chipColors} vs ${idleColors}`);
+  assert(await page.locator(`article[data-slug="${SLUG_UNHEARD}"] .oldest time`).count() === 1, 'the card shows the oldest pending todo\'s age');
+  check('unheard');
+
+  // --- table rows stay on one line; long cells end in an ellipsis ---------
+  const longTitle = `A very long title that would wrap a table row onto two lines ${'and more words '.repeat(4)}`;
+  const long = await api('POST', `/api/v1/endpoints/${SLUG_A}/todos`, TOKEN_A, { title: longTitle });
+  assert(long.status === 201, `push answered ${long.status}`);
+  for (const width of [1280, 390]) {
+    await page.setViewportSize({ width, height: 860 });
+    await page.goto(BASE + '/board/todos');
+    const rows = await page.evaluate(() => {
+      const td = document.querySelector('#todo-table tbody td:nth-child(2)');
+      const line = parseFloat(getComputedStyle(td).lineHeight);
+      return [...document.querySelectorAll('#todo-table tbody tr')].map((tr) => ({ h: tr.getBoundingClientRect().height, line }));
+    });
+    assert(rows.length >= 2, `rows: ${rows.length}`);
+    for (const r of rows) assert(r.h < 2 * r.line, `a row is one line at ${width} px: ${JSON.stringify(r)}`);
+    // One synchronous read: a live refresh may swap the table between two calls.
+    const clip = await page.evaluate((id) => {
+      const a = document.querySelector(`#todo-table tr[data-id="${id}"] td.title .clip`);
+      return { scroll: a.scrollWidth, client: a.clientWidth, overflow: getComputedStyle(a).textOverflow };
+    }, long.json.id);
+    assert(clip.scroll > clip.client && clip.overflow === 'ellipsis', `the long title is clipped with an ellipsis at ${width} px: ${JSON.stringify(clip)}`);
+  }
+  await page.setViewportSize({ width: 1280, height: 860 });
+  await api('DELETE', `/api/v1/todos/${long.json.id}`, TOKEN_A);
+  check('no-wrap');
+
+  // --- at 390 px nothing runs off-screen ----------------------------------
+  await page.setViewportSize({ width: 390, height: 844 });
+  for (const path of ['/', `/board/endpoints/${SLUG_A}`, '/board/todos', `/board/todos/${TODO_A}`, '/board/agents', '/board/tokens', '/board/vend']) {
+    await page.goto(BASE + path);
+    const fit = await page.evaluate(() => ({
+      page: document.documentElement.scrollWidth,
+      view: window.innerWidth,
+      header: document.querySelector('header.top').getBoundingClientRect().right,
+      wide: [...document.querySelectorAll('table')].filter((t) => !t.closest('.scroll')).length,
+      // What sticks out, when something does (outside the scrolling boxes).
+      out: [...document.querySelectorAll('body *')]
+        .filter((el) => !el.closest('.scroll') && el.getBoundingClientRect().right > window.innerWidth + 0.5)
+        .slice(0, 5)
+        .map((el) => `${el.tagName.toLowerCase()}.${el.className}#${el.id} ${Math.round(el.getBoundingClientRect().right)}`),
+    }));
+    assert(fit.page <= fit.view && fit.header <= fit.view, `${path} fits 390 px: ${JSON.stringify(fit)}`);
+    assert(fit.wide === 0, `${path}: every table scrolls inside its box`);
+    if (path === '/board/todos') {
+      await page.screenshot({ path: `${SHOTS}/todos-390-light.png`, fullPage: true });
+    }
+  }
+  await page.setViewportSize({ width: 1280, height: 860 });
+  check('phone-width');
+
+  // --- absolute times carry their zone ------------------------------------
+  await page.goto(BASE + `/board/todos/${TODO_A}`);
+  const created = await page.locator('dd:has(time) .abs').first().textContent();
+  assert(/^\(\d{4}-\d\d-\d\d \d\d:\d\d [A-Z]{3,5}\)$/.test(created), `the created time is absolute with a zone: ${created}`);
+  // Every time on these pages carries its absolute form with a zone, in its
+  // tooltip or beside it.
+  for (const path of ['/', `/board/endpoints/${SLUG_A}`, '/board/todos', `/board/todos/${TODO_A}`, '/board/tokens']) {
+    await page.goto(BASE + path);
+    const times = await page.locator('time').evaluateAll((ts) => ts.map((t) => ({
+      text: t.textContent,
+      abs: t.title || (t.nextElementSibling?.classList.contains('abs') ? t.nextElementSibling.textContent : ''),
+    })));
+    assert(times.length > 0, `${path} shows times`);
+    const bare = times.filter((t) => !/\d\d:\d\d [A-Z]{3,5}/.test(t.abs));
+    assert(bare.length === 0, `${path}: every time has its absolute form with a zone: ${JSON.stringify(bare)}`);
+  }
+  check('times-zoned');
+
+  // --- a second click on Vend vends nothing again ------------------------
+  await page.goto(BASE + '/board/vend');
+  await page.fill('#vend-agent', 'double-click');
+  await page.dblclick('#vend-submit');
+  // Whichever POST's answer the browser keeps: the reveal, or "already submitted".
+  await page.waitForSelector('#reveal, #vend-already');
+  await page.waitForLoadState('load');
+  const replay = await page.evaluate(async () => {
+    const form = document.querySelector('#vend-form');
+    const body = new URLSearchParams(new FormData(form));
+    body.set('agent', 'replayed');
+    const first = await (await fetch('/board/vend', { method: 'POST', body })).text();
+    const second = await (await fetch('/board/vend', { method: 'POST', body })).text();
+    return { first: first.includes('id="snippet-token"'), second: second.includes('already submitted') && !second.includes('sbk_') };
+  });
+  assert(replay.first && replay.second, `the same form twice: one reveal, then "already submitted": ${JSON.stringify(replay)}`);
+  const vended = await api('GET', '/api/v1/endpoints', TOKEN_A);
+  for (const agent of ['double-click', 'replayed']) {
+    const n = vended.json.endpoints.filter((e) => e.agent === agent).length;
+    assert(n === 1, `one endpoint for ${agent}, not ${n}`);
+  }
+  check('vend-once');
+
+  // --- push a todo from the endpoint page, then delete it -----------------
+  await page.goto(BASE + `/board/endpoints/${SLUG_A}`);
+  const pushedTitle = `pushed from the board ${Date.now()}`;
+  await page.fill('#push-title', pushedTitle);
+  await page.fill('#push-payload', '{"from": "the board"}');
+  await Promise.all([page.waitForLoadState('load'), page.click('#push-submit')]);
+  await page.waitForSelector('.flash.notice');
+  const pushedNotice = await page.textContent('.flash.notice');
+  const pushedId = (pushedNotice.match(/td_[0-9a-z]+/) || [])[0];
+  assert(pushedId, `the notice names the todo: ${pushedNotice}`);
+  const pushedTodo = await api('GET', `/api/v1/todos/${pushedId}`, TOKEN_A);
+  assert(pushedTodo.json.title === pushedTitle && pushedTodo.json.payload.from === 'the board', `the API has it: ${JSON.stringify(pushedTodo.json)}`);
+  await page.goto(BASE + `/board/todos/${pushedId}`);
+  await page.check('#todo-delete-confirm');
+  await Promise.all([page.waitForURL(/\/board\/todos\?notice=deleted/), page.click('#todo-delete')]);
+  const afterDelete = await api('GET', `/api/v1/todos/${pushedId}`, TOKEN_A);
+  assert(afterDelete.status === 404, `deleted: ${afterDelete.status}`);
+  check('push-delete');
+
   // --- the shift editor previews as you type, and rejects inline ---------
   await page.goto(BASE + `/board/endpoints/${SLUG_A}`);
   await page.evaluate(() => { window.__marker = 'kept'; });
@@ -162,6 +317,9 @@ try {
   const presence = await api('GET', `/api/v1/endpoints/${SLUG_A}/presence`, TOKEN_A);
   assert(presence.json.presence === 'out' && presence.json.source === 'operator', `the API says out by the operator: ${JSON.stringify(presence.json)}`);
   assert(await page.locator('text=/held until/').count() > 0, 'pending todos are labelled held until …');
+  const until = await page.textContent('#presence-now');
+  assert(/until \d\d:\d\d [A-Z]{3,5}/.test(until), `"until" carries its zone: ${until}`);
+  assert(await page.locator('text=/held until \\d\\d:\\d\\d [A-Z]{3,5}/').count() > 0, 'held until carries its zone');
   await Promise.all([page.waitForLoadState('load'), page.click('#presence-in')]);
   await page.waitForSelector('#presence-now[data-presence="in"]');
   const back = await api('GET', `/api/v1/endpoints/${SLUG_A}/presence`, TOKEN_A);
@@ -185,10 +343,18 @@ try {
   // --- bulk cancel of everything matching a filter ------------------------
   if (process.env.BULK === '1') {
     await page.goto(BASE + `/board/todos?endpoint=${SLUG_A}&state=pending`);
+    const matching = Number(await page.textContent('#count-pending'));
     await Promise.all([page.waitForLoadState('load'), page.click('#bulk-cancel-filter')]);
+    await page.waitForSelector('#bulk-confirm');
+    const count = Number(await page.textContent('#bulk-confirm-count'));
+    assert(count === matching && count >= 2, `the confirmation shows the count it will touch: ${count} (pending ${matching})`);
+    assert((await page.textContent('#bulk-confirm-submit')).trim() === `Cancel ${count} todos`, 'the button says the count');
+    const still = await api('GET', `/api/v1/todos?endpoint=${SLUG_A}&state=pending`, TOKEN_A);
+    assert(still.json.todos.length === count, 'asking changed nothing');
+    await Promise.all([page.waitForLoadState('load'), page.click('#bulk-confirm-submit')]);
     await page.waitForSelector('.flash.notice');
     const notice = await page.textContent('.flash.notice');
-    assert(/cancelled [1-9]\d* todo/.test(notice), `the count is shown: ${notice}`);
+    assert(notice.includes(`cancelled ${count} todo`), `the count is shown: ${notice}`);
     const left = await api('GET', `/api/v1/todos?endpoint=${SLUG_A}&state=pending`, TOKEN_A);
     assert(left.json.todos.length === 0, `no pending todo is left: ${JSON.stringify(left.json)}`);
     const cancelled = await api('GET', `/api/v1/todos?endpoint=${SLUG_A}&state=cancelled`, TOKEN_A);

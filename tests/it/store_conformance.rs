@@ -17,6 +17,8 @@ mod admission;
 mod attempts;
 #[path = "conformance/backoff.rs"]
 mod backoff;
+#[path = "conformance/board_reads.rs"]
+mod board_reads;
 #[path = "conformance/bulk.rs"]
 mod bulk;
 #[path = "conformance/concurrency.rs"]

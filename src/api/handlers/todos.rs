@@ -318,6 +318,28 @@ pub(crate) async fn cancel(
     Ok(Json(TodoView::from(&todo)))
 }
 
+/// Deletes a todo for good, with its attempt history and the intake event
+/// that created it (`docs/decisions.md`, "Deleting a todo"). A claimed todo
+/// → 409: cancel or release it first.
+#[utoipa::path(delete, path = "/api/v1/todos/{id}", operation_id = "delete_todo", tag = "todos",
+    params(("id" = String, Path, description = "Todo id")),
+    security(("bearer" = [])),
+    responses(
+        (status = 204),
+        (status = 401, body = ErrorBody),
+        (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody),
+        (status = 429, body = ErrorBody),
+    ))]
+pub(crate) async fn remove(
+    State(state): State<ApiState>,
+    auth: HumanAuth,
+    ApiPath(id): ApiPath<String>,
+) -> ApiResult<StatusCode> {
+    ops::todos::delete(&state.delivery, &auth.human.id, &id).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
 /// What a bulk retry or cancel acts on: explicit `ids`, or every todo of the
 /// caller's matching the filter fields (none = all of them). Not both.
 #[derive(Debug, Default, Deserialize, ToSchema)]

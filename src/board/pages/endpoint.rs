@@ -7,13 +7,13 @@ use axum::extract::{Path, Query, State};
 use axum::response::Response;
 
 use super::refusal;
-use super::todos::{TodoRow, rows};
+use super::todos::{TodoRow, dead_ids, rows};
 use crate::board::BoardState;
 use crate::board::auth::Signed;
 use crate::board::error::BoardError;
 use crate::board::form::CsrfForm;
 use crate::board::view::{
-    EndpointCard, Layout, Messages, back, cards, dated, relative, render, zone_of,
+    EndpointCard, Layout, Messages, When, back, cards, dated, relative, render, zone_of,
 };
 use crate::domain::duration::parse_positive_duration;
 use crate::domain::intake::Decision;
@@ -48,13 +48,15 @@ struct EndpointPage {
     hooks: Vec<HookRow>,
     schedules: Vec<ScheduleRow>,
     quarantined: Vec<QuarantineRow>,
+    /// The push form's one-time token (`ops::forms`).
+    push_nonce: String,
 }
 
 /// A quarantined delivery to one of the endpoint's webhooks, waiting for a
 /// human: its sender and what its todo would be titled.
 pub(crate) struct QuarantineRow {
     pub(crate) id: String,
-    pub(crate) when: String,
+    pub(crate) when: When,
     pub(crate) sender: String,
     pub(crate) event: String,
     pub(crate) title: String,
@@ -114,6 +116,7 @@ async fn show(
         )
         .await?;
     let now = state.store.clock().now();
+    let zone = zone_of(endpoint);
     let webhooks = state
         .store
         .list_webhooks(&signed.human.id, &endpoint.id)
@@ -123,8 +126,8 @@ async fn show(
             id: w.id.clone(),
             queue: w.queue.clone(),
             signed: w.signed,
-            created: relative(now, w.created_at),
-            rotated: w.rotated_at.map(|t| relative(now, t)),
+            created: When::at(w.created_at, now, &zone),
+            rotated: w.rotated_at.map(|t| When::at(t, now, &zone)),
         })
         .collect();
     let mut hooks = Vec::new();
@@ -139,7 +142,7 @@ async fn show(
             .await?
             .into_iter()
             .map(|d| HookDeliveryRow {
-                when: relative(now, d.at),
+                when: When::at(d.at, now, &zone),
                 event: d.event,
                 outcome: d.outcome,
                 detail: match (d.status, d.error) {
@@ -155,9 +158,9 @@ async fn show(
             failures: h.consecutive_failures,
             disabled: h
                 .disabled_at
-                .map(|t| relative(now, t))
+                .map(|t| When::at(t, now, &zone))
                 .zip(h.disabled_reason.clone())
-                .map(|(when, why)| format!("{when}: {why}")),
+                .map(|(when, why)| format!("{} ({}): {why}", when.rel, when.abs)),
             id: h.id,
             url: h.url,
             deliveries,
@@ -185,7 +188,7 @@ async fn show(
             )
             .await?;
         quarantined.extend(held.items.into_iter().map(|d| QuarantineRow {
-            when: relative(now, d.received_at),
+            when: When::at(d.received_at, now, &zone),
             sender: d.envelope.sender.unwrap_or_else(|| "unknown".into()),
             event: d.envelope.event.unwrap_or_default(),
             title: d.title.unwrap_or_default(),
@@ -221,7 +224,15 @@ async fn show(
     layout.title = format!("{} · {}", card.agent, card.slug);
     Ok(render(&EndpointPage {
         layout,
-        todos: rows(&page.items, std::slice::from_ref(endpoint), now),
+        todos: rows(
+            &page.items,
+            std::slice::from_ref(endpoint),
+            &state
+                .store
+                .human_last_attempts(&signed.human.id, &dead_ids(&page.items))
+                .await?,
+            now,
+        ),
         card,
         until_choices: UNTIL_CHOICES,
         zone: zone_of(endpoint).iana_name().unwrap_or("UTC").to_owned(),
@@ -231,7 +242,68 @@ async fn show(
         hooks,
         schedules,
         quarantined,
+        push_nonce: ops::forms::mint_nonce(),
     }))
+}
+
+/// The push form: a human's todo on one of the endpoint's queues (title,
+/// queue, an optional JSON payload), through the one push operation. The
+/// form's one-time token makes a second click answer with the todo the
+/// first one pushed instead of pushing another.
+pub(crate) async fn push(
+    State(state): State<BoardState>,
+    Path(slug): Path<String>,
+    form: CsrfForm,
+) -> Result<Response, BoardError> {
+    let human = &form.signed.human.id;
+    let endpoint = state.store.get_endpoint(human, &slug).await?;
+    let back_to = path_of(&endpoint.slug);
+    // Checked before the token is spent, so that a typo can be fixed and sent again.
+    let payload = match form.fields.text("payload") {
+        None => None,
+        Some(text) => match serde_json::from_str::<serde_json::Value>(text) {
+            Ok(value) => Some(value),
+            Err(e) => return Ok(back(&back_to, Err(format!("payload: not JSON: {e}")))),
+        },
+    };
+    let nonce = form.fields.text(ops::forms::NONCE_FIELD);
+    match ops::forms::submit(&state.delivery, human, "push", nonce).await {
+        Err(e) => return Ok(back(&back_to, Err(refusal(e)))),
+        Ok(ops::forms::Submission::Repeat(prior)) => {
+            let what = match prior.result {
+                Some(id) => format!("it pushed {id} once"),
+                None => "its first submission is still being handled".to_owned(),
+            };
+            return Ok(back(
+                &back_to,
+                Ok(format!("already submitted: {what}; nothing new was pushed")),
+            ));
+        }
+        Ok(ops::forms::Submission::First) => {}
+    }
+    let request = ops::todos::Push {
+        title: form.fields.get("title").unwrap_or("").trim().to_owned(),
+        queue: form.fields.text("queue").map(str::to_owned),
+        payload,
+        ..ops::todos::Push::default()
+    };
+    let outcome = match ops::todos::push(&state.delivery, human, &endpoint.id, request).await {
+        Ok((_, created)) => {
+            // The push happened whatever happens here (the failure is logged).
+            if let Some(nonce) = nonce
+                && let Err(e) =
+                    ops::forms::settle(&state.delivery, human, nonce, &created.todo.id).await
+            {
+                refusal(e);
+            }
+            Ok(format!(
+                "pushed {} ({}) to queue {}",
+                created.todo.id, created.todo.title, created.todo.queue
+            ))
+        }
+        Err(e) => Err(refusal(e)),
+    };
+    Ok(back(&back_to, outcome))
 }
 
 /// One notify hook of the endpoint, with its last deliveries.
@@ -247,7 +319,7 @@ pub(crate) struct HookRow {
 
 /// One try of a hook delivery.
 pub(crate) struct HookDeliveryRow {
-    pub(crate) when: String,
+    pub(crate) when: When,
     pub(crate) event: String,
     pub(crate) outcome: String,
     /// `HTTP 500`, or what went wrong.
@@ -318,8 +390,8 @@ pub(crate) struct WebhookRow {
     pub(crate) id: String,
     pub(crate) queue: String,
     pub(crate) signed: bool,
-    pub(crate) created: String,
-    pub(crate) rotated: Option<String>,
+    pub(crate) created: When,
+    pub(crate) rotated: Option<When>,
 }
 
 /// A webhook's new URL (and signing secret), shown once.

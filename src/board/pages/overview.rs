@@ -11,7 +11,9 @@ use crate::board::view::{EndpointCard, Layout, all_endpoints, cards, render};
 
 /// Sums over the human's endpoints, for the bar on top: `endpoints` is
 /// every card shown, and working + idle + off + attention + revoked add up
-/// to it.
+/// to it (an `unheard` endpoint needs attention). The todo counts are the
+/// cards' sums: pending + delayed + retrying + claimed + dead letters are
+/// every live or dead todo the cards count.
 #[derive(Default)]
 pub(crate) struct Totals {
     pub(crate) endpoints: usize,
@@ -21,6 +23,8 @@ pub(crate) struct Totals {
     pub(crate) off: usize,
     pub(crate) attention: usize,
     pub(crate) pending: i64,
+    pub(crate) retrying: i64,
+    pub(crate) delayed: i64,
     pub(crate) claimed: i64,
     pub(crate) dead_letters: i64,
 }
@@ -45,10 +49,21 @@ impl Totals {
         }
         for c in cards {
             t.pending += c.pending;
+            t.retrying += c.retrying;
+            t.delayed += c.delayed;
             t.claimed += c.claimed;
             t.dead_letters += c.dead_letters;
         }
         t
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn work_nobody_hears_sorts_with_what_needs_attention() {
+        assert!(super::rank("unheard") < super::rank("stale"));
+        assert!(super::rank("unheard") < super::rank("idle"));
     }
 }
 
@@ -85,11 +100,12 @@ pub(crate) async fn page(
 fn rank(condition: &str) -> u8 {
     match condition {
         "deaf" => 0,
-        "stale" => 1,
-        "unknown" => 2,
-        "working" => 3,
-        "idle" => 4,
-        "off" => 5,
-        _ => 6,
+        "unheard" => 1,
+        "stale" => 2,
+        "unknown" => 3,
+        "working" => 4,
+        "idle" => 5,
+        "off" => 6,
+        _ => 7,
     }
 }

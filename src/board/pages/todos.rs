@@ -13,12 +13,14 @@ use crate::board::auth::Signed;
 use crate::board::error::BoardError;
 use crate::board::form::{CsrfForm, Fields};
 use crate::board::view::{
-    Layout, Messages, all_endpoints, back, countdown, dated, exact, relative, zone_of,
+    Layout, Messages, When, all_endpoints, back, countdown, dated, exact, zone_of,
 };
 use crate::delivery::presence::effective_of;
 use crate::domain::Timestamp;
 use crate::domain::presence::Presence;
-use crate::domain::todo::{KEPT_ATTEMPTS, MAX_BULK, TodoState, validate_bulk_ids, validate_search};
+use crate::domain::todo::{
+    Disposition, KEPT_ATTEMPTS, MAX_BULK, Outcome, TodoState, validate_bulk_ids, validate_search,
+};
 use crate::ops;
 use crate::store::{Attempt, BulkTarget, Endpoint, PageRequest, Todo, TodoFilter};
 
@@ -33,9 +35,13 @@ pub(crate) struct TodoRow {
     pub(crate) agent: String,
     pub(crate) kind: String,
     pub(crate) source: String,
-    pub(crate) created: String,
-    pub(crate) created_exact: String,
+    pub(crate) created: When,
     pub(crate) attempts: String,
+    /// When a failed todo is tried again (`retry in 2 min`).
+    pub(crate) retry: Option<When>,
+    /// Why a dead letter died: its last attempt's outcome and summary, or
+    /// its endpoint's revocation.
+    pub(crate) reason: Option<String>,
     /// `held until 09:00` for a pending todo of an endpoint that is out.
     pub(crate) held: Option<String>,
     /// The lease's remaining time, for a claimed todo, and its end (which
@@ -44,13 +50,22 @@ pub(crate) struct TodoRow {
     pub(crate) lease_exact: Option<String>,
 }
 
-/// Rows for these todos; `endpoints` are the human's (for slugs and holds).
-pub(crate) fn rows(todos: &[Todo], endpoints: &[Endpoint], now: Timestamp) -> Vec<TodoRow> {
+/// Rows for these todos; `endpoints` are the human's (for slugs, holds and
+/// zones), `last` the newest finished attempt of each dead letter.
+pub(crate) fn rows(
+    todos: &[Todo],
+    endpoints: &[Endpoint],
+    last: &HashMap<String, Attempt>,
+    now: Timestamp,
+) -> Vec<TodoRow> {
     let by_id: HashMap<&str, &Endpoint> = endpoints.iter().map(|e| (e.id.as_str(), e)).collect();
     todos
         .iter()
         .map(|t| {
             let endpoint = by_id.get(t.endpoint_id.as_str());
+            let zone = endpoint
+                .map(|e| zone_of(e))
+                .unwrap_or(jiff::tz::TimeZone::UTC);
             TodoRow {
                 id: t.id.clone(),
                 title: t.title.clone(),
@@ -61,15 +76,87 @@ pub(crate) fn rows(todos: &[Todo], endpoints: &[Endpoint], now: Timestamp) -> Ve
                 agent: endpoint.map(|e| e.agent_name.clone()).unwrap_or_default(),
                 kind: t.kind.clone().unwrap_or_default(),
                 source: t.source.clone().unwrap_or_default(),
-                created: relative(now, t.created_at),
-                created_exact: exact(t.created_at),
+                created: When::at(t.created_at, now, &zone),
                 attempts: format!("{}/{}", t.attempt, t.max_attempts),
+                retry: (t.state == TodoState::Failed)
+                    .then_some(t.next_retry_at)
+                    .flatten()
+                    .map(|at| When::at(at, now, &zone)),
+                reason: is_dead(t).then(|| dead_reason(t, last.get(&t.id))),
                 held: endpoint.and_then(|e| held(t, e, now)),
                 lease: lease_end(t).map(|u| countdown(now, u)),
                 lease_exact: lease_end(t).map(exact),
             }
         })
         .collect()
+}
+
+/// A dead letter: failed with no retry to come (as the store counts them).
+fn is_dead(todo: &Todo) -> bool {
+    todo.dead_letter
+}
+
+/// The ids of the dead letters among these todos (whose last attempt says why).
+pub(crate) fn dead_ids(todos: &[Todo]) -> Vec<String> {
+    todos
+        .iter()
+        .filter(|t| is_dead(t))
+        .map(|t| t.id.clone())
+        .collect()
+}
+
+/// Why a dead letter died, in words: its endpoint's revocation (recorded in
+/// its result), else its last attempt's outcome with the holder's summary.
+fn dead_reason(todo: &Todo, last: Option<&Attempt>) -> String {
+    let result = todo.result.as_ref();
+    if result.and_then(|r| r.get("error")).and_then(|e| e.as_str()) == Some("endpoint_revoked") {
+        return match result
+            .and_then(|r| r.get("reason"))
+            .and_then(|r| r.as_str())
+        {
+            Some("expired") => "endpoint expired".to_owned(),
+            _ => "endpoint revoked".to_owned(),
+        };
+    }
+    match last {
+        Some(a) => {
+            let what = a.outcome.map(outcome_words).unwrap_or("ended").to_owned();
+            match a
+                .summary
+                .as_deref()
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+            {
+                Some(summary) => format!("{what}: {summary}"),
+                None => format!("{what}, after {} attempt(s)", todo.attempt),
+            }
+        }
+        None => format!("no attempts left ({}/{})", todo.attempt, todo.max_attempts),
+    }
+}
+
+/// An attempt's outcome as a person says it.
+pub(crate) fn outcome_words(o: Outcome) -> &'static str {
+    match o {
+        Outcome::Completed => "completed",
+        Outcome::Failed => "failed",
+        Outcome::Released => "released",
+        Outcome::LeaseExpired => "lease expired",
+        Outcome::Reaped => "holder vanished",
+        Outcome::Revoked => "endpoint revoked",
+        Outcome::Cancelled => "cancelled",
+    }
+}
+
+/// What became of the todo after an attempt, as a person says it.
+pub(crate) fn disposition_words(d: Disposition) -> &'static str {
+    match d {
+        Disposition::Done => "done",
+        Disposition::RetryScheduled => "retry scheduled",
+        Disposition::Requeued => "back to pending",
+        Disposition::DeadLettered => "dead-lettered",
+        Disposition::Cancelled => "cancelled",
+    }
 }
 
 fn lease_end(todo: &Todo) -> Option<Timestamp> {
@@ -175,6 +262,23 @@ impl Filters {
         self.query().is_empty()
     }
 
+    /// The filters in words, for a confirmation: `state pending, endpoint alpha-x1y2`.
+    fn describe(&self) -> String {
+        [
+            ("state", self.state.as_str()),
+            ("endpoint", self.endpoint.as_str()),
+            ("queue", self.queue.as_str()),
+            ("dead letter", self.dead_letter.as_str()),
+            ("kind", self.kind.as_str()),
+            ("title contains", self.q.as_str()),
+        ]
+        .into_iter()
+        .filter(|(_, v)| !v.is_empty())
+        .map(|(k, v)| format!("{k} {v:?}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+    }
+
     /// The query string of these filters (no cursor), for links and refreshes.
     pub(crate) fn query(&self) -> String {
         let pairs: Vec<(&str, &str)> = [
@@ -192,12 +296,58 @@ impl Filters {
     }
 }
 
-/// Live counts over all the human's endpoints.
+/// Live counts of the endpoints the filter names (all the human's without
+/// an endpoint filter), labelled with what they count: they follow the
+/// endpoint filter, and say so when the other filters do not narrow them.
 #[derive(Default)]
 pub(crate) struct Counts {
     pub(crate) pending: i64,
+    pub(crate) retrying: i64,
+    pub(crate) delayed: i64,
     pub(crate) claimed: i64,
     pub(crate) dead_letters: i64,
+    pub(crate) oldest_pending: Option<When>,
+    /// `endpoint alpha-x1y2` or `all 4 endpoints`.
+    pub(crate) scope: String,
+    /// Which filters the counts ignore, when any is set.
+    pub(crate) not_narrowed_by: Option<String>,
+}
+
+impl Counts {
+    fn of(
+        activity: &HashMap<String, crate::store::EndpointActivity>,
+        scope: String,
+        filters: &Filters,
+        now: Timestamp,
+    ) -> Self {
+        let mut c = Counts {
+            scope,
+            ..Counts::default()
+        };
+        let mut oldest: Option<Timestamp> = None;
+        for a in activity.values() {
+            c.pending += a.pending;
+            c.retrying += a.retrying;
+            c.delayed += a.delayed;
+            c.claimed += a.claimed;
+            c.dead_letters += a.dead_letters;
+            if let Some(t) = a.oldest_pending_at {
+                oldest = Some(oldest.map_or(t, |o| o.min(t)));
+            }
+        }
+        c.oldest_pending = oldest.map(|t| When::at(t, now, &jiff::tz::TimeZone::UTC));
+        let ignored: Vec<&str> = [
+            ("queue", &filters.queue),
+            ("kind", &filters.kind),
+            ("search", &filters.q),
+        ]
+        .into_iter()
+        .filter(|(_, v)| !v.trim().is_empty())
+        .map(|(name, _)| name)
+        .collect();
+        c.not_narrowed_by = (!ignored.is_empty()).then(|| ignored.join(", "));
+        c
+    }
 }
 
 #[derive(Template)]
@@ -242,10 +392,16 @@ pub(crate) async fn page(
                 )
                 .await;
             match page {
-                Ok(page) => (
-                    rows(&page.items, &endpoints, state.store.clock().now()),
-                    page.next_cursor,
-                ),
+                Ok(page) => {
+                    let last = state
+                        .store
+                        .human_last_attempts(&signed.human.id, &dead_ids(&page.items))
+                        .await?;
+                    (
+                        rows(&page.items, &endpoints, &last, state.store.clock().now()),
+                        page.next_cursor,
+                    )
+                }
                 // A stale or foreign cursor is bad input, not an outage.
                 Err(crate::store::StoreError::InvalidArgument(e)) => {
                     layout.error = Some(e.to_string());
@@ -255,14 +411,18 @@ pub(crate) async fn page(
             }
         }
     };
-    let ids: Vec<String> = endpoints.iter().map(|e| e.id.clone()).collect();
+    // The counts follow the endpoint filter; the label says what they count.
+    let counted: Vec<&Endpoint> = match endpoints.iter().find(|e| e.slug == filters.endpoint) {
+        Some(e) => vec![e],
+        None => endpoints.iter().collect(),
+    };
+    let scope = match counted.as_slice() {
+        [one] if !filters.endpoint.is_empty() => format!("endpoint {}", one.slug),
+        all => format!("all {} endpoints", all.len()),
+    };
+    let ids: Vec<String> = counted.iter().map(|e| e.id.clone()).collect();
     let activity = state.store.endpoint_activity(&ids).await?;
-    let counts = activity.values().fold(Counts::default(), |mut c, a| {
-        c.pending += a.pending;
-        c.claimed += a.claimed;
-        c.dead_letters += a.dead_letters;
-        c
-    });
+    let counts = Counts::of(&activity, scope, &filters, state.store.clock().now());
     Ok(crate::board::view::render(&TodosPage {
         layout,
         query: filters.query(),
@@ -275,36 +435,39 @@ pub(crate) async fn page(
     }))
 }
 
-/// One attempt on the timeline.
+/// One attempt on the timeline, in words: `#2 by claude-code 2.1 ·
+/// claimed 3 min ago · ended 2 min ago · failed → retry scheduled`.
 pub(crate) struct AttemptRow {
     pub(crate) attempt: i64,
-    pub(crate) claimant: String,
-    pub(crate) claimed: String,
-    pub(crate) claimed_exact: String,
-    pub(crate) ended: Option<String>,
-    pub(crate) outcome: String,
-    pub(crate) disposition: String,
+    /// Who claimed it, when the claimant said.
+    pub(crate) claimant: Option<String>,
+    pub(crate) claimed: When,
+    pub(crate) ended: Option<When>,
+    pub(crate) outcome: &'static str,
+    /// What became of the todo, unless the outcome already says it.
+    pub(crate) disposition: Option<&'static str>,
     pub(crate) note: Option<String>,
     pub(crate) summary: Option<String>,
     pub(crate) died: bool,
 }
 
 impl AttemptRow {
-    fn of(a: &Attempt, now: Timestamp) -> Self {
+    fn of(a: &Attempt, now: Timestamp, zone: &jiff::tz::TimeZone) -> Self {
+        let outcome = a.outcome.map(outcome_words).unwrap_or("running");
         Self {
             attempt: a.attempt,
-            claimant: a.claimant.clone().unwrap_or_else(|| "—".to_owned()),
-            claimed: relative(now, a.claimed_at),
-            claimed_exact: exact(a.claimed_at),
-            ended: a.ended_at.map(|t| relative(now, t)),
-            outcome: a
-                .outcome
-                .map(|o| o.as_str().to_owned())
-                .unwrap_or_else(|| "running".to_owned()),
+            claimant: a
+                .claimant
+                .clone()
+                .map(|c| c.trim().to_owned())
+                .filter(|c| !c.is_empty()),
+            claimed: When::at(a.claimed_at, now, zone),
+            ended: a.ended_at.map(|t| When::at(t, now, zone)),
+            outcome,
             disposition: a
                 .disposition
-                .map(|d| d.as_str().to_owned())
-                .unwrap_or_default(),
+                .map(disposition_words)
+                .filter(|d| *d != outcome && !(outcome == "completed" && *d == "done")),
             note: a.note.clone(),
             summary: a.summary.clone(),
             died: a.died,
@@ -321,12 +484,13 @@ struct TodoPage {
     result: Option<String>,
     note: Option<String>,
     lease_until: Option<String>,
-    next_retry: Option<String>,
     attempts: Vec<AttemptRow>,
     attempts_pruned: i64,
     can_retry: bool,
     can_release: bool,
     can_cancel: bool,
+    /// Anything but a claimed todo (cancel or release it first).
+    can_delete: bool,
 }
 
 pub(crate) async fn detail(
@@ -355,8 +519,10 @@ pub(crate) async fn detail(
             .then_some(todo.lease_expires_at)
             .flatten()
             .map(|t| dated(t, &zone)),
-        next_retry: todo.next_retry_at.map(|t| relative(now, t)),
-        attempts: attempts.iter().map(|a| AttemptRow::of(a, now)).collect(),
+        attempts: attempts
+            .iter()
+            .map(|a| AttemptRow::of(a, now, &zone))
+            .collect(),
         attempts_pruned: todo.attempts_pruned,
         can_retry: matches!(todo.state, TodoState::Failed | TodoState::Cancelled)
             || todo.dead_letter,
@@ -366,9 +532,15 @@ pub(crate) async fn detail(
                 todo.state,
                 TodoState::Pending | TodoState::Claimed | TodoState::Failed
             ),
+        can_delete: !claimed,
         row: rows(
             std::slice::from_ref(&todo),
             std::slice::from_ref(&endpoint),
+            &attempts
+                .first()
+                .filter(|a| a.ended_at.is_some())
+                .map(|a| HashMap::from([(todo.id.clone(), a.clone())]))
+                .unwrap_or_default(),
             now,
         )
         .remove(0),
@@ -423,6 +595,49 @@ pub(crate) async fn cancel(
     Ok(back(&format!("/board/todos/{}", todo.id), outcome))
 }
 
+/// The confirmation of an "all matching" bulk action: the count it will
+/// touch, and a form that sends the same filter back with that count.
+#[derive(Template)]
+#[template(path = "board/todos_confirm.html")]
+struct ConfirmPage {
+    layout: Layout,
+    /// `retry` or `cancel`.
+    action: String,
+    bulk: String,
+    count: i64,
+    more: bool,
+    max: usize,
+    /// `state = pending, endpoint = alpha-x1y2`.
+    described: String,
+    back_to: String,
+    filters: Filters,
+}
+
+/// Deletes a todo for good (the form's `confirm` box must be ticked): back
+/// to the table, which no longer lists it.
+pub(crate) async fn delete(
+    State(state): State<BoardState>,
+    Path(id): Path<String>,
+    form: CsrfForm,
+) -> Result<Response, BoardError> {
+    let human = &form.signed.human.id;
+    let todo = state.store.human_get_todo(human, &id).await?;
+    let here = format!("/board/todos/{}", todo.id);
+    if form.fields.text("confirm") != Some("yes") {
+        return Ok(back(
+            &here,
+            Err("confirm: tick the box to delete the todo for good".into()),
+        ));
+    }
+    match ops::todos::delete(&state.delivery, human, &todo.id).await {
+        Ok(gone) => Ok(back(
+            "/board/todos",
+            Ok(format!("deleted {} ({}) for good", gone.id, gone.title)),
+        )),
+        Err(e) => Ok(back(&here, Err(refusal(e)))),
+    }
+}
+
 /// The Todos page's bulk form: the button pressed sends `bulk` =
 /// `<retry|cancel>:<selected|matching>`; `selected` acts on the ticked
 /// `ids`, `matching` on everything the hidden filter fields match (at most
@@ -470,21 +685,60 @@ pub(crate) async fn bulk(
             ));
         }
     };
-    let (verb, outcome) = match action {
-        "retry" => (
-            "retried",
-            ops::todos::bulk_retry(&state.delivery, human, &target).await,
-        ),
-        "cancel" => (
-            "cancelled",
-            ops::todos::bulk_cancel(&state.delivery, human, &target).await,
-        ),
+    let (retry, verb) = match action {
+        "retry" => (true, "retried"),
+        "cancel" => (false, "cancelled"),
         _ => {
             return Ok(back(
                 &back_to,
                 Err("bulk: must be <retry|cancel>:<selected|matching>".into()),
             ));
         }
+    };
+    // "All matching" confirms with the count it will touch: the first POST
+    // answers with that count, and only a second POST carrying it acts.
+    if scope == "matching" {
+        let count = match state.store.human_bulk_count(human, &target, retry).await {
+            Ok(count) => count,
+            Err(e) => return Ok(back(&back_to, Err(refusal(e)))),
+        };
+        let confirmed = form
+            .fields
+            .text("confirm")
+            .and_then(|c| c.parse::<i64>().ok());
+        if count.count == 0 {
+            return Ok(back(
+                &back_to,
+                Err(format!(
+                    "nothing to {action}: no todo matching the filter can be {verb}"
+                )),
+            ));
+        }
+        if confirmed != Some(count.count) {
+            let mut layout = Layout::new(&form.signed, "todos", "Confirm");
+            if let Some(before) = confirmed {
+                layout.error = Some(format!(
+                    "the count changed from {before} to {} since you looked: confirm again",
+                    count.count
+                ));
+            }
+            return Ok(crate::board::view::render(&ConfirmPage {
+                layout,
+                action: action.to_owned(),
+                bulk: format!("{action}:matching"),
+                count: count.count,
+                more: count.more,
+                max: MAX_BULK,
+                described: filters.describe(),
+                back_to,
+                filters,
+            }));
+        }
+    }
+    let outcome = if retry {
+        ops::todos::bulk_retry(&state.delivery, human, &target).await
+    } else {
+        ops::todos::bulk_cancel(&state.delivery, human, &target).await
     };
     let message = outcome.map_err(refusal).map(|o| {
         let more = if o.more {

@@ -10,7 +10,7 @@ use crate::board::BoardState;
 use crate::board::auth::{SIGN_IN_LABEL, Signed};
 use crate::board::error::BoardError;
 use crate::board::form::CsrfForm;
-use crate::board::view::{Layout, Messages, back, relative, render};
+use crate::board::view::{Layout, Messages, When, back, render};
 use crate::ops;
 use crate::store::{ApiToken, PageRequest};
 
@@ -18,9 +18,11 @@ pub(crate) struct TokenRow {
     pub(crate) id: String,
     pub(crate) prefix: String,
     pub(crate) label: String,
-    pub(crate) created: String,
-    pub(crate) expires: String,
-    pub(crate) last_used: String,
+    pub(crate) created: When,
+    /// `None`: never.
+    pub(crate) expires: Option<When>,
+    /// `None`: never.
+    pub(crate) last_used: Option<When>,
     pub(crate) revoked: bool,
     /// The token this very board session uses.
     pub(crate) current: bool,
@@ -52,19 +54,14 @@ async fn show(
         )
         .await?;
     let now = state.store.clock().now();
+    let utc = jiff::tz::TimeZone::UTC;
     let row = |t: &ApiToken| TokenRow {
         id: t.id.clone(),
         prefix: t.prefix.clone(),
         label: t.label.clone().unwrap_or_default(),
-        created: relative(now, t.created_at),
-        expires: t
-            .expires_at
-            .map(|x| relative(now, x))
-            .unwrap_or_else(|| "never".into()),
-        last_used: t
-            .last_used_at
-            .map(|x| relative(now, x))
-            .unwrap_or_else(|| "never".into()),
+        created: When::at(t.created_at, now, &utc),
+        expires: t.expires_at.map(|x| When::at(x, now, &utc)),
+        last_used: t.last_used_at.map(|x| When::at(x, now, &utc)),
         revoked: t.revoked_at.is_some(),
         current: t.id == signed.token.id,
     };

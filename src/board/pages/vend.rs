@@ -61,6 +61,11 @@ struct VendPage {
     input: VendInput,
     verbs: &'static [&'static str],
     reveal: Option<Reveal>,
+    /// The form's one-time token (`ops::forms`): a second click of Vend
+    /// answers with the endpoint the first one vended.
+    nonce: String,
+    /// The endpoint an earlier submission of the same form vended.
+    already: Option<String>,
 }
 
 pub(crate) async fn page(signed: Signed, Query(messages): Query<Messages>) -> Response {
@@ -73,6 +78,8 @@ pub(crate) async fn page(signed: Signed, Query(messages): Query<Messages>) -> Re
         },
         verbs: &GRANTABLE_VERBS,
         reveal: None,
+        nonce: ops::forms::mint_nonce(),
+        already: None,
     })
 }
 
@@ -81,24 +88,55 @@ pub(crate) async fn vend(
     form: CsrfForm,
 ) -> Result<Response, BoardError> {
     let input = VendInput::of(&form.fields);
+    let human = &form.signed.human.id;
     let mut layout = Layout::new(&form.signed, "vend", "Vend");
-    let outcome = vend_endpoint(&state, &form.signed.human.id, &input).await;
-    let reveal = match outcome {
-        Ok(reveal) => {
-            layout.notice =
-                Some("endpoint vended: copy the credential now, it is not shown again".into());
-            Some(reveal)
-        }
-        Err(message) => {
-            layout.error = Some(message);
+    let nonce = form.fields.text(ops::forms::NONCE_FIELD);
+    let mut already = None;
+    let reveal = match ops::forms::submit(&state.delivery, human, "vend", nonce).await {
+        Err(e) => {
+            layout.error = Some(refusal(e));
             None
         }
+        Ok(ops::forms::Submission::Repeat(prior)) => {
+            layout.error = Some(match &prior.result {
+                Some(slug) => format!(
+                    "already submitted: this form vended {slug} once, and nothing was vended again; \
+                     its credential was shown in that first answer and cannot be shown again"
+                ),
+                None => "already submitted: the first submission of this form is still being \
+                         handled, and nothing was vended again"
+                    .to_owned(),
+            });
+            already = prior.result;
+            None
+        }
+        Ok(ops::forms::Submission::First) => match vend_endpoint(&state, human, &input).await {
+            Ok(reveal) => {
+                // The credential is shown whatever happens here: a replay that
+                // finds no result says "still being handled", never vends again.
+                if let Some(nonce) = nonce
+                    && let Err(e) =
+                        ops::forms::settle(&state.delivery, human, nonce, &reveal.slug).await
+                {
+                    refusal(e);
+                }
+                layout.notice =
+                    Some("endpoint vended: copy the credential now, it is not shown again".into());
+                Some(reveal)
+            }
+            Err(message) => {
+                layout.error = Some(message);
+                None
+            }
+        },
     };
     Ok(render(&VendPage {
         layout,
         input,
         verbs: &GRANTABLE_VERBS,
         reveal,
+        nonce: ops::forms::mint_nonce(),
+        already,
     }))
 }
 

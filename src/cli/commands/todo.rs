@@ -1,4 +1,4 @@
-//! `todo push | list | show | event | retry | release | cancel`, and the bulk
+//! `todo push | list | show | event | retry | release | cancel | delete`, and the bulk
 //! `todo retry --all` / `todo cancel --all` with the list's filters.
 
 use std::io::Read;
@@ -49,6 +49,14 @@ pub enum TodoCommand {
     /// Cancel a pending, claimed or waiting todo (terminal; its holder's next
     /// call is refused); or, with --all, every such todo matching the filters.
     Cancel(BulkArgs),
+    /// Delete a todo for good, with its attempt history (a claimed one must
+    /// be cancelled or released first).
+    Delete {
+        id: String,
+        /// Do not ask for confirmation (required when stdin is not a terminal).
+        #[arg(short = 'y', long)]
+        yes: bool,
+    },
 }
 
 /// One todo by id, or `--all` of those matching the filters.
@@ -222,6 +230,12 @@ pub(crate) async fn run(args: TodoArgs) -> anyhow::Result<()> {
             return Ok(());
         }
     }
+    if let TodoCommand::Delete { id, yes: false } = &args.command
+        && !confirm_delete(id)?
+    {
+        println!("Nothing was deleted.");
+        return Ok(());
+    }
     let client = args.client.connect()?;
     match args.command {
         TodoCommand::Push(push) => {
@@ -294,7 +308,26 @@ pub(crate) async fn run(args: TodoArgs) -> anyhow::Result<()> {
             Some(id) => act(&client, json, &id, "cancel").await,
             None => run_bulk(&client, json, BulkAction::Cancel, &bulk.filter).await,
         },
+        TodoCommand::Delete { id, .. } => {
+            let response = client.delete(&["todos", &id]).await?;
+            emit(json, &response, |_| {
+                println!("Deleted {id}.");
+                Ok(())
+            })
+        }
     }
+}
+
+/// Deleting cannot be undone, so a person is asked; a script must say -y.
+fn confirm_delete(id: &str) -> anyhow::Result<bool> {
+    if !prompt::stdin_is_terminal() {
+        return Err(
+            UsageError("todo delete needs -y (--yes) when stdin is not a terminal".into()).into(),
+        );
+    }
+    Ok(prompt::confirm(&format!(
+        "Delete {id} for good, with its attempt history?"
+    ))?)
 }
 
 #[derive(Debug, Clone, Copy)]

@@ -83,17 +83,47 @@ impl SqlStore {
 /// on PostgreSQL, a scan of the table).
 fn activity_counts_sql(dialect: Dialect) -> String {
     [
-        ("pending", "todos_pending_by_endpoint", "state = 'pending'"),
-        ("claimed", "todos_claimed_by_endpoint", "state = 'claimed'"),
+        (
+            "pending",
+            "todos_pending_by_endpoint",
+            "COUNT(*)",
+            "state = 'pending'",
+        ),
+        // The oldest pending todo's age: the first entry of the same index.
+        (
+            "oldest",
+            "todos_pending_by_endpoint",
+            "MIN(created_at)",
+            "state = 'pending'",
+        ),
+        (
+            "claimed",
+            "todos_claimed_by_endpoint",
+            "COUNT(*)",
+            "state = 'claimed'",
+        ),
+        (
+            "delayed",
+            "todos_delayed_by_endpoint",
+            "COUNT(*)",
+            "state = 'delayed'",
+        ),
+        (
+            "retrying",
+            "todos_retry_by_endpoint",
+            "COUNT(*)",
+            "state = 'failed' AND next_retry_at IS NOT NULL",
+        ),
         (
             "dead",
             "todos_dead_by_endpoint",
+            "COUNT(*)",
             "state = 'failed' AND next_retry_at IS NULL",
         ),
     ]
-    .map(|(kind, index, condition)| {
+    .map(|(kind, index, value, condition)| {
         format!(
-            "SELECT endpoint_id, '{kind}' AS kind, COUNT(*) AS n FROM {} \
+            "SELECT endpoint_id, '{kind}' AS kind, {value} AS n FROM {} \
              WHERE endpoint_id {} AND {condition} GROUP BY endpoint_id",
             dialect.todos_by_index(index),
             dialect.in_short_json_list(1)
@@ -392,7 +422,10 @@ impl EndpointStore for SqlStore {
             if let Some(a) = out.get_mut(&id) {
                 match kind.as_str() {
                     "pending" => a.pending = n,
+                    "oldest" => a.oldest_pending_at = Some(Timestamp::from_millis(n)),
                     "claimed" => a.claimed = n,
+                    "retrying" => a.retrying = n,
+                    "delayed" => a.delayed = n,
                     _ => a.dead_letters = n,
                 }
             }

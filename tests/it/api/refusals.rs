@@ -610,6 +610,7 @@ fn cases(w: &World) -> Vec<Case> {
         ),
         raw(M::POST, "/api/v1/todos/td_missing/retry", None, b"", 404),
         raw(M::POST, "/api/v1/todos/td_missing/cancel", None, b"", 404),
+        raw(M::DELETE, "/api/v1/todos/td_missing", None, b"", 404),
         // Bulk actions: a bad body changes nothing, whatever it would match.
         case(
             M::POST,

@@ -327,6 +327,7 @@ fn todo_routes() -> Vec<Route> {
                 Body::None,
             )
         },
+        |id| (Method::DELETE, format!("/api/v1/todos/{id}"), Body::None),
     ]
 }
 
@@ -1228,6 +1229,23 @@ async fn the_owner_gets_the_success_status_on_every_route() {
     )
     .await;
     assert_eq!(cancelled["count"], 1);
+    // Deleted for good: gone from the listing, and a second delete is 404.
+    ok(
+        204,
+        Method::DELETE,
+        format!("/api/v1/todos/{}", a.todo),
+        Body::None,
+    )
+    .await;
+    let gone = server
+        .call(
+            Method::GET,
+            &format!("/api/v1/todos/{}", a.todo),
+            t,
+            Body::None,
+        )
+        .await;
+    assert_eq!(gone.status, 404, "{}", gone.text());
     let presence = ok(
         200,
         Method::GET,

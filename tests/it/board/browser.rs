@@ -71,7 +71,7 @@ async fn the_board_works_in_chromium() {
         .unwrap()
         .to_owned();
     let bob = make_human(&server, "bob");
-    fleet(&server, &admin, &alpha.id).await;
+    let unheard = fleet(&server, &admin, &alpha.id).await;
 
     let mut child = Command::new("node")
         .arg(script_dir().join("board.mjs"))
@@ -84,6 +84,7 @@ async fn the_board_works_in_chromium() {
         .env("SHOTS", screenshots_dir())
         .env("CHROMIUM", CHROMIUM)
         .env("BULK", "1")
+        .env("SLUG_UNHEARD", &unheard)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -115,6 +116,13 @@ async fn the_board_works_in_chromium() {
     for expected in [
         "sign-in",
         "pages",
+        "counts-add-up",
+        "unheard",
+        "no-wrap",
+        "phone-width",
+        "times-zoned",
+        "vend-once",
+        "push-delete",
         "shift-preview",
         "presence-toggle",
         "live-todo",
@@ -161,8 +169,10 @@ async fn the_board_works_in_chromium() {
 /// A few more endpoints, so that the overview shows the conditions an
 /// operator meets (and its screenshot, `docs/img/board-overview.png`, does):
 /// alpha seen (idle), `builder` working on a claim, `nightly` off under an
-/// override, `scout` never seen (unknown), `reviewer` silent for hours (stale).
-async fn fleet(server: &Server, admin: &str, alpha_id: &str) {
+/// override, `scout` never seen (unknown), `reviewer` silent for hours (stale),
+/// `mailer` seen, with pending work and no session (unheard, not idle); a
+/// failed todo of `builder` waits for its retry. Returns `mailer`'s slug.
+async fn fleet(server: &Server, admin: &str, alpha_id: &str) -> String {
     use switchboard::store::prelude::*;
     let builder = vend(server, admin, json!({ "agent": "builder", "kind": "task" })).await;
     let nightly = vend(
@@ -178,7 +188,11 @@ async fn fleet(server: &Server, admin: &str, alpha_id: &str) {
         json!({ "agent": "reviewer", "kind": "heartbeat" }),
     )
     .await;
-    for title in ["Bump the lockfile", "Triage flaky test"] {
+    for title in [
+        "Bump the lockfile",
+        "Triage flaky test",
+        "Rebase the branch",
+    ] {
         server
             .expect(
                 201,
@@ -189,7 +203,28 @@ async fn fleet(server: &Server, admin: &str, alpha_id: &str) {
             )
             .await;
     }
+    claim_next(&server.database, &builder.id, true).await;
     claim_next(&server.database, &builder.id, false).await;
+    // Delayed: counted on its own, not claimable for two hours.
+    server
+        .expect(
+            201,
+            Method::POST,
+            &format!("/api/v1/endpoints/{}/todos", builder.slug),
+            admin,
+            Body::Json(json!({ "title": "Release notes", "delay": "2h" })),
+        )
+        .await;
+    let mailer = vend(server, admin, json!({ "agent": "mailer" })).await;
+    server
+        .expect(
+            201,
+            Method::POST,
+            &format!("/api/v1/endpoints/{}/todos", mailer.slug),
+            admin,
+            Body::Json(json!({ "title": "Send the weekly digest" })),
+        )
+        .await;
     server
         .expect(
             200,
@@ -210,7 +245,12 @@ async fn fleet(server: &Server, admin: &str, alpha_id: &str) {
         .await;
     let store = open_store(&server.database).await;
     let now = store.clock().now();
-    for id in [alpha_id, builder.id.as_str(), nightly.id.as_str()] {
+    for id in [
+        alpha_id,
+        builder.id.as_str(),
+        nightly.id.as_str(),
+        mailer.id.as_str(),
+    ] {
         store
             .stamp_endpoint_seen(id, now, Some(now.add_secs(-2)))
             .await
@@ -223,4 +263,5 @@ async fn fleet(server: &Server, admin: &str, alpha_id: &str) {
         .await
         .unwrap();
     store.close().await;
+    mailer.slug
 }

@@ -683,17 +683,35 @@ async fn bulk_and_single_actions_act_on_the_selection_or_the_filter() {
         .await;
     assert!(unfiltered.location.unwrap().contains("error=filter"));
     assert_eq!(state_of(&server, &admin, &ids[2]).await, "pending");
-    let filtered = board
-        .post(
-            "/board/todos/bulk",
-            &[
-                ("csrf", &csrf),
-                ("bulk", "cancel:matching"),
-                ("endpoint", &alpha.slug),
-                ("state", "pending"),
-            ],
-        )
-        .await;
+    // The first POST only asks, with the count it will touch; nothing changes.
+    let matching = [
+        ("csrf", csrf.as_str()),
+        ("bulk", "cancel:matching"),
+        ("endpoint", alpha.slug.as_str()),
+        ("state", "pending"),
+    ];
+    let asked = board.post("/board/todos/bulk", &matching).await;
+    assert_eq!(asked.status, 200, "a confirmation page: {}", asked.body);
+    assert!(
+        asked
+            .body
+            .contains(r#"<span id="bulk-confirm-count">1</span>"#),
+        "{}",
+        asked.body
+    );
+    assert!(asked.body.contains(r#"name="confirm" value="1""#));
+    assert_eq!(state_of(&server, &admin, &ids[2]).await, "pending");
+    // A count that no longer holds asks again, with the new count.
+    let mut stale = matching.to_vec();
+    stale.push(("confirm", "5"));
+    let again = board.post("/board/todos/bulk", &stale).await;
+    assert_eq!(again.status, 200);
+    assert!(again.body.contains("changed from 5 to 1"), "{}", again.body);
+    assert_eq!(state_of(&server, &admin, &ids[2]).await, "pending");
+    // The second POST carries the count it was shown, and acts.
+    let mut confirmed = matching.to_vec();
+    confirmed.push(("confirm", "1"));
+    let filtered = board.post("/board/todos/bulk", &confirmed).await;
     let location = filtered.location.unwrap();
     assert!(location.contains("notice=cancelled+1+todo"), "{location}");
     assert!(
@@ -710,18 +728,24 @@ async fn bulk_and_single_actions_act_on_the_selection_or_the_filter() {
         "beta's is untouched"
     );
 
-    // Retry everything cancelled of alpha: all three pending again.
-    board
-        .post(
-            "/board/todos/bulk",
-            &[
-                ("csrf", &csrf),
-                ("bulk", "retry:matching"),
-                ("endpoint", &alpha.slug),
-                ("state", "cancelled"),
-            ],
-        )
-        .await;
+    // Retry everything cancelled of alpha: confirmed for 3, all three pending again.
+    let retry_all = [
+        ("csrf", csrf.as_str()),
+        ("bulk", "retry:matching"),
+        ("endpoint", alpha.slug.as_str()),
+        ("state", "cancelled"),
+    ];
+    let asked = board.post("/board/todos/bulk", &retry_all).await;
+    assert!(
+        asked
+            .body
+            .contains(r#"<span id="bulk-confirm-count">3</span>"#),
+        "{}",
+        asked.body
+    );
+    let mut confirmed = retry_all.to_vec();
+    confirmed.push(("confirm", "3"));
+    board.post("/board/todos/bulk", &confirmed).await;
     for id in &ids {
         assert_eq!(state_of(&server, &admin, id).await, "pending");
     }
@@ -1020,8 +1044,12 @@ async fn the_vend_reveal_shows_the_unattended_lines() {
     let mut board = Board::new(&server.addr);
     board.sign_in(&admin).await;
     let csrf = board.csrf().await;
+    let nonce = super::nonce_of(&board.get("/board/vend").await.body);
     let reveal = board
-        .post("/board/vend", &[("agent", "runner"), ("csrf", &csrf)])
+        .post(
+            "/board/vend",
+            &[("agent", "runner"), ("csrf", &csrf), ("nonce", &nonce)],
+        )
         .await;
     assert_eq!(reveal.status, 200, "{}", reveal.body);
     for (id, start) in [
@@ -1075,8 +1103,8 @@ async fn the_overview_totals_count_every_card() {
     let totals =
         &page.body[page.body.find("Totals").unwrap()..page.body.find("</section>").unwrap()];
     assert!(
-        totals.contains(r#"<span class="n">2</span> endpoints"#)
-            && totals.contains(r#"<span class="n">1</span> revoked"#),
+        totals.contains(r#"id="total-endpoints">2</span> endpoints"#)
+            && totals.contains(r#"data-total="revoked">1</span> revoked"#),
         "{totals}"
     );
     assert!(page.body.contains(&kept.slug) && page.body.contains(&gone.slug));

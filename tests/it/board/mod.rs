@@ -7,6 +7,7 @@ mod browser;
 mod cluster;
 mod http;
 mod queues;
+mod trust;
 
 use std::time::{Duration, Instant};
 
@@ -116,6 +117,14 @@ impl Board {
         assert_eq!(page.status, 200);
         csrf_of(&page.body)
     }
+}
+
+/// The one-time token of the first create form on a page (`name="nonce"`).
+pub fn nonce_of(html: &str) -> String {
+    let marker = r#"name="nonce" value=""#;
+    let start = html.find(marker).expect("a nonce field") + marker.len();
+    let end = start + html[start..].find('"').expect("the nonce's end");
+    html[start..end].to_owned()
 }
 
 pub fn csrf_of(html: &str) -> String {

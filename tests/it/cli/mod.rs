@@ -992,3 +992,35 @@ fn all_runs_batch_after_batch_until_nothing_more_matches() {
     assert_eq!(retried["more"], false);
     assert_eq!(retried["ids"].as_array().unwrap().len(), 1_001);
 }
+
+#[test]
+fn a_todo_is_deleted_for_good_after_a_confirmation() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let cli = Client::new(dir.path());
+    cli.login(&server);
+    let slug = cli.json(&["endpoint", "vend", "janitor", "-q", "inbox"])["slug"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let id = cli.json(&["todo", "push", &slug, "Sweep the floor"])["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // A script must say -y; a person is asked, and "n" keeps it.
+    let refused = cli.run(&["todo", "delete", &id]);
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
+    assert!(
+        stderr(&refused).contains("needs -y"),
+        "{}",
+        stderr(&refused)
+    );
+    let declined = run_on_a_terminal(&cli, &["todo", "delete", &id], "n\n");
+    assert!(declined.contains("Nothing was deleted."), "{declined}");
+    assert_eq!(cli.json(&["todo", "show", &id])["state"], "pending");
+    let deleted = cli.ok(&["todo", "delete", &id, "-y"]);
+    assert!(deleted.contains(&format!("Deleted {id}.")), "{deleted}");
+    let gone = cli.run(&["todo", "show", &id]);
+    assert_eq!(gone.status.code(), Some(1));
+    assert!(stderr(&gone).contains("not_found"), "{}", stderr(&gone));
+}

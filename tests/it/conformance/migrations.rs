@@ -53,13 +53,22 @@ async fn schema(store: &SqlStore) -> Vec<String> {
 async fn migrating_step_by_step_matches_migrating_at_once(_store: &dyn Store, ts: &TestStore) {
     let latest = latest_version(ts.store.dialect());
     assert!(latest >= 2, "the queue needs at least two migrations");
+    // The versions as listed: numbers reserved by work in flight may be missing.
+    let versions: Vec<i64> = match ts.store.dialect() {
+        Dialect::Sqlite => switchboard::store::migrate::SQLITE_MIGRATIONS,
+        Dialect::Postgres => switchboard::store::migrate::POSTGRES_MIGRATIONS,
+    }
+    .iter()
+    .map(|m| m.version)
+    .collect();
+    assert_eq!(versions.last(), Some(&latest));
 
     let at_once = unmigrated_store_like(ts, "migrations_at_once").await;
     let applied = at_once.store.migrate(None).await.unwrap();
-    assert_eq!(applied, (1..=latest).collect::<Vec<_>>());
+    assert_eq!(applied, versions);
 
     let stepwise = unmigrated_store_like(ts, "migrations_stepwise").await;
-    for version in 1..=latest {
+    for version in versions.iter().copied() {
         let applied = stepwise.store.migrate(Some(version)).await.unwrap();
         assert_eq!(applied, vec![version]);
         assert_eq!(

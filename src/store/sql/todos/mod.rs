@@ -618,6 +618,19 @@ impl TodoStore for SqlStore {
         self.cancel_one(human_id, id).await
     }
 
+    async fn human_bulk_count(
+        &self,
+        human_id: &str,
+        target: &BulkTarget,
+        retry: bool,
+    ) -> StoreResult<BulkCount> {
+        self.bulk_count(human_id, target, retry).await
+    }
+
+    async fn human_delete_todo(&self, human_id: &str, id: &str) -> StoreResult<Todo> {
+        self.delete_one(human_id, id).await
+    }
+
     async fn human_bulk_cancel(
         &self,
         human_id: &str,
@@ -693,6 +706,40 @@ impl TodoStore for SqlStore {
         .fetch_all(self.reader()?)
         .await?;
         rows.iter().map(rows::attempt).collect()
+    }
+
+    async fn human_last_attempts(
+        &self,
+        human_id: &str,
+        todo_ids: &[String],
+    ) -> StoreResult<std::collections::HashMap<String, Attempt>> {
+        let mut out = std::collections::HashMap::new();
+        if todo_ids.is_empty() {
+            return Ok(out);
+        }
+        let ids: Vec<String> = todo_ids.iter().take(200).cloned().collect();
+        let sql = format!(
+            concat!(
+                "SELECT todo_id AS last_of, ",
+                attempt_columns!(),
+                " FROM todo_attempts WHERE todo_id IN ({ids}) AND ended_at IS NOT NULL \
+                  AND seq = (SELECT MAX(b.seq) FROM todo_attempts b \
+                    WHERE b.todo_id = todo_attempts.todo_id AND b.ended_at IS NOT NULL) \
+                  AND todo_id IN (SELECT t.id FROM todos t JOIN endpoints e \
+                    ON e.id = t.endpoint_id WHERE e.human_id = $2)"
+            ),
+            ids = self.dialect.json_text_list(1)
+        );
+        let rows = sqlx::query(AssertSqlSafe(sql))
+            .bind(crate::store::dialect::json_list(&ids))
+            .bind(human_id)
+            .fetch_all(self.reader()?)
+            .await?;
+        for row in &rows {
+            let id: String = row.try_get("last_of")?;
+            out.insert(id, rows::attempt(row)?);
+        }
+        Ok(out)
     }
 
     async fn human_get_intake_event(

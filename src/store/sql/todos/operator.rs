@@ -79,6 +79,125 @@ impl BulkAction {
 }
 
 impl SqlStore {
+    /// A bulk target's filter as the action reads it (`None` for ids),
+    /// refused when the action can never apply to it.
+    fn bulk_filter(target: &BulkTarget, action: BulkAction) -> StoreResult<Option<TodoFilter>> {
+        match target {
+            BulkTarget::Ids(ids) => {
+                rules::validate_bulk_ids(ids, "ids")?;
+                Ok(None)
+            }
+            BulkTarget::Filter(filter) => Ok(Some(action.check_filter(filter)?)),
+        }
+    }
+
+    /// Which todos a bulk action applies to, with values bound from `$first`:
+    /// the same conditions for the count, the batch and the "more" check.
+    fn bulk_conditions(
+        &self,
+        human_id: &str,
+        target: &BulkTarget,
+        filter: Option<&TodoFilter>,
+        action: BulkAction,
+        first: usize,
+    ) -> StoreResult<Conditions> {
+        let mut c = Conditions::starting_at(first);
+        let human = c.bind(human_id.to_owned());
+        c.push(format!(
+            "endpoint_id IN (SELECT id FROM endpoints WHERE human_id = {human} \
+             AND state = 'active')"
+        ));
+        c.push(action.guard());
+        match (target, filter) {
+            (BulkTarget::Ids(ids), _) => c.ids(self.dialect, ids),
+            (BulkTarget::Filter(_), Some(filter)) => c.filter(self.dialect, filter)?,
+            (BulkTarget::Filter(_), None) => {
+                return Err(StoreError::internal("a bulk filter was not checked"));
+            }
+        }
+        Ok(c)
+    }
+
+    /// How many todos a bulk action would touch now (at most
+    /// [`rules::MAX_BULK`]) and whether more match: what the board's
+    /// confirmation shows before the action runs.
+    pub(super) async fn bulk_count(
+        &self,
+        human_id: &str,
+        target: &BulkTarget,
+        retry: bool,
+    ) -> StoreResult<BulkCount> {
+        let action = if retry {
+            BulkAction::Retry
+        } else {
+            BulkAction::Cancel
+        };
+        let filter = Self::bulk_filter(target, action)?;
+        let conditions = self.bulk_conditions(human_id, target, filter.as_ref(), action, 2)?;
+        let sql = format!(
+            "SELECT COUNT(*) AS n FROM (SELECT id FROM todos WHERE {} LIMIT $1) counted",
+            conditions.joined()
+        );
+        let mut q = sqlx::query(AssertSqlSafe(sql)).bind(rules::MAX_BULK as i64 + 1);
+        for value in &conditions.binds {
+            q = q.bind(value.clone());
+        }
+        let n: i64 = q.fetch_one(self.reader()?).await?.try_get("n")?;
+        Ok(BulkCount {
+            count: n.min(rules::MAX_BULK as i64),
+            more: n > rules::MAX_BULK as i64,
+        })
+    }
+
+    /// Deletes one todo of the human's for good — its attempts go with it
+    /// (`ON DELETE CASCADE`), and its intake event, as retention deletes
+    /// them. A claimed todo is refused (`Conflict`): its holder is working
+    /// on it; cancel or release it first.
+    pub(super) async fn delete_one(&self, human_id: &str, id: &str) -> StoreResult<Todo> {
+        let mut tx = self.begin().await?;
+        let row = sqlx::query(concat!(
+            "DELETE FROM todos WHERE id = $1 AND state <> 'claimed' AND endpoint_id IN ",
+            "(SELECT id FROM endpoints WHERE human_id = $2) RETURNING ",
+            todo_columns!()
+        ))
+        .bind(id)
+        .bind(human_id)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some(row) = row else {
+            // Only a claimed todo of the human's is refused; anything else is missing.
+            let found = sqlx::query(
+                "SELECT 1 FROM todos t JOIN endpoints e ON e.id = t.endpoint_id \
+                 WHERE t.id = $1 AND e.human_id = $2",
+            )
+            .bind(id)
+            .bind(human_id)
+            .fetch_optional(&mut *tx)
+            .await?;
+            tx.rollback().await?;
+            return Err(match found {
+                Some(_) => StoreError::Conflict(
+                    "the todo is claimed, not pending or finished; cancel or release it first"
+                        .to_owned(),
+                ),
+                None => StoreError::NotFound,
+            });
+        };
+        let todo = rows::todo(&row)?;
+        if let Some(event_id) = &todo.event_id {
+            // Another todo may name the same event (a redelivery): kept then.
+            sqlx::query(
+                "DELETE FROM intake_events WHERE id = $1 \
+                 AND NOT EXISTS (SELECT 1 FROM todos WHERE event_id = $1)",
+            )
+            .bind(event_id)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(todo)
+    }
+
     /// Cancels one todo of the human's: pending, claimed or waiting for a retry
     /// → `cancelled`, its open attempt (if claimed) closed as `cancelled`.
     pub(super) async fn cancel_one(&self, human_id: &str, id: &str) -> StoreResult<Todo> {
@@ -147,28 +266,10 @@ impl SqlStore {
         action: BulkAction,
     ) -> StoreResult<BulkOutcome> {
         // Checked before anything is written.
-        let filter = match target {
-            BulkTarget::Ids(ids) => {
-                rules::validate_bulk_ids(ids, "ids")?;
-                None
-            }
-            BulkTarget::Filter(filter) => Some(action.check_filter(filter)?),
-        };
+        let filter = Self::bulk_filter(target, action)?;
         // Which todos the action applies to, with values bound from `$first`.
         let matching = |first: usize| -> StoreResult<Conditions> {
-            let mut c = Conditions::starting_at(first);
-            let human = c.bind(human_id.to_owned());
-            c.push(format!(
-                "endpoint_id IN (SELECT id FROM endpoints WHERE human_id = {human} \
-                 AND state = 'active')"
-            ));
-            c.push(action.guard());
-            match (target, &filter) {
-                (BulkTarget::Ids(ids), _) => c.ids(self.dialect, ids),
-                (BulkTarget::Filter(_), Some(filter)) => c.filter(self.dialect, filter)?,
-                (BulkTarget::Filter(_), None) => unreachable!("checked above"),
-            }
-            Ok(c)
+            self.bulk_conditions(human_id, target, filter.as_ref(), action, first)
         };
         let now = self.now();
         // $1 now, $2 the batch size, then the conditions' values.
