@@ -115,6 +115,8 @@ try {
   await visit(page, `/board/endpoints/${SLUG_A}`, 'endpoint');
   assert(await page.locator('text=claude-code 2.1.80').count() === 1, 'the session is listed with its client name');
   await visit(page, '/board/todos', 'todos');
+  await visit(page, '/board/queues', 'queues');
+  assert(await page.locator(`tr[data-endpoint="${SLUG_A}"]`).count() >= 2, 'the queues page has the endpoint and its queues');
   await visit(page, `/board/todos/${TODO_A}`, 'todo');
   const payload = await page.textContent('#payload');
   assert(payload.includes('<script>'), 'the payload is shown as text, escaped');
@@ -209,7 +211,7 @@ try {
 
   // --- at 390 px nothing runs off-screen ----------------------------------
   await page.setViewportSize({ width: 390, height: 844 });
-  for (const path of ['/', `/board/endpoints/${SLUG_A}`, '/board/todos', `/board/todos/${TODO_A}`, '/board/agents', '/board/tokens', '/board/vend']) {
+  for (const path of ['/', `/board/endpoints/${SLUG_A}`, '/board/todos', '/board/queues', `/board/todos/${TODO_A}`, '/board/agents', '/board/tokens', '/board/vend']) {
     await page.goto(BASE + path);
     const fit = await page.evaluate(() => ({
       page: document.documentElement.scrollWidth,
