@@ -31,6 +31,7 @@ pub mod error;
 pub mod hooks;
 pub mod intake;
 pub mod presence;
+pub mod rules;
 pub mod schedules;
 pub mod todos;
 pub mod tokens;

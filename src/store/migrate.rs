@@ -99,6 +99,12 @@ pub static SQLITE_MIGRATIONS: &[Migration] = &[
         name: "deliveries",
         sql: include_str!("migrations/sqlite/0016_deliveries.sql"),
     },
+    // 17 is another change's; the numbers need not be contiguous.
+    Migration {
+        version: 18,
+        name: "routing_rules",
+        sql: include_str!("migrations/sqlite/0018_routing_rules.sql"),
+    },
 ];
 
 pub static POSTGRES_MIGRATIONS: &[Migration] = &[
@@ -181,6 +187,12 @@ pub static POSTGRES_MIGRATIONS: &[Migration] = &[
         version: 16,
         name: "deliveries",
         sql: include_str!("migrations/postgres/0016_deliveries.sql"),
+    },
+    // 17 is another change's; the numbers need not be contiguous.
+    Migration {
+        version: 18,
+        name: "routing_rules",
+        sql: include_str!("migrations/postgres/0018_routing_rules.sql"),
     },
 ];
 
