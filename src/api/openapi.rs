@@ -9,7 +9,7 @@ use utoipa::openapi::{ContentBuilder, ObjectBuilder, RefOr, ResponseBuilder, Typ
 use utoipa::{Modify, OpenApi};
 
 use super::handlers::{
-    agents, deliveries, endpoints, hooks, me, presence, schedules, todos, tokens, webhooks,
+    agents, deliveries, endpoints, hooks, me, presence, rules, schedules, todos, tokens, webhooks,
 };
 use super::views::*;
 use crate::http::error::{ErrorBody, ErrorDetail};
@@ -32,6 +32,7 @@ use crate::http::error::{ErrorBody, ErrorDetail};
         webhooks::list, webhooks::create, webhooks::rotate, webhooks::remove,
         deliveries::set_senders, deliveries::list, deliveries::show, deliveries::release,
         deliveries::discard, deliveries::replay,
+        rules::show, rules::set, rules::test, rules::replay,
         hooks::list, hooks::add, hooks::remove, hooks::enable, hooks::test,
         schedules::list, schedules::add, schedules::remove, schedules::pause, schedules::resume,
     ),
@@ -46,6 +47,8 @@ use crate::http::error::{ErrorBody, ErrorDetail};
         endpoints::VendRequest, endpoints::EditEndpoint, endpoints::TestRingRequest, endpoints::TestRingView, todos::PushTodo,
         webhooks::CreateWebhook, deliveries::SetSenders, deliveries::ReplayDelivery,
         deliveries::DeliveryView, deliveries::DeliveryList, deliveries::DecidedView,
+        rules::RulesBody, rules::TestRules, rules::RuleTraceView, rules::DryRunView,
+        rules::ReplayBatch, rules::ReplayBatchView,
         presence::PresenceBody, presence::SetPresence, presence::SetShift,
     )),
     modifiers(&BearerAuth, &CommonResponses),

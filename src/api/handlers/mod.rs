@@ -2,6 +2,7 @@
 
 pub(super) mod agents;
 pub(super) mod deliveries;
+pub(super) mod rules;
 pub(super) mod endpoints;
 pub(super) mod hooks;
 pub(super) mod me;
