@@ -152,6 +152,12 @@ pub(crate) async fn test(
     let Value::Object(mut body) = body else {
         return Err(ApiError::invalid("body", "the request body must be a JSON object"));
     };
+    if let Some(key) = body
+        .keys()
+        .find(|k| !matches!(k.as_str(), "delivery_id" | "rules" | "default" | "on_error"))
+    {
+        return Err(ApiError::invalid(key, "unknown field"));
+    }
     let delivery_id = match body.remove("delivery_id") {
         Some(Value::String(id)) => id,
         _ => return Err(ApiError::invalid("delivery_id", "required: a delivery id (dl_…)")),
