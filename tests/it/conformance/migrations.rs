@@ -4,7 +4,7 @@
 use sqlx::Row;
 use switchboard::domain::todo::{Outcome, TodoState};
 use switchboard::store::dialect::Dialect;
-use switchboard::store::migrate::latest_version;
+use switchboard::store::migrate::{latest_version, migrations};
 use switchboard::store::*;
 use switchboard::testkit::StorePeek;
 
@@ -54,12 +54,19 @@ async fn migrating_step_by_step_matches_migrating_at_once(_store: &dyn Store, ts
     let latest = latest_version(ts.store.dialect());
     assert!(latest >= 2, "the queue needs at least two migrations");
 
+    // The versions need not be contiguous (branches number theirs apart).
+    let versions: Vec<i64> = migrations(ts.store.dialect())
+        .iter()
+        .map(|m| m.version)
+        .collect();
+    assert_eq!(versions.last(), Some(&latest));
+
     let at_once = unmigrated_store_like(ts, "migrations_at_once").await;
     let applied = at_once.store.migrate(None).await.unwrap();
-    assert_eq!(applied, (1..=latest).collect::<Vec<_>>());
+    assert_eq!(applied, versions);
 
     let stepwise = unmigrated_store_like(ts, "migrations_stepwise").await;
-    for version in 1..=latest {
+    for version in versions {
         let applied = stepwise.store.migrate(Some(version)).await.unwrap();
         assert_eq!(applied, vec![version]);
         assert_eq!(
