@@ -705,6 +705,39 @@ mod tests {
         assert!(raw["payload"]["raw"].is_string());
     }
 
+    /// The ready-made rules of `docs/intake.md` save and decide as they say.
+    #[test]
+    fn the_documented_examples_work() {
+        let doc = include_str!("../../docs/intake.md");
+        let section = &doc[doc.find("### Ready-made rules").unwrap()..];
+        let section = &section[..section.find("\n## ").unwrap()];
+        let sets: Vec<RuleSet> = section
+            .split("```json")
+            .skip(1)
+            .map(|block| {
+                let text = &block[..block.find("```").unwrap()];
+                let value: Value = serde_json::from_str(text).unwrap();
+                set(value).unwrap_or_else(|e| panic!("{e}: {text}"))
+            })
+            .collect();
+        assert_eq!(sets.len(), 2, "GitHub and Gitea");
+        let github = &sets[0];
+        let decide = |s: &RuleSet, input: Value| run(s, input).verdict.action;
+        assert_eq!(decide(github, json!({"event": "workflow_run", "labels": []})), Some(Action::Drop));
+        assert_eq!(decide(github, json!({"event": "status", "labels": []})), Some(Action::Drop));
+        let mention = json!({"event": "issue_comment", "labels": [],
+                             "payload": {"comment": {"body": "hey @triage-bot, look"}}});
+        assert_eq!(decide(github, mention), Some(Action::Queue("agent".into())));
+        let review = json!({"event": "pull_request", "action": "review_requested", "labels": [],
+                            "payload": {"requested_reviewer": {"login": "triage-bot"}}});
+        assert_eq!(decide(github, review), Some(Action::Queue("agent".into())));
+        let chatter = json!({"event": "issue_comment", "labels": [], "payload": {"comment": {"body": "+1"}}});
+        assert_eq!(decide(github, chatter), Some(Action::Quarantine));
+        let gitea = &sets[1];
+        assert_eq!(decide(gitea, json!({"event": "status"})), Some(Action::Drop));
+        assert_eq!(decide(gitea, json!({"event": "issues", "payload": {}})), Some(Action::Drop));
+    }
+
     #[test]
     fn rule_sets_round_trip() {
         let wire = json!({"rules": [{"if": "true", "then": {"queue": "q"}}], "default": {"drop": true}, "on_error": "skip"});
