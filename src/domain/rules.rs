@@ -186,10 +186,7 @@ impl RuleSet {
                 .as_object()
                 .ok_or_else(|| RuleInvalid::new(&field, "must be {\"if\": …, \"then\": …}"))?;
             if let Some(key) = rule.keys().find(|k| !matches!(k.as_str(), "if" | "then")) {
-                return Err(RuleInvalid::new(
-                    format!("{field}.{key}"),
-                    "unknown field",
-                ));
+                return Err(RuleInvalid::new(format!("{field}.{key}"), "unknown field"));
             }
             let condition = match rule.get("if") {
                 Some(Value::String(c)) => c.clone(),
@@ -200,7 +197,8 @@ impl RuleSet {
                     ));
                 }
             };
-            check_condition(&condition).map_err(|why| RuleInvalid::new(format!("{field}.if"), why))?;
+            check_condition(&condition)
+                .map_err(|why| RuleInvalid::new(format!("{field}.if"), why))?;
             let then = Action::parse(
                 rule.get("then").unwrap_or(&Value::Null),
                 &format!("{field}.then"),
@@ -499,7 +497,10 @@ impl RuleSet {
         let mut program = String::from("if false then null\n");
         for (i, rule) in self.rules.iter().enumerate() {
             // Newlines around the condition: a comment in it ends there.
-            program.push_str(&format!("elif $rule == {i} then (\n{}\n)\n", rule.condition));
+            program.push_str(&format!(
+                "elif $rule == {i} then (\n{}\n)\n",
+                rule.condition
+            ));
         }
         program.push_str("else null end\n");
         let filter =
@@ -656,39 +657,85 @@ mod tests {
     #[test]
     fn validation_names_the_field() {
         let bad = |rules: Value| set(json!({"rules": rules})).unwrap_err();
-        assert_eq!(bad(json!([{"if": ".a ==", "then": {"drop": true}}])).field, "rules[0].if");
-        let e = bad(json!([{"if": "true", "then": {"drop": true}}, {"if": "env", "then": {"drop": true}}]));
+        assert_eq!(
+            bad(json!([{"if": ".a ==", "then": {"drop": true}}])).field,
+            "rules[0].if"
+        );
+        let e = bad(
+            json!([{"if": "true", "then": {"drop": true}}, {"if": "env", "then": {"drop": true}}]),
+        );
         assert_eq!(e.field, "rules[1].if");
         assert!(e.message.contains("env"), "{e}");
-        assert_eq!(bad(json!([{"if": "def f: f; f", "then": {"drop": true}}])).field, "rules[0].if");
-        assert_eq!(bad(json!([{"if": "true", "then": {"drop": false}}])).field, "rules[0].then");
-        assert_eq!(bad(json!([{"if": "x".repeat(5000), "then": {"drop": true}}])).field, "rules[0].if");
-        let many: Vec<Value> = (0..33).map(|_| json!({"if": "true", "then": {"drop": true}})).collect();
+        assert_eq!(
+            bad(json!([{"if": "def f: f; f", "then": {"drop": true}}])).field,
+            "rules[0].if"
+        );
+        assert_eq!(
+            bad(json!([{"if": "true", "then": {"drop": false}}])).field,
+            "rules[0].then"
+        );
+        assert_eq!(
+            bad(json!([{"if": "x".repeat(5000), "then": {"drop": true}}])).field,
+            "rules[0].if"
+        );
+        let many: Vec<Value> = (0..33)
+            .map(|_| json!({"if": "true", "then": {"drop": true}}))
+            .collect();
         assert_eq!(bad(Value::Array(many)).field, "rules");
-        for word in ["$ENV", "input", "inputs", "now", "halt", "halt_error", "input_filename", "debug", "stderr", "import \"a\" as a; 1", "include \"a\"; 1", "_sb_range3(0;1;1)"] {
-            assert!(set(json!({"rules": [{"if": word, "then": {"drop": true}}]})).is_err(), "{word}");
+        for word in [
+            "$ENV",
+            "input",
+            "inputs",
+            "now",
+            "halt",
+            "halt_error",
+            "input_filename",
+            "debug",
+            "stderr",
+            "import \"a\" as a; 1",
+            "include \"a\"; 1",
+            "_sb_range3(0;1;1)",
+        ] {
+            assert!(
+                set(json!({"rules": [{"if": word, "then": {"drop": true}}]})).is_err(),
+                "{word}"
+            );
         }
         // A field named like a keyword is a field.
-        assert!(set(json!({"rules": [{"if": ".payload.def == 1", "then": {"drop": true}}]})).is_ok());
+        assert!(
+            set(json!({"rules": [{"if": ".payload.def == 1", "then": {"drop": true}}]})).is_ok()
+        );
     }
 
     #[test]
     fn runaway_generators_are_cut_by_the_step_budget() {
-        for hostile in ["[range(1e8)] | length > 0", "[repeat(1)] | length > 0", "last(range(1e12)) > 0",
-                        "until(false; .)", "[recurse(. + 1)] | length > 0", "[range(0; 1e9; 1)] | length > 0",
-                        "[limit(1e9; repeat(1))] | length > 0"] {
+        for hostile in [
+            "[range(1e8)] | length > 0",
+            "[repeat(1)] | length > 0",
+            "last(range(1e12)) > 0",
+            "until(false; .)",
+            "[recurse(. + 1)] | length > 0",
+            "[range(0; 1e9; 1)] | length > 0",
+            "[limit(1e9; repeat(1))] | length > 0",
+        ] {
             let s = set(json!({"rules": [{"if": hostile, "then": {"drop": true}}]})).unwrap();
             let started = Instant::now();
             let e = run(&s, json!(0));
             assert_eq!(e.verdict.by, "on_error", "{hostile}");
-            assert!(matches!(&e.trace[0], Outcome::Error(m) if m.contains("budget")), "{hostile}: {:?}", e.trace);
+            assert!(
+                matches!(&e.trace[0], Outcome::Error(m) if m.contains("budget")),
+                "{hostile}: {:?}",
+                e.trace
+            );
             assert!(started.elapsed().as_secs() < 2, "{hostile}");
         }
     }
 
     #[test]
     fn a_deadline_cuts_the_rules() {
-        let s = set(json!({"rules": [{"if": "[range(1e5)] | length > 1e9", "then": {"drop": true}}]})).unwrap();
+        let s =
+            set(json!({"rules": [{"if": "[range(1e5)] | length > 1e9", "then": {"drop": true}}]}))
+                .unwrap();
         let compiled = s.compile().unwrap();
         let e = s.evaluate(&compiled, &json!(0), Some(Instant::now()));
         assert_eq!(e.verdict.by, "on_error");
@@ -696,8 +743,16 @@ mod tests {
 
     #[test]
     fn the_input_carries_envelope_headers_and_payload() {
-        let envelope = Envelope { source: "github".into(), event: Some("issues".into()), ..Envelope::default() };
-        let input = rule_input(&envelope, &json!({"x-github-event": "issues"}), br#"{"action":"opened"}"#);
+        let envelope = Envelope {
+            source: "github".into(),
+            event: Some("issues".into()),
+            ..Envelope::default()
+        };
+        let input = rule_input(
+            &envelope,
+            &json!({"x-github-event": "issues"}),
+            br#"{"action":"opened"}"#,
+        );
         assert_eq!(input["event"], "issues");
         assert_eq!(input["payload"]["action"], "opened");
         assert_eq!(input["headers"]["x-github-event"], "issues");
@@ -723,19 +778,32 @@ mod tests {
         assert_eq!(sets.len(), 2, "GitHub and Gitea");
         let github = &sets[0];
         let decide = |s: &RuleSet, input: Value| run(s, input).verdict.action;
-        assert_eq!(decide(github, json!({"event": "workflow_run", "labels": []})), Some(Action::Drop));
-        assert_eq!(decide(github, json!({"event": "status", "labels": []})), Some(Action::Drop));
+        assert_eq!(
+            decide(github, json!({"event": "workflow_run", "labels": []})),
+            Some(Action::Drop)
+        );
+        assert_eq!(
+            decide(github, json!({"event": "status", "labels": []})),
+            Some(Action::Drop)
+        );
         let mention = json!({"event": "issue_comment", "labels": [],
                              "payload": {"comment": {"body": "hey @triage-bot, look"}}});
         assert_eq!(decide(github, mention), Some(Action::Queue("agent".into())));
         let review = json!({"event": "pull_request", "action": "review_requested", "labels": [],
                             "payload": {"requested_reviewer": {"login": "triage-bot"}}});
         assert_eq!(decide(github, review), Some(Action::Queue("agent".into())));
-        let chatter = json!({"event": "issue_comment", "labels": [], "payload": {"comment": {"body": "+1"}}});
+        let chatter =
+            json!({"event": "issue_comment", "labels": [], "payload": {"comment": {"body": "+1"}}});
         assert_eq!(decide(github, chatter), Some(Action::Quarantine));
         let gitea = &sets[1];
-        assert_eq!(decide(gitea, json!({"event": "status"})), Some(Action::Drop));
-        assert_eq!(decide(gitea, json!({"event": "issues", "payload": {}})), Some(Action::Drop));
+        assert_eq!(
+            decide(gitea, json!({"event": "status"})),
+            Some(Action::Drop)
+        );
+        assert_eq!(
+            decide(gitea, json!({"event": "issues", "payload": {}})),
+            Some(Action::Drop)
+        );
     }
 
     #[test]

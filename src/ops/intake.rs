@@ -59,8 +59,14 @@ pub async fn decide(delivery: &Delivery, received: Received) -> StoreResult<Deci
         .await?
     {
         let reason = format!("its key was spent by the dropped delivery {}", spent.id);
-        return record_only(delivery, &received, Decision::Dropped, spent.rule, Some(reason))
-            .await;
+        return record_only(
+            delivery,
+            &received,
+            Decision::Dropped,
+            spent.rule,
+            Some(reason),
+        )
+        .await;
     }
     let (queue, rule) = match &received.webhook.rules {
         None => (received.webhook.queue.clone(), None),
@@ -75,8 +81,7 @@ pub async fn decide(delivery: &Delivery, received: Received) -> StoreResult<Deci
                 None => (received.webhook.queue.clone(), rule),
                 Some(Action::Queue(queue)) => (queue, rule),
                 Some(Action::Drop) => {
-                    return record_only(delivery, &received, Decision::Dropped, rule, reason)
-                        .await;
+                    return record_only(delivery, &received, Decision::Dropped, rule, reason).await;
                 }
                 Some(Action::Quarantine) => {
                     return record_only(delivery, &received, Decision::Quarantined, rule, reason)
@@ -93,8 +98,11 @@ pub async fn decide(delivery: &Delivery, received: Received) -> StoreResult<Deci
     let record = match record {
         Some(record) => record,
         None => {
-            let mut duplicate =
-                new_delivery(&received, Decision::Duplicate, Some(created.todo.id.clone()));
+            let mut duplicate = new_delivery(
+                &received,
+                Decision::Duplicate,
+                Some(created.todo.id.clone()),
+            );
             duplicate.rule = rule;
             store.record_delivery(duplicate).await?
         }

@@ -59,8 +59,10 @@ pub async fn save(
     let store = delivery.store();
     let webhook = store.get_webhook(human_id, webhook_id).await?;
     let rules = parse_for(delivery, &webhook, body).await?;
-    let rules = (!rules.rules.is_empty() || rules.default.is_some() || rules.on_error != Default::default())
-        .then_some(rules);
+    let rules = (!rules.rules.is_empty()
+        || rules.default.is_some()
+        || rules.on_error != Default::default())
+    .then_some(rules);
     Ok(store
         .set_webhook_rules(human_id, webhook_id, rules.as_ref())
         .await?)

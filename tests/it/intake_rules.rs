@@ -201,13 +201,27 @@ async fn rules_route_to_a_queue_of_the_scope_fail_closed_or_skip() {
         .await;
     assert_eq!(kept["rules"].as_array().unwrap().len(), 1, "{kept}");
 
-    let routed = github(&server, &hook, "issue_comment", &comment("ping @router"), "m-1").await;
+    let routed = github(
+        &server,
+        &hook,
+        "issue_comment",
+        &comment("ping @router"),
+        "m-1",
+    )
+    .await;
     assert_eq!(decision(&routed), "accepted");
     assert_eq!(routed.body["todo"]["queue"], "mentions", "{routed:?}");
 
     // A rule that errors fails closed by default: quarantined, the rule named.
     put_rules(&server, &hook, json!({"rules": [failing, mention]})).await;
-    let closed = github(&server, &hook, "issue_comment", &comment("ping @router"), "m-2").await;
+    let closed = github(
+        &server,
+        &hook,
+        "issue_comment",
+        &comment("ping @router"),
+        "m-2",
+    )
+    .await;
     assert_eq!(decision(&closed), "quarantined", "{closed:?}");
     assert_eq!(recorded(&server, &closed).await["rule"], "rules[0] (error)");
     assert!(
@@ -224,11 +238,29 @@ async fn rules_route_to_a_queue_of_the_scope_fail_closed_or_skip() {
         json!({"rules": [failing, mention], "on_error": "skip", "default": {"drop": true}}),
     )
     .await;
-    let skipped = github(&server, &hook, "issue_comment", &comment("ping @router"), "m-3").await;
+    let skipped = github(
+        &server,
+        &hook,
+        "issue_comment",
+        &comment("ping @router"),
+        "m-3",
+    )
+    .await;
     assert_eq!(skipped.body["todo"]["queue"], "mentions", "{skipped:?}");
     assert_eq!(recorded(&server, &skipped).await["rule"], "rules[1]");
-    let defaulted = github(&server, &hook, "issue_comment", &comment("no mention"), "m-4").await;
-    assert_eq!(decision(&defaulted), "dropped", "the default: {defaulted:?}");
+    let defaulted = github(
+        &server,
+        &hook,
+        "issue_comment",
+        &comment("no mention"),
+        "m-4",
+    )
+    .await;
+    assert_eq!(
+        decision(&defaulted),
+        "dropped",
+        "the default: {defaulted:?}"
+    );
     assert!(recorded(&server, &defaulted).await["rule"].is_null());
 }
 
@@ -248,7 +280,14 @@ async fn a_dry_run_stores_nothing_and_replay_follows_the_rule_change() {
     .await;
     let mut dropped = Vec::new();
     for n in 0..3 {
-        let d = github(&server, &hook, "workflow_run", &workflow_run(n), &format!("w-{n}")).await;
+        let d = github(
+            &server,
+            &hook,
+            "workflow_run",
+            &workflow_run(n),
+            &format!("w-{n}"),
+        )
+        .await;
         assert_eq!(decision(&d), "dropped");
         dropped.push(d.body["delivery"]["id"].as_str().unwrap().to_owned());
     }
@@ -263,7 +302,10 @@ async fn a_dry_run_stores_nothing_and_replay_follows_the_rule_change() {
     let saved = server.post(&test, json!({"delivery_id": dropped[0]})).await;
     assert_eq!(saved["decision"], "dropped", "{saved}");
     assert_eq!(saved["rule"], "rules[0]");
-    assert_eq!(saved["trace"], json!([{"rule": "rules[0]", "outcome": "matched"}]));
+    assert_eq!(
+        saved["trace"],
+        json!([{"rule": "rules[0]", "outcome": "matched"}])
+    );
     let candidate = server
         .post(
             &test,
@@ -279,7 +321,11 @@ async fn a_dry_run_stores_nothing_and_replay_follows_the_rule_change() {
     assert_eq!(candidate["trace"][0]["outcome"], "not_matched");
     assert_eq!(candidate["trace"][1]["outcome"], "error");
     assert!(candidate["trace"][1]["error"].is_string());
-    assert_eq!(deliveries(&server, &hook).await, before, "a dry run stores nothing");
+    assert_eq!(
+        deliveries(&server, &hook).await,
+        before,
+        "a dry run stores nothing"
+    );
     assert!(server.todos(&hook).await.is_empty());
 
     // The rules change: the quarantined one replays into a todo (its key
@@ -290,7 +336,10 @@ async fn a_dry_run_stores_nothing_and_replay_follows_the_rule_change() {
         .await;
     assert_eq!(replayed["delivery"]["decision"], "accepted", "{replayed}");
     let same_key = server
-        .post(&format!("/api/v1/deliveries/{}/replay", dropped[0]), json!({}))
+        .post(
+            &format!("/api/v1/deliveries/{}/replay", dropped[0]),
+            json!({}),
+        )
         .await;
     assert_eq!(same_key["delivery"]["decision"], "dropped", "{same_key}");
 
@@ -319,7 +368,14 @@ async fn hostile_conditions_are_cut_and_the_delivery_is_answered_quickly() {
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(dir.path(), &[]);
     let hook = server.endpoint_with_webhook("hostile", true).await;
-    for refused in ["def f: f; f", "def f: 1 + f; f", "$ENV.HOME", "env", "now > 0", "halt"] {
+    for refused in [
+        "def f: f; f",
+        "def f: 1 + f; f",
+        "$ENV.HOME",
+        "env",
+        "now > 0",
+        "halt",
+    ] {
         let (status, body) = send(
             &server,
             Method::PUT,
@@ -347,7 +403,14 @@ async fn hostile_conditions_are_cut_and_the_delivery_is_answered_quickly() {
         )
         .await;
         let started = Instant::now();
-        let cut = github(&server, &hook, "issue_comment", &comment("x"), &format!("h-{n}")).await;
+        let cut = github(
+            &server,
+            &hook,
+            "issue_comment",
+            &comment("x"),
+            &format!("h-{n}"),
+        )
+        .await;
         let took = started.elapsed();
         assert_eq!(cut.status, 202, "{hostile}: {cut:?}");
         assert_eq!(decision(&cut), "quarantined", "{hostile}: {cut:?}");

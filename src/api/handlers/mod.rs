@@ -2,11 +2,11 @@
 
 pub(super) mod agents;
 pub(super) mod deliveries;
-pub(super) mod rules;
 pub(super) mod endpoints;
 pub(super) mod hooks;
 pub(super) mod me;
 pub(super) mod presence;
+pub(super) mod rules;
 pub(super) mod schedules;
 pub(super) mod todos;
 pub(super) mod tokens;

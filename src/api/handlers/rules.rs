@@ -150,7 +150,10 @@ pub(crate) async fn test(
     ApiJson(body): ApiJson<Value>,
 ) -> ApiResult<Json<DryRunView>> {
     let Value::Object(mut body) = body else {
-        return Err(ApiError::invalid("body", "the request body must be a JSON object"));
+        return Err(ApiError::invalid(
+            "body",
+            "the request body must be a JSON object",
+        ));
     };
     if let Some(key) = body
         .keys()
@@ -160,7 +163,12 @@ pub(crate) async fn test(
     }
     let delivery_id = match body.remove("delivery_id") {
         Some(Value::String(id)) => id,
-        _ => return Err(ApiError::invalid("delivery_id", "required: a delivery id (dl_…)")),
+        _ => {
+            return Err(ApiError::invalid(
+                "delivery_id",
+                "required: a delivery id (dl_…)",
+            ));
+        }
     };
     // What remains is the candidate rule set, if any.
     let candidate = (!body.is_empty()).then(|| Value::Object(std::mem::take(&mut body)));

@@ -233,7 +233,8 @@ pub(crate) async fn run(args: WebhookArgs) -> anyhow::Result<()> {
                     text(batch, "replayed"),
                     text(batch, "skipped")
                 );
-                let mut table = Table::new(&["NEW DELIVERY", "REPLAYS", "DECISION", "RULE", "TODO"]);
+                let mut table =
+                    Table::new(&["NEW DELIVERY", "REPLAYS", "DECISION", "RULE", "TODO"]);
                 for d in batch["deliveries"].as_array().into_iter().flatten() {
                     table.row(vec![
                         text(d, "delivery.id"),
@@ -255,13 +256,14 @@ fn read_rules(file: &str) -> anyhow::Result<Value> {
     let text = if file == "-" {
         std::io::read_to_string(std::io::stdin())?
     } else {
-        std::fs::read_to_string(file)
-            .map_err(|e| anyhow::anyhow!("cannot read {file}: {e}"))?
+        std::fs::read_to_string(file).map_err(|e| anyhow::anyhow!("cannot read {file}: {e}"))?
     };
     let value: Value =
         serde_json::from_str(&text).map_err(|e| anyhow::anyhow!("{file} is not JSON: {e}"))?;
     if !value.is_object() {
-        anyhow::bail!("{file} must hold an object: {{\"rules\": [...], \"default\"?, \"on_error\"?}}");
+        anyhow::bail!(
+            "{file} must hold an object: {{\"rules\": [...], \"default\"?, \"on_error\"?}}"
+        );
     }
     Ok(value)
 }
@@ -307,7 +309,10 @@ fn print_dry_run(run: &Value) {
         None => format!(" ({})", text(run, "by")),
     };
     match run["queue"].as_str() {
-        Some(queue) => println!("Decision: {} on queue {queue}{decided}.", text(run, "decision")),
+        Some(queue) => println!(
+            "Decision: {} on queue {queue}{decided}.",
+            text(run, "decision")
+        ),
         None => println!("Decision: {}{decided}.", text(run, "decision")),
     }
 }

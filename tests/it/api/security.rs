@@ -326,7 +326,13 @@ fn webhook_routes() -> Vec<Route> {
                 Body::None,
             )
         },
-        |id| (Method::GET, format!("/api/v1/webhooks/{id}/rules"), Body::None),
+        |id| {
+            (
+                Method::GET,
+                format!("/api/v1/webhooks/{id}/rules"),
+                Body::None,
+            )
+        },
         |id| {
             (
                 Method::PUT,
@@ -1322,7 +1328,9 @@ async fn the_owner_gets_the_success_status_on_every_route() {
         200,
         Method::PUT,
         format!("/api/v1/webhooks/{first_hook}/rules"),
-        Body::Json(json!({ "rules": [{ "if": ".event == \"issues\"", "then": { "drop": true } }] })),
+        Body::Json(
+            json!({ "rules": [{ "if": ".event == \"issues\"", "then": { "drop": true } }] }),
+        ),
     )
     .await;
     assert_eq!(rules["on_error"], "quarantine");

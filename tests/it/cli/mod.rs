@@ -1022,7 +1022,10 @@ async fn routing_rules_commands() {
     let set = cli.json(&["webhook", "rules", &hook, "--set", file]);
     assert_eq!(set["rules"][0]["then"]["drop"], true, "{set}");
     let table = cli.ok(&["webhook", "rules", &hook]);
-    assert!(table.contains("rules[0]") && table.contains("drop"), "{table}");
+    assert!(
+        table.contains("rules[0]") && table.contains("drop"),
+        "{table}"
+    );
 
     let bad = dir.path().join("bad.json");
     std::fs::write(
@@ -1032,7 +1035,11 @@ async fn routing_rules_commands() {
     .unwrap();
     let refused = cli.run(&["webhook", "rules", &hook, "--set", bad.to_str().unwrap()]);
     assert_eq!(refused.status.code(), Some(1));
-    assert!(stderr(&refused).contains("rules[1].if"), "{}", stderr(&refused));
+    assert!(
+        stderr(&refused).contains("rules[1].if"),
+        "{}",
+        stderr(&refused)
+    );
 
     let sent: Value = reqwest::Client::new()
         .post(&ingest)
@@ -1047,16 +1054,32 @@ async fn routing_rules_commands() {
     let id = sent["delivery"]["id"].as_str().unwrap().to_owned();
 
     let dry = cli.ok(&["webhook", "rules-test", &hook, "--delivery", &id]);
-    assert!(dry.contains("matched") && dry.contains("Decision: dropped by rules[0]"), "{dry}");
+    assert!(
+        dry.contains("matched") && dry.contains("Decision: dropped by rules[0]"),
+        "{dry}"
+    );
     let empty = dir.path().join("empty.json");
     std::fs::write(&empty, r#"{"rules": []}"#).unwrap();
     let candidate = cli.json(&[
-        "webhook", "rules-test", &hook, "--delivery", &id, "--file", empty.to_str().unwrap(),
+        "webhook",
+        "rules-test",
+        &hook,
+        "--delivery",
+        &id,
+        "--file",
+        empty.to_str().unwrap(),
     ]);
     assert_eq!(candidate["decision"], "accepted", "{candidate}");
 
     cli.json(&["webhook", "rules", &hook, "--set", empty.to_str().unwrap()]);
-    let replayed = cli.ok(&["webhook", "replay", &hook, "--decision", "dropped", "--new-key"]);
+    let replayed = cli.ok(&[
+        "webhook",
+        "replay",
+        &hook,
+        "--decision",
+        "dropped",
+        "--new-key",
+    ]);
     assert!(replayed.contains("Replayed 1 deliveries"), "{replayed}");
     assert!(replayed.contains("accepted"), "{replayed}");
 }
