@@ -98,6 +98,16 @@ pub async fn parse_for(
 /// Whatever goes wrong (the thread is saturated, abandoned, or the set does
 /// not compile) is the first rule's error, so `on_error` decides.
 pub async fn evaluate(rules: Arc<RuleSet>, input: Value) -> Evaluation {
+    evaluate_within(rules, input, DELIVERY_DEADLINE, GRACE).await
+}
+
+/// [`evaluate`] with its deadline and grace given (tests shorten them).
+async fn evaluate_within(
+    rules: Arc<RuleSet>,
+    input: Value,
+    deadline_after: Duration,
+    grace: Duration,
+) -> Evaluation {
     let failed = |why: &str| Evaluation {
         verdict: if rules.on_error == crate::domain::rules::OnError::Skip {
             crate::domain::rules::Verdict {
@@ -125,7 +135,7 @@ pub async fn evaluate(rules: Arc<RuleSet>, input: Value) -> Evaluation {
         return failed("the rule sandbox is saturated by runaway rules");
     }
     let (reply, answer) = tokio::sync::oneshot::channel();
-    let deadline = Instant::now() + DELIVERY_DEADLINE;
+    let deadline = Instant::now() + deadline_after;
     let generation = match runner.submit(Job {
         rules: rules.clone(),
         input,
@@ -135,7 +145,7 @@ pub async fn evaluate(rules: Arc<RuleSet>, input: Value) -> Evaluation {
         Some(generation) => generation,
         None => return failed("the rule sandbox is unavailable"),
     };
-    match tokio::time::timeout(DELIVERY_DEADLINE + GRACE, answer).await {
+    match tokio::time::timeout(deadline_after + grace, answer).await {
         Ok(Ok(evaluation)) => evaluation,
         Ok(Err(_)) => failed("the rule sandbox stopped"),
         Err(_) => {
@@ -327,4 +337,51 @@ pub async fn dry_run(
         by: evaluation.verdict.by,
         trace: evaluation.trace,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::domain::rules::{Action, OnError};
+
+    fn rules(condition: &str) -> Arc<RuleSet> {
+        Arc::new(
+            RuleSet::parse(&json!({"rules": [{"if": condition, "then": {"drop": true}}]})).unwrap(),
+        )
+    }
+
+    /// A product over the payload spends no step; the caller's deadline
+    /// cuts it, the thread is abandoned, and the next delivery is decided
+    /// on a fresh thread.
+    #[tokio::test]
+    async fn an_evaluation_past_its_deadline_is_abandoned_and_fails_closed() {
+        let heavy = rules(".payload[] as $a | .payload[] as $b | .payload[] as $c | select(false)");
+        // 8 million iterations: far past 250 ms, and ended within seconds.
+        let payload: Vec<u32> = (0..200).collect();
+        let started = Instant::now();
+        let cut = evaluate_within(
+            heavy,
+            json!({"payload": payload}),
+            Duration::from_millis(200),
+            Duration::from_millis(50),
+        )
+        .await;
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "{:?}",
+            started.elapsed()
+        );
+        assert_eq!(cut.verdict.action, Some(Action::Quarantine));
+        assert_eq!(
+            cut.trace,
+            vec![Outcome::Error("time budget exceeded".into())]
+        );
+        assert!(runner().abandoned.load(Ordering::Acquire) >= 1);
+
+        let next = evaluate(rules(".event == \"push\""), json!({"event": "push"})).await;
+        assert_eq!(next.verdict.action, Some(Action::Drop), "{next:?}");
+        assert_eq!(rules("true").on_error, OnError::Quarantine);
+    }
 }
