@@ -94,6 +94,14 @@ fn routes() -> Router<ApiState> {
         )
         .route("/endpoints/{reference}/todos", post(todos::push))
         .route(
+            "/endpoints/{reference}/admission",
+            get(admission::show).put(admission::set_endpoint),
+        )
+        .route(
+            "/endpoints/{reference}/queues/{queue}/admission",
+            put(admission::set_queue),
+        )
+        .route(
             "/endpoints/{reference}/presence",
             get(presence::show)
                 .put(presence::set)
@@ -138,7 +146,7 @@ fn routes() -> Router<ApiState> {
             "/todos/cancel",
             post(todos::bulk_cancel).get(todos::show_reserved),
         )
-        .route("/todos/{id}", get(todos::show))
+        .route("/todos/{id}", get(todos::show).patch(todos::edit))
         .route("/todos/{id}/event", get(todos::event))
         .route("/todos/{id}/retry", post(todos::retry))
         .route("/todos/{id}/release", post(todos::release))

@@ -9,7 +9,8 @@ use utoipa::openapi::{ContentBuilder, ObjectBuilder, RefOr, ResponseBuilder, Typ
 use utoipa::{Modify, OpenApi};
 
 use super::handlers::{
-    agents, deliveries, endpoints, hooks, me, presence, rules, schedules, todos, tokens, webhooks,
+    admission, agents, deliveries, endpoints, hooks, me, presence, rules, schedules, todos,
+    tokens, webhooks,
 };
 use super::views::*;
 use crate::http::error::{ErrorBody, ErrorDetail};
@@ -27,7 +28,7 @@ use crate::http::error::{ErrorBody, ErrorDetail};
         endpoints::list, endpoints::vend, endpoints::show, endpoints::edit,
         endpoints::revoke, endpoints::remove, endpoints::test_ring,
         presence::show, presence::set, presence::clear, presence::set_shift,
-        todos::push, todos::list, todos::show, todos::event, todos::retry, todos::release,
+        todos::push, todos::list, todos::show, todos::edit, todos::event, todos::retry, todos::release,
         todos::cancel, todos::bulk_retry, todos::bulk_cancel,
         webhooks::list, webhooks::create, webhooks::rotate, webhooks::remove,
         deliveries::set_senders, deliveries::list, deliveries::show, deliveries::release,
@@ -35,6 +36,7 @@ use crate::http::error::{ErrorBody, ErrorDetail};
         rules::show, rules::set, rules::test, rules::replay,
         hooks::list, hooks::add, hooks::remove, hooks::enable, hooks::test,
         schedules::list, schedules::add, schedules::remove, schedules::pause, schedules::resume,
+        admission::show, admission::set_endpoint, admission::set_queue,
     ),
     components(schemas(
         ErrorBody, ErrorDetail, HumanView, TokenView, NewTokenView, TokenList,
@@ -43,8 +45,9 @@ use crate::http::error::{ErrorBody, ErrorDetail};
         IntakeEventView, WebhookView, NewWebhookView, WebhookList,
         HookView, HookDeliveryView, NewHookView, HookList, HookTestView, hooks::AddHook,
         ScheduleView, ScheduleList, schedules::AddSchedule,
+        admission::SetAdmission, admission::AdmissionView, admission::AdmissionLevel,
         tokens::CreateToken, agents::RegisterAgent, agents::EditAgent,
-        endpoints::VendRequest, endpoints::EditEndpoint, endpoints::TestRingRequest, endpoints::TestRingView, todos::PushTodo,
+        endpoints::VendRequest, endpoints::EditEndpoint, endpoints::TestRingRequest, endpoints::TestRingView, todos::PushTodo, todos::EditTodo,
         webhooks::CreateWebhook, deliveries::SetSenders, deliveries::ReplayDelivery,
         deliveries::DeliveryView, deliveries::DeliveryList, deliveries::DecidedView,
         rules::RulesBody, rules::TestRules, rules::RuleTraceView, rules::DryRunView,

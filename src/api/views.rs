@@ -454,6 +454,8 @@ pub struct TodoView {
     pub dead_letter: bool,
     /// Who cancelled it (`human:<id>`), while it is `cancelled`.
     pub cancelled_by: Option<String>,
+    /// Higher is claimed first.
+    pub priority: i64,
     pub owner: Option<String>,
     pub attempt: i64,
     pub max_attempts: i64,
@@ -495,6 +497,7 @@ impl From<&Todo> for TodoView {
             state: t.state.as_str().to_owned(),
             dead_letter: t.dead_letter,
             cancelled_by: t.cancelled_by.clone(),
+            priority: t.priority,
             owner: t.owner.clone(),
             attempt: t.attempt,
             max_attempts: t.max_attempts,

@@ -117,6 +117,7 @@ pub fn router(state: BoardState) -> Router {
             post(endpoint::delete_webhook),
         )
         .route("/board/hooks/{id}/enable", post(endpoint::enable_hook))
+        .route("/board/webhooks/{id}", get(pages::intake::page))
         .route(
             "/board/deliveries/{id}/release",
             post(endpoint::release_delivery),

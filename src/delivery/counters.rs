@@ -99,8 +99,15 @@ pub struct DecisionLabels {
     pub decision: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct HeldLabels {
+    pub reason: &'static str,
+}
+
 #[derive(Debug)]
 pub struct EventCounters {
+    /// `switchboard_claims_held_total{reason}`.
+    pub claims_held: Family<HeldLabels, Counter>,
     pub attempts_finished: Family<OutcomeLabels, Counter>,
     /// `switchboard_intake_deliveries_total{decision}`.
     pub intake_deliveries: Family<DecisionLabels, Counter>,
@@ -112,6 +119,7 @@ impl Default for EventCounters {
     /// Every series exists (at 0) from the start.
     fn default() -> Self {
         let counters = Self {
+            claims_held: Family::default(),
             attempts_finished: Family::default(),
             intake_deliveries: Family::default(),
             todos_created: Family::default(),
@@ -120,6 +128,11 @@ impl Default for EventCounters {
         for action in HumanAction::ALL {
             let _ = counters.todo_actions.get_or_create(&ActionLabels {
                 action: action.as_str(),
+            });
+        }
+        for reason in crate::domain::admission::HeldReason::ALL {
+            let _ = counters.claims_held.get_or_create(&HeldLabels {
+                reason: reason.as_str(),
             });
         }
         for end in AttemptEnd::ALL {
@@ -164,6 +177,14 @@ impl EventCounters {
         self.intake_deliveries
             .get_or_create(&DecisionLabels {
                 decision: decision.as_str(),
+            })
+            .inc();
+    }
+
+    pub fn count_held(&self, reason: crate::domain::admission::HeldReason) {
+        self.claims_held
+            .get_or_create(&HeldLabels {
+                reason: reason.as_str(),
             })
             .inc();
     }

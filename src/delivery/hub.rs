@@ -45,6 +45,8 @@ pub enum DropReason {
     NoSession,
     BufferFull,
     PresenceOut,
+    /// Admission pauses the todo's endpoint or queue; resuming sends a digest.
+    Paused,
 }
 
 impl DropReason {
@@ -53,6 +55,7 @@ impl DropReason {
             Self::NoSession => "no_session",
             Self::BufferFull => "buffer_full",
             Self::PresenceOut => "presence_out",
+            Self::Paused => "paused",
         }
     }
 }

@@ -142,6 +142,11 @@ impl Delivery {
         self.counters.count_attempts(end, n);
     }
 
+    /// A `claim_next` found the work held by admission.
+    pub fn claim_held(&self, reason: crate::domain::admission::HeldReason) {
+        self.counters.count_held(reason);
+    }
+
     /// A human retried, released or cancelled `n` todos.
     pub fn human_acted(&self, action: HumanAction, n: u64) {
         self.counters.count_action(action, n);
@@ -294,6 +299,16 @@ impl Delivery {
                     doorbells.counters.count_drop(DropReason::PresenceOut);
                     return;
                 }
+                let queue = local_candidate.as_ref().map(|c| c.queue.as_str());
+                if let Some(queue) = queue
+                    && store
+                        .unscoped_paused(endpoint_id, queue)
+                        .await
+                        .unwrap_or(false)
+                {
+                    doorbells.counters.count_drop(DropReason::Paused);
+                    return;
+                }
             }
             Ok(_) => return,
             Err(e) => {
@@ -423,6 +438,13 @@ impl Delivery {
         self.bus.publish(Message::PresenceChanged {
             endpoint_id: endpoint_id.to_owned(),
         });
+    }
+
+    /// A human resumed claims on the endpoint (or a queue of it): one digest
+    /// of the work that waited, on this instance (`docs/queue.md`,
+    /// "Admission").
+    pub(crate) async fn claims_resumed(&self, endpoint: &crate::store::Endpoint) -> bool {
+        presence::send_resumed_digest(self, endpoint).await
     }
 
     /// This instance claimed a presence transition (with, for out→in, the

@@ -450,3 +450,15 @@ pub async fn view(store: &dyn Store, endpoint: &Endpoint, now: Timestamp) -> Pre
         pending,
     }
 }
+
+/// Claims on the endpoint (or one of its queues) were resumed: one digest of
+/// what waits, to one hearer, when the endpoint is in; never a ring per
+/// todo. Returns whether a digest was written.
+pub(crate) async fn send_resumed_digest(delivery: &Delivery, endpoint: &Endpoint) -> bool {
+    let now = delivery.store().clock().now();
+    if effective_of(endpoint, now).presence != Presence::In {
+        return false;
+    }
+    let cutoff = now.saturating_add(std::time::Duration::from_millis(1));
+    send_digest(delivery, endpoint, DigestReason::Resumed, cutoff, true).await
+}

@@ -113,6 +113,8 @@ pub enum DigestReason {
     OverrideEnd,
     /// The endpoint's first streaming session on this instance.
     Reconnect,
+    /// Its claims were paused (admission) and a human resumed them.
+    Resumed,
 }
 
 impl DigestReason {
@@ -123,6 +125,7 @@ impl DigestReason {
             Self::ShiftStart => "shift_start",
             Self::OverrideEnd => "override_end",
             Self::Reconnect => "reconnect",
+            Self::Resumed => "resumed",
         }
     }
 
@@ -133,6 +136,7 @@ impl DigestReason {
             Self::ShiftStart => "shift started",
             Self::OverrideEnd => "back in",
             Self::Reconnect => "reconnected",
+            Self::Resumed => "claims resumed",
         }
     }
 }

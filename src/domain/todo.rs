@@ -265,6 +265,22 @@ pub fn validate_max_attempts(n: i64) -> Result<(), Invalid> {
     }
 }
 
+/// The largest priority either way: room for any scheme of levels, and far
+/// from the integer's edges.
+pub const MAX_PRIORITY: i64 = 1_000_000;
+
+/// A priority is an integer within ±[`MAX_PRIORITY`]; higher is claimed first.
+pub fn validate_priority(p: i64) -> Result<(), Invalid> {
+    if (-MAX_PRIORITY..=MAX_PRIORITY).contains(&p) {
+        Ok(())
+    } else {
+        Err(Invalid::new(
+            "priority",
+            format!("must be between -{MAX_PRIORITY} and {MAX_PRIORITY} (got {p})"),
+        ))
+    }
+}
+
 /// A title search is a non-empty literal substring of at most 200 bytes.
 pub fn validate_search(q: &str, field: &'static str) -> Result<(), Invalid> {
     if q.is_empty() {

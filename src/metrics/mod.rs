@@ -584,6 +584,12 @@ impl Metrics {
              retry, release, cancel",
             counters.todo_actions.clone(),
         );
+        self.registry.register(
+            "claims_held",
+            "claim_next calls that found work held by admission, by reason: paused, \
+             in_flight_limit, window_budget",
+            counters.claims_held.clone(),
+        );
         let info = Family::<BuildLabels, Gauge>::default();
         info.get_or_create(&BuildLabels {
             version: env!("CARGO_PKG_VERSION"),

@@ -338,6 +338,7 @@ fn new_todo(received: &Received, queue: &str) -> NewTodo {
         payload: Some(todo_payload(&received.body, json)),
         idempotency_key: Some(received.idempotency_key.clone()),
         max_attempts: None,
+        priority: 0,
         intake: Some(NewIntakeEvent {
             trust_mode: received.trust_mode,
             actor: format!("webhook:{}", received.webhook.id),

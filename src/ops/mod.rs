@@ -25,6 +25,7 @@
 //! [`Invalid`]: crate::domain::Invalid
 //! [`Delivery`]: crate::delivery::Delivery
 
+pub mod admission;
 pub mod agents;
 pub mod endpoints;
 pub mod error;

@@ -229,6 +229,7 @@ fn todo_of(schedule: &Schedule, occurrence: Timestamp, tz: &jiff::tz::TimeZone) 
         payload: schedule.payload.clone(),
         idempotency_key: None,
         max_attempts: None,
+        priority: 0,
         intake: Some(NewIntakeEvent {
             trust_mode: TrustMode::Operator,
             actor: format!("schedule:{}", schedule.id),

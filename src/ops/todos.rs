@@ -28,6 +28,8 @@ pub struct Push {
     pub payload: Option<Value>,
     /// Idempotency key: a live todo with the same key is returned instead.
     pub key: Option<String>,
+    /// Higher is claimed first; default 0.
+    pub priority: Option<i64>,
 }
 
 /// Pushes a todo for one of the human's endpoints (by slug or id). Returns
@@ -76,6 +78,7 @@ pub async fn push(
         payload: push.payload,
         idempotency_key: push.key,
         max_attempts: None,
+        priority: push.priority.unwrap_or(0),
         intake: Some(NewIntakeEvent {
             trust_mode: TrustMode::Operator,
             actor: format!("human:{human_id}"),
@@ -132,6 +135,20 @@ pub async fn retry(delivery: &Delivery, human_id: &str, id: &str) -> StoreResult
         delivery.todo_retried(&TodoRef::from(&todo)).await;
     }
     Ok(todo)
+}
+
+/// A human's change of a live todo's priority: it takes effect at the next
+/// claim (a claimed todo keeps its lease).
+pub async fn set_priority(
+    delivery: &Delivery,
+    human_id: &str,
+    id: &str,
+    priority: i64,
+) -> StoreResult<Todo> {
+    delivery
+        .store()
+        .human_set_priority(human_id, id, priority)
+        .await
 }
 
 /// A human's release of a claimed todo: pending again; the holder gets

@@ -3,29 +3,97 @@
 //! ends. Each finished attempt is counted here, whatever transport asked.
 
 use crate::delivery::{AttemptEnd, Delivery};
+use crate::domain::admission::Held;
+use crate::domain::todo::TodoState;
 use crate::store::{
-    Caller, ClaimOptions, Claimed, Finish, HeartbeatOptions, ReleaseOptions, StoreResult, Todo,
+    Caller, ClaimOptions, Claimed, Finish, HeartbeatOptions, ReleaseOptions, StoreError,
+    StoreResult, Todo,
 };
 
-/// Claims one todo by id.
+/// Claims one todo by id. A todo that admission holds answers `conflict`
+/// naming why (`paused`, `in_flight_limit`, `window_budget`) and when it
+/// reopens.
 pub async fn claim(
     delivery: &Delivery,
     caller: &Caller,
     id: &str,
     options: ClaimOptions,
 ) -> StoreResult<Claimed> {
-    delivery.store().claim(caller, id, options).await
+    let store = delivery.store();
+    match store.claim(caller, id, options).await {
+        Err(StoreError::Conflict(why)) => {
+            let todo = store.get_todo(caller, id).await?;
+            let held = why_held(delivery, caller, Some(&todo.queue)).await?;
+            Err(StoreError::Conflict(match held {
+                Some(held) if todo.state == TodoState::Pending => held_sentence(held),
+                _ => why,
+            }))
+        }
+        answer => answer,
+    }
 }
 
-/// Claims the oldest pending todo of the caller's queues (or of `queue`);
-/// `None` when nothing waits.
+/// What `claim_next` found.
+#[derive(Debug)]
+pub enum NextClaim {
+    Claimed(Box<Claimed>),
+    /// Nothing it may take; `held` says why when admission holds the work
+    /// (the agent should stop asking until `until`, or until resumed).
+    Empty {
+        held: Option<Held>,
+    },
+}
+
+/// Claims the first pending todo in claim order (priority, then age) of
+/// the caller's queues (or of `queue`) that admission lets through.
 pub async fn claim_next(
     delivery: &Delivery,
     caller: &Caller,
     queue: Option<&str>,
     options: ClaimOptions,
-) -> StoreResult<Option<Claimed>> {
-    delivery.store().claim_next(caller, queue, options).await
+) -> StoreResult<NextClaim> {
+    match delivery.store().claim_next(caller, queue, options).await? {
+        Some(claimed) => Ok(NextClaim::Claimed(Box::new(claimed))),
+        None => {
+            let held = why_held(delivery, caller, queue).await?;
+            if let Some(held) = held {
+                delivery.claim_held(held.reason);
+            }
+            Ok(NextClaim::Empty { held })
+        }
+    }
+}
+
+/// Whether admission holds the caller's claims (of `queue`, or of all its
+/// queues), from the limits and their usage now.
+async fn why_held(
+    delivery: &Delivery,
+    caller: &Caller,
+    queue: Option<&str>,
+) -> StoreResult<Option<Held>> {
+    let store = delivery.store();
+    let levels = store.unscoped_admission(&caller.endpoint_id).await?;
+    if levels.is_empty() {
+        return Ok(None);
+    }
+    Ok(super::admission::held_for(
+        &levels,
+        &caller.queues,
+        queue,
+        store.clock().now(),
+    ))
+}
+
+/// A held claim's refusal, for people and agents alike.
+fn held_sentence(held: Held) -> String {
+    match held.until {
+        Some(until) => format!(
+            "claims are held ({}) until {}",
+            held.reason.as_str(),
+            until.to_rfc3339()
+        ),
+        None => format!("claims are held ({})", held.reason.as_str()),
+    }
 }
 
 /// Extends the caller's lease on a todo it holds.

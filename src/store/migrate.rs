@@ -99,7 +99,11 @@ pub static SQLITE_MIGRATIONS: &[Migration] = &[
         name: "deliveries",
         sql: include_str!("migrations/sqlite/0016_deliveries.sql"),
     },
-    // 17 is another change's; the numbers need not be contiguous.
+    Migration {
+        version: 17,
+        name: "admission_and_priority",
+        sql: include_str!("migrations/sqlite/0017_admission_and_priority.sql"),
+    },
     Migration {
         version: 18,
         name: "routing_rules",
@@ -188,7 +192,11 @@ pub static POSTGRES_MIGRATIONS: &[Migration] = &[
         name: "deliveries",
         sql: include_str!("migrations/postgres/0016_deliveries.sql"),
     },
-    // 17 is another change's; the numbers need not be contiguous.
+    Migration {
+        version: 17,
+        name: "admission_and_priority",
+        sql: include_str!("migrations/postgres/0017_admission_and_priority.sql"),
+    },
     Migration {
         version: 18,
         name: "routing_rules",

@@ -114,6 +114,15 @@ pub trait TodoStore: Send + Sync {
     /// A human's retry of a failed, dead-lettered or cancelled todo: back to
     /// pending with `attempt = 0`.
     async fn human_retry(&self, human_id: &str, id: &str) -> StoreResult<Todo>;
+    /// A human's change of a live todo's priority (pending, claimed or
+    /// waiting for a retry); a finished one → `Conflict`, a foreign one →
+    /// `NotFound`.
+    async fn human_set_priority(
+        &self,
+        human_id: &str,
+        id: &str,
+        priority: i64,
+    ) -> StoreResult<Todo>;
     /// A human's cancel of a pending, claimed or waiting-for-retry todo: terminal
     /// `cancelled`; a claimed one's attempt closes as `cancelled`, and its
     /// holder's next call gets `conflict`. A finished todo → `Conflict`
@@ -571,6 +580,30 @@ pub trait ScheduleStore: Send + Sync {
     ) -> StoreResult<Fired>;
 }
 
+/// Admission limits (`docs/queue.md`, "Admission"); the claim statements
+/// enforce them.
+#[async_trait]
+pub trait AdmissionStore: Send + Sync {
+    /// Sets the limits of one of the human's endpoints (`queue` = None) or
+    /// of one of its scope's queues, replacing what was set; open limits
+    /// remove the row. `NotFound` for a missing or foreign endpoint,
+    /// `EndpointRevoked` when revoked, `InvalidArgument` (field `queue`) for
+    /// a queue outside the scope.
+    async fn set_admission(
+        &self,
+        human_id: &str,
+        endpoint_id: &str,
+        queue: Option<&str>,
+        limits: &crate::domain::admission::Limits,
+    ) -> StoreResult<Option<Admission>>;
+    /// The limits set on the endpoint and its queues, endpoint first, with
+    /// their usage now. The caller has checked who may see them.
+    async fn unscoped_admission(&self, endpoint_id: &str) -> StoreResult<Vec<Admission>>;
+    /// Whether the endpoint or its queue `queue` is paused (a limit of 0
+    /// pauses too): its todos are not rung.
+    async fn unscoped_paused(&self, endpoint_id: &str, queue: &str) -> StoreResult<bool>;
+}
+
 /// The registry: humans, agents, endpoints and webhooks.
 pub trait RegistryStore:
     HumanStore + AgentStore + EndpointStore + WebhookStore + DeliveryStore
@@ -592,6 +625,7 @@ pub trait Store:
     + TokenStore
     + HookStore
     + ScheduleStore
+    + AdmissionStore
     + PresenceStore
     + RingStore
     + SweepStore
@@ -606,7 +640,7 @@ impl<T> Store for T where
         + TokenStore
         + HookStore
         + ScheduleStore
-        + ScheduleStore
+        + AdmissionStore
         + PresenceStore
         + RingStore
         + SweepStore
@@ -618,8 +652,8 @@ impl<T> Store for T where
 /// methods are callable only with the supertrait in scope).
 pub mod prelude {
     pub use super::{
-        AgentStore, DeliveryStore, EndpointStore, HookStore, HumanStore, PresenceStore,
-        RegistryStore, RingStore, ScheduleStore, StatsStore, Store, StoreBase, SweepStore,
-        TodoStore, TokenStore, WebhookStore,
+        AdmissionStore, AgentStore, DeliveryStore, EndpointStore, HookStore, HumanStore,
+        PresenceStore, RegistryStore, RingStore, ScheduleStore, StatsStore, Store, StoreBase,
+        SweepStore, TodoStore, TokenStore, WebhookStore,
     };
 }

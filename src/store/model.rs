@@ -193,6 +193,8 @@ pub struct NewTodo {
     pub payload: Option<Value>,
     pub idempotency_key: Option<String>,
     pub max_attempts: Option<i64>,
+    /// Higher is claimed first; 0 by default.
+    pub priority: i64,
     /// `None` makes a pull-only todo that never rings.
     pub intake: Option<NewIntakeEvent>,
 }
@@ -213,6 +215,7 @@ impl NewTodo {
             payload: None,
             idempotency_key: None,
             max_attempts: None,
+            priority: 0,
             intake: None,
         }
     }
@@ -250,6 +253,8 @@ pub struct Todo {
     pub completed_at: Option<Timestamp>,
     /// Who cancelled it (`human:<id>`), while it is `cancelled`.
     pub cancelled_by: Option<String>,
+    /// Higher is claimed first (`docs/queue.md`, "Priority").
+    pub priority: i64,
 }
 
 #[derive(Debug, Clone)]
@@ -796,4 +801,14 @@ pub struct DeliveryFilter {
     pub decision: Option<Decision>,
     pub event: Option<String>,
     pub sender: Option<String>,
+}
+
+/// An endpoint's (`queue` = None) or a queue's admission limits, and what
+/// is used of them now (`docs/queue.md`, "Admission").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Admission {
+    pub queue: Option<String>,
+    pub limits: crate::domain::admission::Limits,
+    pub usage: crate::domain::admission::Usage,
+    pub updated_at: Timestamp,
 }

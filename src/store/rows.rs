@@ -18,7 +18,7 @@ macro_rules! todo_columns {
         "id, endpoint_id, queue, title, kind, source, payload, \
     idempotency_key, event_id, state, owner, lease_expires_at, lease_token_hash, attempt, \
     max_attempts, attempts_total, attempts_pruned, next_retry_at, result, last_note, \
-    ring_attempts, last_ringed_at, created_at, updated_at, claimed_at, completed_at, cancelled_by"
+    ring_attempts, last_ringed_at, created_at, updated_at, claimed_at, completed_at, cancelled_by, priority"
     };
 }
 pub(crate) use todo_columns;
@@ -212,6 +212,7 @@ pub(super) fn todo(row: &impl Columns) -> Result<Todo, StoreError> {
         claimed_at: opt_ts(row, "claimed_at")?,
         completed_at: opt_ts(row, "completed_at")?,
         cancelled_by: row.opt_text("cancelled_by")?,
+        priority: row.int("priority")?,
     })
 }
 

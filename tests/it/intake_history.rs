@@ -351,3 +351,65 @@ async fn the_board_lists_the_quarantine_and_releases_or_discards() {
         .collect();
     assert_eq!(decisions, ["discarded", "released"]);
 }
+
+#[tokio::test]
+async fn the_board_shows_a_webhooks_history_filtered_by_decision_and_sender() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let hook = server.endpoint_with_webhook("historied", true).await;
+    server
+        .api(
+            Method::PUT,
+            &format!("/api/v1/webhooks/{}/senders", hook.id),
+            Some(json!({"trust": ["alice"]})),
+        )
+        .await;
+    let accepted = github(&server, &hook, &issue_opened("alice", 1), "h-1").await;
+    let held = github(&server, &hook, &issue_opened("mallory", 2), "h-2").await;
+    let accepted = accepted.body["delivery"]["id"].as_str().unwrap().to_owned();
+    let held = held.body["delivery"]["id"].as_str().unwrap().to_owned();
+
+    let mut board = crate::board::Board::new(&server.addr);
+    board.sign_in(&server.admin_token).await;
+    let endpoint = board
+        .get(&format!("/board/endpoints/{}", hook.endpoint_slug))
+        .await;
+    let link = format!(r#"href="/board/webhooks/{}""#, hook.id);
+    assert!(endpoint.body.contains(&link), "{}", endpoint.body);
+
+    let path = format!("/board/webhooks/{}", hook.id);
+    let all = board.get(&path).await;
+    assert_eq!(all.status, 200, "{}", all.body);
+    let row = |body: &str, id: &str| {
+        let at = body
+            .find(&format!(r#"data-delivery="{id}""#))
+            .unwrap_or_else(|| panic!("{id} listed: {body}"));
+        body[at..at + body[at..].find("</tr>").unwrap()].to_owned()
+    };
+    let accepted_row = row(&all.body, &accepted);
+    assert!(
+        accepted_row.contains(r#"data-decision="accepted""#)
+            && accepted_row.contains("alice")
+            && accepted_row.contains("issues · opened")
+            && accepted_row.contains("/board/todos/td_"),
+        "{accepted_row}"
+    );
+    let held_row = row(&all.body, &held);
+    assert!(
+        held_row.contains("quarantined") && held_row.contains("mallory"),
+        "{held_row}"
+    );
+
+    let quarantined = board.get(&format!("{path}?decision=quarantined")).await;
+    assert!(quarantined.body.contains(&held));
+    assert!(!quarantined.body.contains(&accepted));
+    let by_sender = board.get(&format!("{path}?sender=alice")).await;
+    assert!(by_sender.body.contains(&accepted));
+    assert!(!by_sender.body.contains(&held));
+    let bad = board.get(&format!("{path}?decision=maybe")).await;
+    assert_eq!(bad.status, 200);
+    assert!(bad.body.contains("decision: must be one of"), "{}", bad.body);
+
+    let missing = board.get("/board/webhooks/wh_missing").await;
+    assert_eq!(missing.status, 404);
+}

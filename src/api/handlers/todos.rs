@@ -34,6 +34,9 @@ pub(crate) struct PushTodo {
     /// returned instead of a new one.
     #[schema(min_length = 1, max_length = 256)]
     pub key: Option<String>,
+    /// Higher is claimed first (default 0), within ±1 000 000.
+    #[schema(minimum = -1000000, maximum = 1000000)]
+    pub priority: Option<i64>,
 }
 
 /// A human-authored todo. 201 when created; 200 with `created: false` when
@@ -64,6 +67,7 @@ pub(crate) async fn push(
         kind: body.kind,
         payload: body.payload,
         key: body.key,
+        priority: body.priority,
     };
     let (endpoint, created) =
         ops::todos::push(&state.delivery, &auth.human.id, &reference, push).await?;
@@ -185,6 +189,40 @@ pub(crate) async fn show(
         attempts: attempts.iter().map(AttemptView::from).collect(),
         todo: TodoView::from(&todo),
     }))
+}
+
+/// What a human may change on a live todo.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct EditTodo {
+    /// Higher is claimed first, within ±1 000 000.
+    #[schema(minimum = -1000000, maximum = 1000000)]
+    pub priority: i64,
+}
+
+/// Changes a pending, claimed or retrying todo's priority (the next claim
+/// sees it).
+#[utoipa::path(patch, path = "/api/v1/todos/{id}", operation_id = "edit_todo", tag = "todos",
+    request_body = EditTodo,
+    params(("id" = String, Path, description = "Todo id")),
+    security(("bearer" = [])),
+    responses(
+        (status = 200, body = TodoView),
+        (status = 400, body = ErrorBody),
+        (status = 401, body = ErrorBody),
+        (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody),
+        (status = 429, body = ErrorBody),
+    ))]
+pub(crate) async fn edit(
+    State(state): State<ApiState>,
+    auth: HumanAuth,
+    ApiPath(id): ApiPath<String>,
+    ApiJson(body): ApiJson<EditTodo>,
+) -> ApiResult<Json<TodoView>> {
+    let todo =
+        ops::todos::set_priority(&state.delivery, &auth.human.id, &id, body.priority).await?;
+    Ok(Json(TodoView::from(&todo)))
 }
 
 /// The intake event that created a todo: trust mode, sanitized headers, whole body.

@@ -2,6 +2,7 @@
 
 pub(crate) mod agents;
 pub(crate) mod endpoint;
+pub(crate) mod intake;
 pub(crate) mod overview;
 pub(crate) mod sign_in;
 pub(crate) mod todos;

@@ -46,6 +46,41 @@ pub enum EndpointCommand {
     ClockOut(ClockArgs),
     /// Set the endpoint's weekly shift (try one first with `switchboard shift check`).
     Shift(ShiftArgs),
+    /// The endpoint's admission limits and what is used of them.
+    Admission { reference: String },
+    /// Pause claims on the endpoint (or one queue): claim_next answers
+    /// empty with `held: paused`, and nothing rings.
+    Pause(LevelArgs),
+    /// Resume claims paused with `pause`; what waited gets one digest.
+    Resume(LevelArgs),
+    /// Limit claims: at most N at once, and/or at most M per window.
+    Limit(LimitArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct LevelArgs {
+    pub reference: String,
+    /// One queue of the endpoint instead of all of them.
+    #[arg(short = 'q', long)]
+    pub queue: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct LimitArgs {
+    #[command(flatten)]
+    pub level: LevelArgs,
+    /// At most this many todos claimed at once (0 pauses).
+    #[arg(long)]
+    pub max_in_flight: Option<i64>,
+    /// The window of --max-claims (1h, 24h, 15m).
+    #[arg(long, requires = "max_claims")]
+    pub window: Option<String>,
+    /// At most this many claims per --window (0 pauses).
+    #[arg(long, requires = "window")]
+    pub max_claims: Option<i64>,
+    /// Remove every limit of the level (a pause stays).
+    #[arg(long, conflicts_with_all = ["max_in_flight", "window", "max_claims"])]
+    pub clear: bool,
 }
 
 #[derive(Debug, Args)]
@@ -215,7 +250,118 @@ pub(crate) async fn run(args: EndpointArgs) -> anyhow::Result<()> {
                 .await?;
             emit(json, &response, print_presence)
         }
+        EndpointCommand::Admission { reference } => {
+            let response = client
+                .get(&["endpoints", &reference, "admission"], &[])
+                .await?;
+            emit(json, &response, print_admission)
+        }
+        EndpointCommand::Pause(level) => {
+            set_admission(&client, json, &level, |l| {
+                l["paused"] = json!(true);
+            })
+            .await
+        }
+        EndpointCommand::Resume(level) => {
+            set_admission(&client, json, &level, |l| {
+                l["paused"] = json!(false);
+            })
+            .await
+        }
+        EndpointCommand::Limit(limit) => {
+            let LimitArgs {
+                level,
+                max_in_flight,
+                window,
+                max_claims,
+                clear,
+            } = limit;
+            set_admission(&client, json, &level, |l| {
+                if clear {
+                    l["max_in_flight"] = Value::Null;
+                    l["window"] = Value::Null;
+                    l["max_claims_per_window"] = Value::Null;
+                }
+                if let Some(n) = max_in_flight {
+                    l["max_in_flight"] = json!(n);
+                }
+                if let (Some(w), Some(n)) = (&window, max_claims) {
+                    l["window"] = json!(w);
+                    l["max_claims_per_window"] = json!(n);
+                }
+            })
+            .await
+        }
     }
+}
+
+/// Reads a level's limits, changes them with `change`, and puts them back
+/// whole (a PUT replaces the level: a pause keeps the limits, and a limit
+/// keeps the pause).
+async fn set_admission(
+    client: &crate::cli::client::ApiClient,
+    json: bool,
+    level: &LevelArgs,
+    change: impl FnOnce(&mut Value),
+) -> anyhow::Result<()> {
+    let current = client
+        .get(&["endpoints", &level.reference, "admission"], &[])
+        .await?
+        .json()?;
+    let found = current["levels"]
+        .as_array()
+        .and_then(|levels| {
+            levels
+                .iter()
+                .find(|l| l["queue"].as_str() == level.queue.as_deref())
+        })
+        .cloned();
+    let mut limits = json!({
+        "paused": found.as_ref().is_some_and(|l| l["paused"] == json!(true)),
+        "max_in_flight": found.as_ref().map_or(Value::Null, |l| l["max_in_flight"].clone()),
+        "window": found.as_ref().map_or(Value::Null, |l| l["window"].clone()),
+        "max_claims_per_window": found
+            .as_ref()
+            .map_or(Value::Null, |l| l["max_claims_per_window"].clone()),
+    });
+    change(&mut limits);
+    let path: Vec<&str> = match &level.queue {
+        Some(queue) => vec!["endpoints", &level.reference, "queues", queue, "admission"],
+        None => vec!["endpoints", &level.reference, "admission"],
+    };
+    let response = client.put(&path, &limits).await?;
+    emit(json, &response, print_admission)
+}
+
+fn print_admission(body: &Value) -> anyhow::Result<()> {
+    let levels = body["levels"].as_array().cloned().unwrap_or_default();
+    if levels.is_empty() {
+        println!("{}: no limits; claims flow.", text(body, "endpoint"));
+        return Ok(());
+    }
+    for level in levels {
+        let name = level["queue"].as_str().unwrap_or("(all queues)");
+        let mut parts = Vec::new();
+        if level["paused"] == json!(true) {
+            parts.push("paused".to_owned());
+        }
+        if let Some(n) = level["max_in_flight"].as_i64() {
+            parts.push(format!("in flight {}/{n}", level["in_flight"]));
+        }
+        if let (Some(w), Some(n)) = (
+            level["window"].as_str(),
+            level["max_claims_per_window"].as_i64(),
+        ) {
+            parts.push(format!("{}/{n} claims per {w}", level["window_claims"]));
+        }
+        let held = match (level["held"].as_str(), level["until"].as_str()) {
+            (Some(reason), Some(until)) => format!(" — held ({reason}) until {until}"),
+            (Some(reason), None) => format!(" — held ({reason})"),
+            _ => String::new(),
+        };
+        println!("{name}: {}{held}", parts.join(", "));
+    }
+    Ok(())
 }
 
 /// `clock-in` / `clock-out`: an operator override, optionally with an end.

@@ -40,6 +40,12 @@ pub enum TodoCommand {
     Retry(BulkArgs),
     /// Put a claimed todo back to pending.
     Release { id: String },
+    /// Change a live todo's priority (higher is claimed first).
+    Priority {
+        id: String,
+        #[arg(allow_hyphen_values = true)]
+        priority: i64,
+    },
     /// Cancel a pending, claimed or waiting todo (terminal; its holder's next
     /// call is refused); or, with --all, every such todo matching the filters.
     Cancel(BulkArgs),
@@ -169,6 +175,9 @@ pub struct PushArgs {
     /// Idempotency key: a live todo with the same key is returned instead.
     #[arg(long)]
     pub key: Option<String>,
+    /// Higher is claimed first (default 0; negative for later).
+    #[arg(long, allow_hyphen_values = true)]
+    pub priority: Option<i64>,
 }
 
 #[derive(Debug, Args)]
@@ -216,6 +225,7 @@ pub(crate) async fn run(args: TodoArgs) -> anyhow::Result<()> {
                 "kind": push.kind,
                 "payload": payload,
                 "key": push.key,
+                "priority": push.priority,
             });
             let response = client
                 .post(&["endpoints", &push.reference, "todos"], &body)
@@ -259,6 +269,19 @@ pub(crate) async fn run(args: TodoArgs) -> anyhow::Result<()> {
             None => run_bulk(&client, json, BulkAction::Retry, &bulk.filter).await,
         },
         TodoCommand::Release { id } => act(&client, json, &id, "release").await,
+        TodoCommand::Priority { id, priority } => {
+            let response = client
+                .patch(&["todos", &id], &json!({ "priority": priority }))
+                .await?;
+            emit(json, &response, |todo| {
+                println!(
+                    "{} now has priority {}.",
+                    text(todo, "id"),
+                    todo["priority"]
+                );
+                Ok(())
+            })
+        }
         TodoCommand::Cancel(bulk) => match bulk.id {
             Some(id) => act(&client, json, &id, "cancel").await,
             None => run_bulk(&client, json, BulkAction::Cancel, &bulk.filter).await,

@@ -405,8 +405,12 @@ async fn run(
             let claimed =
                 ops::work::claim_next(delivery, caller, a.queue.as_deref(), a.options()).await?;
             match claimed {
-                Some(claimed) => claim_result(&claimed, false, limits.claim_payload_inline_max),
-                None => to_json(rows::NextClaim::of(None, 0, rows::PriorCut::WHOLE)),
+                ops::work::NextClaim::Claimed(claimed) => {
+                    claim_result(&claimed, false, limits.claim_payload_inline_max)
+                }
+                ops::work::NextClaim::Empty { held } => {
+                    to_json(rows::NextClaim::of(None, 0, rows::PriorCut::WHOLE).held(held))
+                }
             }
         }
         Tool::Heartbeat(a) => {

@@ -304,6 +304,13 @@ impl<'a> ClaimedRow<'a> {
 #[derive(Debug, Serialize)]
 pub struct NextClaim<'a> {
     pub empty: bool,
+    /// Why nothing may be claimed, when admission holds the work:
+    /// `paused`, `in_flight_limit` or `window_budget`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub held: Option<&'static str>,
+    /// When a window budget reopens (RFC 3339).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub until: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub todo: Option<FullRow<'a>>,
     #[serde(flatten)]
@@ -316,9 +323,22 @@ impl<'a> NextClaim<'a> {
     pub fn of(claimed: Option<&'a Claimed>, inline_max: usize, cut: PriorCut) -> Self {
         Self {
             empty: claimed.is_none(),
+            held: None,
+            until: None,
             todo: claimed.map(|c| claim_row(&c.todo, inline_max)),
             extras: claimed.map(|c| ClaimExtras::of(c, cut)),
         }
+    }
+}
+
+impl NextClaim<'_> {
+    /// An empty answer with admission's reason, if it holds the work.
+    pub fn held(mut self, held: Option<crate::domain::admission::Held>) -> Self {
+        if let Some(held) = held {
+            self.held = Some(held.reason.as_str());
+            self.until = held.until.map(|t| t.to_rfc3339());
+        }
+        self
     }
 }
 
@@ -506,6 +526,7 @@ mod tests {
             claimed_at: full.then(|| at(4)),
             completed_at: None,
             cancelled_by: None,
+            priority: 0,
         }
     }
 

@@ -2,6 +2,7 @@
 //! statement that selects due todos and counts the ring.
 
 use super::SqlStore;
+use super::statements;
 use crate::domain::Timestamp;
 use crate::store::dialect::{Dialect, json_list};
 use crate::store::model::{RingCandidate, *};
@@ -27,7 +28,7 @@ fn due_condition(steps_at: usize, steps: usize) -> String {
     let ranges: Vec<String> = (0..steps)
         .map(|i| format!("({})", due_range(i, steps_at)))
         .collect();
-    format!("{RINGABLE} AND ({})", ranges.join(" OR "))
+    format!("{} AND ({})", *RINGABLE, ranges.join(" OR "))
 }
 
 /// When a todo's ring clock started: its last ring (or digest), else its
@@ -35,8 +36,14 @@ fn due_condition(steps_at: usize, steps: usize) -> String {
 /// longest-waiting first.
 const RING_CLOCK: &str = "COALESCE(last_ringed_at, created_at)";
 
-/// A todo that may ring at all: pending, from intake, below the budget (`$2`).
-const RINGABLE: &str = "state = 'pending' AND event_id IS NOT NULL AND ring_attempts < $2";
+/// A todo that may ring at all: pending, from intake, below the budget
+/// (`$2`), and not paused.
+static RINGABLE: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "state = 'pending' AND event_id IS NOT NULL AND ring_attempts < $2 AND {}",
+        statements::NOT_PAUSED
+    )
+});
 
 /// Ring `i + 1` is due: the todo has rung `i` times and its ring clock is at
 /// least step(i + 1) old (that step bound at `$steps_at + i`, now at `$1`).
@@ -67,7 +74,8 @@ fn due_by_clock(steps_at: usize, steps: usize) -> String {
         .map(|i| {
             format!(
                 "SELECT * FROM (SELECT endpoint_id, {RING_CLOCK} AS clock, id FROM todos \
-                 WHERE {RINGABLE} AND {} ORDER BY clock, id LIMIT $3) AS due_{i}",
+                 WHERE {} AND {} ORDER BY clock, id LIMIT $3) AS due_{i}",
+                *RINGABLE,
                 due_range(i, steps_at)
             )
         })
@@ -137,12 +145,14 @@ impl RingStore for SqlStore {
     /// A todo by id with what a doorbell needs, if it may ring (pending, from
     /// authenticated intake, on an active endpoint).
     async fn unscoped_ringable_todo(&self, id: &str) -> StoreResult<Option<RingCandidate>> {
-        let row = sqlx::query(
-            "SELECT t.id, t.endpoint_id, t.queue, t.title, t.kind, t.source, t.ring_attempts, \
-               t.created_at FROM todos t JOIN endpoints e ON e.id = t.endpoint_id \
-             WHERE t.id = $1 AND t.state = 'pending' AND t.event_id IS NOT NULL \
-               AND e.state = 'active'",
-        )
+        let row = sqlx::query(AssertSqlSafe(format!(
+            "SELECT todos.id, todos.endpoint_id, todos.queue, todos.title, todos.kind, \
+               todos.source, todos.ring_attempts, todos.created_at \
+             FROM todos JOIN endpoints e ON e.id = todos.endpoint_id \
+             WHERE todos.id = $1 AND todos.state = 'pending' AND todos.event_id IS NOT NULL \
+               AND e.state = 'active' AND {}",
+            statements::NOT_PAUSED
+        )))
         .bind(id)
         .fetch_optional(self.reader()?)
         .await?;
@@ -253,7 +263,9 @@ impl RingStore for SqlStore {
              WHERE id = $1 AND state = 'pending' AND event_id IS NOT NULL \
                AND (ready_rung_attempt IS NULL OR ready_rung_attempt <> attempt) \
                AND endpoint_id IN (SELECT id FROM endpoints WHERE state = 'active') \
-             RETURNING id, endpoint_id, queue, title, kind, source, ring_attempts, created_at"
+               AND {not_paused} \
+             RETURNING id, endpoint_id, queue, title, kind, source, ring_attempts, created_at",
+            not_paused = statements::NOT_PAUSED,
         )))
         .bind(id)
         .fetch_optional(self.writer()?)

@@ -15,10 +15,22 @@ use crate::store::dialect::Dialect;
 use crate::store::rows::{attempt_columns, todo_columns};
 
 /// The columns a claim sets; `$1` now, `$2` owner, `$3` lease expiry, `$4`
-/// fence hash.
-pub const CLAIM_SET: &str = "state = 'claimed', owner = $2, lease_expires_at = $3, \
-    lease_token_hash = $4, attempt = attempt + 1, attempts_total = attempts_total + 1, \
-    claimed_at = $1, updated_at = $1, next_retry_at = NULL, last_note = NULL";
+/// fence hash. A claim under an in-flight limit also takes a slot
+/// ([`free_slot`]).
+fn claim_set(dialect: Dialect) -> String {
+    format!(
+        "state = 'claimed', owner = $2, lease_expires_at = $3, \
+         lease_token_hash = $4, attempt = attempt + 1, attempts_total = attempts_total + 1, \
+         claimed_at = $1, updated_at = $1, next_retry_at = NULL, last_note = NULL, \
+         endpoint_slot = {endpoint_slot}, queue_slot = {queue_slot}",
+        endpoint_slot = free_slot(dialect, SlotLevel::Endpoint),
+        queue_slot = free_slot(dialect, SlotLevel::Queue),
+    )
+}
+
+/// The order a claim takes pending todos in: the highest priority, then the
+/// oldest. The pending indexes are keyed this way (migration 0017).
+pub const CLAIM_ORDER: &str = "priority DESC, created_at, id";
 
 /// What a takeover may claim besides a pending todo: a lapsed lease or an
 /// elapsed retry window, below the attempt cap. `$1` is now.
@@ -30,6 +42,107 @@ pub const TAKEOVER_CONDITION: &str = concat!(
     elapsed_retry!(),
     "))"
 );
+
+/// Whether admission lets the todo in `todos` be claimed now (`$1`): neither
+/// its endpoint (`queue = ''`) nor its queue is paused, at its in-flight
+/// limit (the todo itself not counted, so a lapsed lease can be taken over
+/// at the limit), or out of its window's claims; a limit of 0 pauses
+/// (`docs/queue.md`, "Admission"). The window's count is charged by
+/// [`CHARGE_WINDOW`] in the claim's own statement or transaction, the
+/// in-flight limit is held across instances by the slots the claim takes;
+/// what this condition read before another instance's claim committed is
+/// caught by those two and the claim read again.
+fn admitted(dialect: Dialect) -> String {
+    format!(
+        "NOT EXISTS (SELECT 1 FROM admission a WHERE a.endpoint_id = todos.endpoint_id \
+           AND a.queue IN ('', todos.queue) AND (a.paused = 1 \
+           OR (a.max_in_flight IS NOT NULL AND a.max_in_flight <= (SELECT count(*) FROM {claimed} \
+             WHERE f.endpoint_id = a.endpoint_id AND f.state = 'claimed' AND f.id <> todos.id \
+             AND (a.queue = '' OR f.queue = a.queue))) \
+           OR a.max_claims_per_window = 0 \
+           OR (a.max_claims_per_window IS NOT NULL AND a.window_started_at + a.window_ms > $1 \
+             AND a.window_claims >= a.max_claims_per_window)))",
+        claimed = indexed(dialect, "f", "todos_claimed_by_endpoint"),
+    )
+}
+
+/// `todos AS alias`, told its index on SQLite: it has no statistics and
+/// could otherwise serve the read from the listings' index, walking the
+/// endpoint's whole history.
+fn indexed(dialect: Dialect, alias: &str, index: &str) -> String {
+    match dialect {
+        Dialect::Sqlite => format!("todos AS {alias} INDEXED BY {index}"),
+        Dialect::Postgres => format!("todos AS {alias}"),
+    }
+}
+
+/// The todo in `todos` is not paused: neither its endpoint nor its queue
+/// (a limit of 0 pauses too). A paused todo is not rung either
+/// (`rings.rs`); resuming sends one digest instead.
+pub const NOT_PAUSED: &str = "NOT EXISTS (SELECT 1 FROM admission p \
+     WHERE p.endpoint_id = todos.endpoint_id AND p.queue IN ('', todos.queue) \
+     AND (p.paused = 1 OR p.max_in_flight = 0 OR p.max_claims_per_window = 0))";
+
+/// Where an in-flight limit applies.
+#[derive(Debug, Clone, Copy)]
+enum SlotLevel {
+    Endpoint,
+    Queue,
+}
+
+/// The lowest in-flight slot free in the todo's endpoint or queue, when that
+/// level has an in-flight limit; else NULL. Free: no other live claim holds
+/// it. While fewer claims than the limit are live, the lowest free slot is
+/// within the limit. Two claims that read the slots at once and pick the same
+/// one collide on the slot's unique index (migration 0017), so the later one
+/// fails and is read again instead of exceeding the limit.
+fn free_slot(dialect: Dialect, level: SlotLevel) -> String {
+    let (column, admission_queue, index) = match level {
+        SlotLevel::Endpoint => ("endpoint_slot", "''", "todos_endpoint_slot"),
+        SlotLevel::Queue => ("queue_slot", "todos.queue", "todos_queue_slot"),
+    };
+    let same_queue = |alias: &str| match level {
+        SlotLevel::Endpoint => String::new(),
+        SlotLevel::Queue => format!(" AND {alias}.queue = todos.queue"),
+    };
+    format!(
+        "CASE WHEN EXISTS (SELECT 1 FROM admission l WHERE l.endpoint_id = todos.endpoint_id \
+           AND l.queue = {admission_queue} AND l.max_in_flight IS NOT NULL) \
+         THEN 1 + (SELECT min(taken.s) FROM (SELECT 0 AS s UNION ALL SELECT f.{column} AS s \
+           FROM {claimed} WHERE f.endpoint_id = todos.endpoint_id AND f.state = 'claimed'{f_queue} \
+           AND f.{column} IS NOT NULL AND f.id <> todos.id) taken \
+           WHERE NOT EXISTS (SELECT 1 FROM {holder} WHERE g.endpoint_id = todos.endpoint_id{g_queue} \
+             AND g.state = 'claimed' AND g.{column} IS NOT NULL \
+             AND g.{column} = taken.s + 1 AND g.id <> todos.id)) END",
+        claimed = indexed(dialect, "f", "todos_claimed_by_endpoint"),
+        holder = indexed(dialect, "g", index),
+        f_queue = same_queue("f"),
+        g_queue = same_queue("g"),
+    )
+}
+
+/// Charges a claim to its endpoint's and queue's windows: `$1` now, `$2` the
+/// endpoint, `$3` the claimed todo's queue. A window that has ended starts
+/// anew at this claim. Returns each charged window's count and limit: a
+/// count above its limit means another instance spent the window first,
+/// and the claim must be undone (on PostgreSQL the claim's statement fails,
+/// [`OVER_BUDGET`]).
+pub const CHARGE_WINDOW: &str = "UPDATE admission SET \
+       window_claims = CASE WHEN window_started_at IS NULL OR window_started_at + window_ms <= $1 \
+         THEN 1 ELSE window_claims + 1 END, \
+       window_started_at = CASE WHEN window_started_at IS NULL OR window_started_at + window_ms <= $1 \
+         THEN $1 ELSE window_started_at END \
+     WHERE endpoint_id = $2 AND queue IN ('', $3) AND max_claims_per_window IS NOT NULL \
+       AND window_ms IS NOT NULL \
+     RETURNING window_claims, max_claims_per_window";
+
+/// The SQLSTATE PostgreSQL's fused claim raises when its window charge went
+/// over the limit (`switchboard_over_budget()`, migration 0017).
+pub const OVER_BUDGET: &str = "SB001";
+
+/// The SQLSTATE of a unique violation: two claims picked the same in-flight
+/// slot.
+pub const SLOT_TAKEN: &str = "23505";
 
 /// Where a claim looks: the endpoint's whole scope, or one named queue
 /// (bound as `$6`).
@@ -75,11 +188,11 @@ fn claim_pending_text(dialect: Dialect, scope: ClaimScope) -> String {
     format!(
         concat!(
             "UPDATE todos SET {set} WHERE id = (SELECT id FROM {from} ",
-            "WHERE endpoint_id = $5 AND state = 'pending'{filter} ",
-            "ORDER BY created_at, id LIMIT 1{skip}) RETURNING ",
+            "WHERE endpoint_id = $5 AND state = 'pending'{filter} AND {admitted} ",
+            "ORDER BY {order} LIMIT 1{skip}) RETURNING ",
             todo_columns!()
         ),
-        set = CLAIM_SET,
+        set = claim_set(dialect),
         // A named queue's claim takes the per-queue pending index by itself;
         // the whole scope's names its index on SQLite
         // (`Dialect::pending_todos_by_endpoint`).
@@ -88,6 +201,8 @@ fn claim_pending_text(dialect: Dialect, scope: ClaimScope) -> String {
             ClaimScope::OneQueue => "todos",
         },
         filter = scope.filter(),
+        admitted = admitted(dialect),
+        order = CLAIM_ORDER,
         skip = dialect.skip_locked(),
     )
 }
@@ -97,9 +212,10 @@ static CLAIM_PENDING: LazyLock<[[String; 2]; 2]> = LazyLock::new(|| {
         .map(|d| [ClaimScope::AnyQueue, ClaimScope::OneQueue].map(|s| claim_pending_text(d, s)))
 });
 
-/// The claim of the oldest pending todo of endpoint `$5` (and queue `$6`):
-/// `$1` now, `$2` owner, `$3` lease expiry, `$4` fence hash. Returns the
-/// claimed row, or nothing when nothing is pending.
+/// The claim of the first pending todo in claim order ([`CLAIM_ORDER`]) of
+/// endpoint `$5` (and queue `$6`) that admission lets in: `$1` now, `$2`
+/// owner, `$3` lease expiry, `$4` fence hash. Returns the claimed row, or
+/// nothing when nothing is pending and admitted.
 pub fn claim_pending(dialect: Dialect, scope: ClaimScope) -> &'static str {
     &CLAIM_PENDING[dialect_index(dialect)][scope.index()]
 }
@@ -110,9 +226,12 @@ static CLAIM_PENDING_WITH_ATTEMPT: LazyLock<[String; 2]> = LazyLock::new(|| {
             concat!(
                 "WITH c AS ({claim}), a AS (INSERT INTO todo_attempts ",
                 "(todo_id, seq, attempt, claimant, claimed_at) ",
-                "SELECT id, attempts_total, attempt, ${claimant}, $1 FROM c) SELECT ",
+                "SELECT id, attempts_total, attempt, ${claimant}, $1 FROM c), ",
+                "w AS ({charge}) SELECT ",
                 todo_columns!(),
-                " FROM c"
+                " FROM c WHERE NOT EXISTS (SELECT 1 FROM w WHERE CASE ",
+                "WHEN w.window_claims > w.max_claims_per_window ",
+                "THEN switchboard_over_budget() ELSE 0 END = 1)"
             ),
             claim = claim_pending(Dialect::Postgres, scope),
             // The claimant follows the claim's own parameters.
@@ -120,20 +239,33 @@ static CLAIM_PENDING_WITH_ATTEMPT: LazyLock<[String; 2]> = LazyLock::new(|| {
                 ClaimScope::AnyQueue => 6,
                 ClaimScope::OneQueue => 7,
             },
+            charge = CHARGE_CLAIMED_WINDOW,
         )
     })
 });
 
-/// PostgreSQL: [`claim_pending`] and its attempt record ([`OPEN_ATTEMPT`])
-/// as one data-modifying statement; the claimant is the parameter after
-/// the claim's own (`$6`, or `$7` with a named queue).
+/// [`CHARGE_WINDOW`] for the todo claimed in the CTE `c`.
+const CHARGE_CLAIMED_WINDOW: &str = "UPDATE admission SET \
+       window_claims = CASE WHEN window_started_at IS NULL OR window_started_at + window_ms <= $1 \
+         THEN 1 ELSE window_claims + 1 END, \
+       window_started_at = CASE WHEN window_started_at IS NULL OR window_started_at + window_ms <= $1 \
+         THEN $1 ELSE window_started_at END \
+     FROM c WHERE admission.endpoint_id = c.endpoint_id AND admission.queue IN ('', c.queue) \
+       AND admission.max_claims_per_window IS NOT NULL AND admission.window_ms IS NOT NULL \
+     RETURNING admission.window_claims, admission.max_claims_per_window";
+
+/// PostgreSQL: [`claim_pending`], its attempt record ([`OPEN_ATTEMPT`]) and
+/// its window charge as one data-modifying statement; the claimant is the
+/// parameter after the claim's own (`$6`, or `$7` with a named queue). A
+/// charge over the window's limit fails the whole statement
+/// ([`OVER_BUDGET`]).
 pub fn claim_pending_with_attempt(scope: ClaimScope) -> &'static str {
     &CLAIM_PENDING_WITH_ATTEMPT[scope.index()]
 }
 
 /// A subquery yielding the id of the oldest todo of endpoint `$5` (and
-/// queue `$6`) that a takeover may claim ([`TAKEOVER_CONDITION`]); `$1` is
-/// now.
+/// queue `$6`) that a takeover may claim ([`TAKEOVER_CONDITION`]) and
+/// admission lets in; `$1` is now.
 ///
 /// It reads only the endpoint's live claims and open retry windows, never
 /// its history. SQLite has no statistics (the product never runs ANALYZE)
@@ -155,33 +287,38 @@ static OLDEST_TAKEOVER: LazyLock<[[String; 2]; 2]> = LazyLock::new(|| {
 });
 
 fn oldest_takeover_text(dialect: Dialect, filter: &str) -> String {
+    let admitted = admitted(dialect);
     match dialect {
         Dialect::Sqlite => format!(
             concat!(
                 "SELECT id FROM (",
-                "SELECT id, created_at FROM todos INDEXED BY todos_claimed_by_endpoint ",
+                "SELECT id, priority, created_at FROM todos INDEXED BY todos_claimed_by_endpoint ",
                 "WHERE endpoint_id = $5{filter} AND ",
                 lapsed_lease!(),
                 " AND ",
                 below_attempt_cap!(),
+                " AND {admitted}",
                 " UNION ALL ",
-                "SELECT id, created_at FROM todos INDEXED BY todos_retry_by_endpoint ",
+                "SELECT id, priority, created_at FROM todos INDEXED BY todos_retry_by_endpoint ",
                 "WHERE endpoint_id = $5{filter} AND ",
                 elapsed_retry!(),
                 " AND ",
                 below_attempt_cap!(),
-                ") ORDER BY created_at, id LIMIT 1"
+                " AND {admitted}",
+                ") ORDER BY {order} LIMIT 1"
             ),
-            filter = filter
+            filter = filter,
+            admitted = admitted,
+            order = CLAIM_ORDER,
         ),
         Dialect::Postgres => format!(
             "SELECT id FROM todos WHERE endpoint_id = $5{filter} AND {TAKEOVER_CONDITION} \
-             ORDER BY created_at, id LIMIT 1 FOR UPDATE SKIP LOCKED"
+             AND {admitted} ORDER BY {CLAIM_ORDER} LIMIT 1 FOR UPDATE SKIP LOCKED"
         ),
     }
 }
 
-/// The takeover of [`oldest_takeover`]'s todo, with [`CLAIM_SET`]'s
+/// The takeover of [`oldest_takeover`]'s todo, with [`claim_set`]'s
 /// parameters.
 pub fn claim_takeover(dialect: Dialect, scope: ClaimScope) -> &'static str {
     &CLAIM_TAKEOVER[dialect_index(dialect)][scope.index()]
@@ -195,7 +332,7 @@ static CLAIM_TAKEOVER: LazyLock<[[String; 2]; 2]> = LazyLock::new(|| {
                     "UPDATE todos SET {set} WHERE id = ({oldest}) RETURNING ",
                     todo_columns!()
                 ),
-                set = CLAIM_SET,
+                set = claim_set(d),
                 oldest = oldest_takeover(d, s),
             )
         })
@@ -203,16 +340,24 @@ static CLAIM_TAKEOVER: LazyLock<[[String; 2]; 2]> = LazyLock::new(|| {
 });
 
 /// The claim of one todo by id (`$5`) of endpoint `$6`: pending, or one a
-/// takeover may claim.
-pub static CLAIM_BY_ID: LazyLock<String> = LazyLock::new(|| {
-    format!(
-        concat!(
-            "UPDATE todos SET {} WHERE id = $5 AND endpoint_id = $6 ",
-            "AND (state = 'pending' OR ({})) RETURNING ",
-            todo_columns!()
-        ),
-        CLAIM_SET, TAKEOVER_CONDITION
-    )
+/// takeover may claim, and admitted.
+pub fn claim_by_id(dialect: Dialect) -> &'static str {
+    &CLAIM_BY_ID[dialect_index(dialect)]
+}
+
+static CLAIM_BY_ID: LazyLock<[String; 2]> = LazyLock::new(|| {
+    [Dialect::Sqlite, Dialect::Postgres].map(|d| {
+        format!(
+            concat!(
+                "UPDATE todos SET {set} WHERE id = $5 AND endpoint_id = $6 ",
+                "AND (state = 'pending' OR ({takeover})) AND {admitted} RETURNING ",
+                todo_columns!()
+            ),
+            set = claim_set(d),
+            takeover = TAKEOVER_CONDITION,
+            admitted = admitted(d),
+        )
+    })
 });
 
 /// The holder's guard: `$h` the id, `$h+1` the endpoint, `$h+2` the owner,
@@ -316,8 +461,13 @@ mod tests {
         for dialect in [Dialect::Sqlite, Dialect::Postgres] {
             for scope in [ClaimScope::AnyQueue, ClaimScope::OneQueue] {
                 let claim = claim_pending(dialect, scope);
-                assert!(claim.contains(CLAIM_SET), "{claim}");
-                assert!(claim.contains("ORDER BY created_at, id LIMIT 1"), "{claim}");
+                assert!(claim.contains(&claim_set(dialect)), "{claim}");
+                assert!(claim.contains(&admitted(dialect)), "{claim}");
+                assert!(
+                    claim.contains("ORDER BY priority DESC, created_at, id LIMIT 1"),
+                    "{claim}"
+                );
+                assert!(oldest_takeover(dialect, scope).contains(&admitted(dialect)));
                 assert_eq!(claim.contains("$6"), scope == ClaimScope::OneQueue);
                 assert!(claim_takeover(dialect, scope).contains(oldest_takeover(dialect, scope)));
             }

@@ -1036,6 +1036,56 @@ fn cases(w: &World) -> Vec<Case> {
             b"",
             404,
         ),
+        // Admission and priority.
+        case(
+            M::PUT,
+            &format!("{ep}/admission"),
+            json!({"max_in_flight": -1}),
+            400,
+            "max_in_flight",
+        ),
+        case(
+            M::PUT,
+            &format!("{ep}/admission"),
+            json!({"max_claims_per_window": 5}),
+            400,
+            "window",
+        ),
+        case(
+            M::PUT,
+            &format!("{ep}/admission"),
+            json!({"window": "soon", "max_claims_per_window": 5}),
+            400,
+            "window",
+        ),
+        case(
+            M::PUT,
+            &format!("{ep}/queues/nope/admission"),
+            json!({"paused": true}),
+            400,
+            "queue",
+        ),
+        raw(
+            M::PUT,
+            &format!("{gone}/admission"),
+            json,
+            b"{\"paused\":true}",
+            409,
+        ),
+        case(
+            M::PATCH,
+            &format!("/api/v1/todos/{}", w.todo),
+            json!({"priority": 2_000_000}),
+            400,
+            "priority",
+        ),
+        case(
+            M::POST,
+            &todos,
+            json!({"title": "x", "queue": "inbox", "priority": -2_000_000}),
+            400,
+            "priority",
+        ),
         // Intake: a bad signature, an unknown URL, a revoked endpoint, too big.
         raw(
             M::POST,

@@ -215,6 +215,27 @@ fn endpoint_routes() -> Vec<Route> {
         },
         |r| {
             (
+                Method::GET,
+                format!("/api/v1/endpoints/{r}/admission"),
+                Body::None,
+            )
+        },
+        |r| {
+            (
+                Method::PUT,
+                format!("/api/v1/endpoints/{r}/admission"),
+                Body::Json(json!({ "paused": true })),
+            )
+        },
+        |r| {
+            (
+                Method::PUT,
+                format!("/api/v1/endpoints/{r}/queues/inbox/admission"),
+                Body::Json(json!({ "max_in_flight": 1 })),
+            )
+        },
+        |r| {
+            (
                 Method::POST,
                 format!("/api/v1/endpoints/{r}/schedules"),
                 Body::Json(
@@ -278,6 +299,13 @@ fn todo_routes() -> Vec<Route> {
     vec![
         |id| (Method::GET, format!("/api/v1/todos/{id}"), Body::None),
         |id| (Method::GET, format!("/api/v1/todos/{id}/event"), Body::None),
+        |id| {
+            (
+                Method::PATCH,
+                format!("/api/v1/todos/{id}"),
+                Body::Json(json!({ "priority": 3 })),
+            )
+        },
         |id| {
             (
                 Method::POST,
@@ -888,6 +916,8 @@ async fn the_matrix_covers_every_route_of_the_openapi_document() {
         a.delivery.as_str(),
         a.spare_token_id.as_str(),
         a.agent.as_str(),
+        // The queue of `/endpoints/{ref}/queues/{queue}/admission`.
+        "inbox",
     ]
     .into();
     let covered: BTreeSet<String> = every_route(&a)

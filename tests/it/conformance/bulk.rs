@@ -13,6 +13,7 @@ fn sent(f: &Fixture, queue: &str, title: &str, kind: Option<&str>, actor: Option
     NewTodo {
         kind: kind.map(str::to_owned),
         source: kind.map(|k| format!("src-{k}")),
+        priority: 0,
         intake: actor.map(|actor| NewIntakeEvent {
             trust_mode: TrustMode::Operator,
             actor: actor.to_owned(),

@@ -292,3 +292,20 @@ pub async fn assert_holder_verbs_conflict(
         );
     }
 }
+
+/// What `claim_next` hands out, in order, until it answers empty.
+pub async fn claim_until_empty(
+    store: &dyn Store,
+    caller: &Caller,
+    queue: Option<&str>,
+) -> Vec<Todo> {
+    let mut taken = Vec::new();
+    while let Some(claimed) = store
+        .claim_next(caller, queue, ClaimOptions::default())
+        .await
+        .unwrap()
+    {
+        taken.push(claimed.todo);
+    }
+    taken
+}

@@ -152,6 +152,7 @@ async fn retrying_a_dead_letter_whose_key_is_taken_conflicts(store: &dyn Store, 
 async fn a_dedup_hit_records_no_intake_event(store: &dyn Store, ts: &TestStore) {
     let f = fixture(store, "ada").await;
     let with_event = |title: &str| NewTodo {
+        priority: 0,
         intake: Some(NewIntakeEvent {
             trust_mode: TrustMode::Operator,
             actor: format!("human:{}", f.human.id),

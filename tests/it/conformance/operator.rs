@@ -15,6 +15,7 @@ use crate::support::{Fixture, TestStore, endpoint_for, fixture};
 /// A todo from authenticated intake (only those may ring).
 fn rung_todo(f: &Fixture, title: &str) -> NewTodo {
     NewTodo {
+        priority: 0,
         intake: Some(NewIntakeEvent {
             trust_mode: TrustMode::Operator,
             actor: "human:test".into(),

@@ -256,6 +256,7 @@ async fn digest_todos_and_marking_touch_only_what_they_name(store: &dyn Store, t
         body: Vec::new(),
     };
     let pushed = |title: &str, queue: &str| NewTodo {
+        priority: 0,
         intake: Some(intake()),
         ..NewTodo::new(&f.endpoint.id, queue, title)
     };

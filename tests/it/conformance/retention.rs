@@ -31,6 +31,7 @@ async fn dead_letter(store: &dyn Store, f: &Fixture, title: &str) -> Todo {
 
 fn with_intake_event(f: &Fixture, title: &str) -> NewTodo {
     NewTodo {
+        priority: 0,
         intake: Some(NewIntakeEvent {
             trust_mode: TrustMode::Operator,
             actor: format!("human:{}", f.human.id),

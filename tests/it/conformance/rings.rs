@@ -21,6 +21,7 @@ pub(super) fn steps() -> Vec<Duration> {
 /// A todo from authenticated intake (only those may ring).
 pub(super) fn rung_todo(endpoint_id: &str, title: &str) -> NewTodo {
     NewTodo {
+        priority: 0,
         intake: Some(NewIntakeEvent {
             trust_mode: TrustMode::Operator,
             actor: "human:test".into(),

@@ -24,6 +24,7 @@ fn hourly(endpoint_id: &str, next_at: Timestamp) -> NewSchedule {
 
 fn todo(endpoint_id: &str, title: &str) -> NewTodo {
     NewTodo {
+        priority: 0,
         intake: Some(crate::support::delivery::operator_intake()),
         ..NewTodo::new(endpoint_id, "inbox", title)
     }

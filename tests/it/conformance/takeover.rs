@@ -140,19 +140,6 @@ async fn a_failed_todo_is_claimable_once_its_window_elapses(store: &dyn Store, t
     assert_closed_as(&history[1], Outcome::Failed, Disposition::RetryScheduled);
 }
 
-/// What `claim_next` hands out, in order, until it answers empty.
-async fn claim_until_empty(store: &dyn Store, caller: &Caller, queue: Option<&str>) -> Vec<Todo> {
-    let mut taken = Vec::new();
-    while let Some(claimed) = store
-        .claim_next(caller, queue, ClaimOptions::default())
-        .await
-        .unwrap()
-    {
-        taken.push(claimed.todo);
-    }
-    taken
-}
-
 /// A takeover takes the oldest candidate, whichever kind: lapsed leases and
 /// elapsed retry windows are looked up apart (SQLite reads each from its
 /// own index) and merged by age; then the queue is empty.

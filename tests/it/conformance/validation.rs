@@ -26,6 +26,7 @@ async fn assert_create_refused(ts: &TestStore, new: NewTodo, field: &str) {
 
 fn base(f: &Fixture) -> NewTodo {
     NewTodo {
+        priority: 0,
         intake: Some(NewIntakeEvent {
             trust_mode: TrustMode::Operator,
             actor: format!("human:{}", f.human.id),

@@ -1,6 +1,7 @@
 //! MCP end to end: the transport, the official TypeScript SDK client,
 //! doorbells and presence (helpers in `support::mcp`).
 
+mod admission;
 mod bulk;
 mod doorbells;
 mod interop;

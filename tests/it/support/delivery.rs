@@ -218,6 +218,7 @@ pub fn operator_intake() -> NewIntakeEvent {
 /// A todo that may ring (created by authenticated intake).
 pub fn pushed(endpoint_id: &str, queue: &str, title: &str) -> NewTodo {
     NewTodo {
+        priority: 0,
         intake: Some(operator_intake()),
         ..NewTodo::new(endpoint_id, queue, title)
     }

@@ -111,6 +111,7 @@ pub(in crate::store::sql) enum LaneClaimed {
 }
 
 static OPEN_ATTEMPT: LazyLock<String> = LazyLock::new(|| numbered(statements::OPEN_ATTEMPT));
+static CHARGE_WINDOW: LazyLock<String> = LazyLock::new(|| numbered(statements::CHARGE_WINDOW));
 static PRIOR_ATTEMPTS: LazyLock<String> = LazyLock::new(|| numbered(statements::PRIOR_ATTEMPTS));
 static COMPLETE: LazyLock<String> = LazyLock::new(|| numbered(&statements::COMPLETE));
 static CLOSE_ATTEMPT: LazyLock<String> = LazyLock::new(|| numbered(statements::CLOSE_ATTEMPT));
@@ -193,6 +194,17 @@ pub(in crate::store::sql) fn claim_pending(
             LaneClaimed::Empty
         });
     };
+    // The writer thread runs one claim at a time, so the window the claim
+    // read as open is still open: the charge cannot go over its limit here.
+    {
+        let mut charge = tx.prepare_cached(&CHARGE_WINDOW)?;
+        let mut charged =
+            charge.query(params![claim.now.as_millis(), todo.endpoint_id, todo.queue])?;
+        while let Some(row) = charged.next()? {
+            let (claims, limit): (i64, i64) = (row.get(0)?, row.get(1)?);
+            debug_assert!(claims <= limit, "a window charged over its limit on SQLite");
+        }
+    }
     tx.prepare_cached(&OPEN_ATTEMPT)?.execute(params![
         todo.id,
         todo.attempts_total,

@@ -10,11 +10,87 @@ pub(super) enum ClaimTarget<'a> {
     Oldest(Option<&'a str>),
 }
 
+/// How many times a claim is read again after another instance's claim
+/// took the in-flight slot or the window's last claim it had read as free.
+/// Each time, the claim reads the limits afresh, so it either finds room
+/// that is really there or finds none and answers like an empty queue.
+const ADMISSION_RACE_RETRIES: usize = 8;
+
+/// Whether a claim failed because a concurrent claim (on another instance
+/// or connection) took what it had read as free: the same in-flight slot,
+/// or the window's last claim (`statements::OVER_BUDGET`). Its writes were
+/// undone with the statement.
+fn lost_admission_race(err: &StoreError) -> bool {
+    let StoreError::Internal(source) = err else {
+        return false;
+    };
+    if source.is::<WindowSpent>() {
+        return true;
+    }
+    let Some(sqlx::Error::Database(db)) = source.downcast_ref::<sqlx::Error>() else {
+        return false;
+    };
+    match db.code().as_deref() {
+        Some(statements::OVER_BUDGET) => true,
+        Some(statements::SLOT_TAKEN) => db
+            .constraint()
+            .is_some_and(|name| name == "todos_endpoint_slot" || name == "todos_queue_slot"),
+        _ => false,
+    }
+}
+
+/// A claim's window charge went over the limit: another claim spent the
+/// window's last claim after this one read it as open.
+#[derive(Debug, thiserror::Error)]
+#[error("the window's claims were spent by another claim")]
+struct WindowSpent;
+
+fn over_budget() -> StoreError {
+    StoreError::Internal(Box::new(WindowSpent))
+}
+
 impl SqlStore {
+    /// Charges a claim of `todo` to its endpoint's and queue's windows (in
+    /// the claim's transaction). `false` when a charge went over its limit:
+    /// the caller rolls the claim back.
+    async fn charge_window(
+        tx: &mut Transaction<'static, Any>,
+        todo: &Todo,
+        now: Timestamp,
+    ) -> StoreResult<bool> {
+        let charged = sqlx::query(statements::CHARGE_WINDOW)
+            .bind(now.as_millis())
+            .bind(&todo.endpoint_id)
+            .bind(&todo.queue)
+            .fetch_all(&mut **tx)
+            .await?;
+        Ok(charged.iter().all(|row| {
+            row.get::<i64, _>("window_claims") <= row.get::<i64, _>("max_claims_per_window")
+        }))
+    }
+
     pub(super) async fn claim_target(
         &self,
         caller: &Caller,
         target: ClaimTarget<'_>,
+        opts: ClaimOptions,
+    ) -> StoreResult<Option<Claimed>> {
+        let mut retries = 0;
+        loop {
+            match self.claim_target_once(caller, &target, opts.clone()).await {
+                Err(err) if lost_admission_race(&err) && retries < ADMISSION_RACE_RETRIES => {
+                    retries += 1;
+                }
+                Err(err) if lost_admission_race(&err) => return Ok(None),
+                answer => return answer,
+            }
+        }
+    }
+
+    async fn claim_target_once(
+        &self,
+        caller: &Caller,
+        target: &ClaimTarget<'_>,
         opts: ClaimOptions,
     ) -> StoreResult<Option<Claimed>> {
         let lease_secs =
@@ -31,7 +107,7 @@ impl SqlStore {
         let owner = caller.owner();
 
         let specialised = self.specialised();
-        if let (ClaimTarget::Oldest(queue), Specialised::Postgres) = (&target, &specialised) {
+        if let (ClaimTarget::Oldest(queue), Specialised::Postgres) = (target, &specialised) {
             let binds = ClaimBinds {
                 now,
                 owner: &owner,
@@ -51,8 +127,7 @@ impl SqlStore {
             }
             // Nothing pending: the transaction below tries a takeover.
         }
-        if let (ClaimTarget::Oldest(queue), Specialised::SqliteLane(writer)) =
-            (&target, specialised)
+        if let (ClaimTarget::Oldest(queue), Specialised::SqliteLane(writer)) = (target, specialised)
         {
             let claim = LaneClaim {
                 endpoint_id: caller.endpoint_id.clone(),
@@ -91,8 +166,8 @@ impl SqlStore {
         };
         let (row, may_be_takeover) = match target {
             ClaimTarget::ById(id) => {
-                let row = bind_claim(statements::CLAIM_BY_ID.as_str())
-                    .bind(id.to_owned())
+                let row = bind_claim(statements::claim_by_id(self.dialect))
+                    .bind((*id).to_owned())
                     .bind(caller.endpoint_id.clone())
                     .fetch_optional(&mut *tx)
                     .await?;
@@ -104,6 +179,7 @@ impl SqlStore {
                 (row, true)
             }
             ClaimTarget::Oldest(queue) => {
+                let queue = *queue;
                 let scope = ClaimScope::of(queue);
                 let bind_scope = |sql: &'static str| {
                     let q = bind_claim(sql).bind(caller.endpoint_id.clone());
@@ -130,6 +206,11 @@ impl SqlStore {
             return Ok(None);
         };
         let mut todo = rows::todo(&row)?;
+        if !Self::charge_window(&mut tx, &todo, now).await? {
+            // Another claim spent the window first: undone, read again.
+            tx.rollback().await?;
+            return Err(over_budget());
+        }
 
         if may_be_takeover {
             // A holder that vanished left its attempt open: close it first.

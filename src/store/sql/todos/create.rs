@@ -131,8 +131,8 @@ impl SqlStore {
 
         let inserted = sqlx::query(concat!(
             "INSERT INTO todos (id, endpoint_id, queue, title, kind, source, payload, \
-               idempotency_key, event_id, state, max_attempts, created_at, updated_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'pending', $10, $11, $11) \
+               idempotency_key, event_id, state, max_attempts, created_at, updated_at, priority) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'pending', $10, $11, $11, $12) \
              ON CONFLICT DO NOTHING RETURNING ",
             todo_columns!()
         ))
@@ -147,6 +147,7 @@ impl SqlStore {
         .bind(&event_id)
         .bind(max_attempts)
         .bind(now)
+        .bind(new.priority)
         .fetch_optional(&mut **tx)
         .await?;
 

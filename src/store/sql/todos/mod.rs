@@ -195,6 +195,7 @@ pub(in crate::store::sql) fn checked(new: &NewTodo) -> StoreResult<(Option<Strin
     }
     let max_attempts = new.max_attempts.unwrap_or(rules::DEFAULT_MAX_ATTEMPTS);
     rules::validate_max_attempts(max_attempts)?;
+    rules::validate_priority(new.priority)?;
     Ok((payload, max_attempts))
 }
 
@@ -541,6 +542,36 @@ impl TodoStore for SqlStore {
         };
         let Some(row) = row else {
             let err = Self::human_refusal(&mut tx, human_id, id, "failed or cancelled").await;
+            tx.rollback().await?;
+            return Err(err);
+        };
+        let todo = rows::todo(&row)?;
+        tx.commit().await?;
+        Ok(todo)
+    }
+
+    async fn human_set_priority(
+        &self,
+        human_id: &str,
+        id: &str,
+        priority: i64,
+    ) -> StoreResult<Todo> {
+        rules::validate_priority(priority)?;
+        let mut tx = self.begin().await?;
+        let row = sqlx::query(concat!(
+            "UPDATE todos SET priority = $1, updated_at = $2 ",
+            "WHERE id = $3 AND state IN ('pending', 'claimed', 'failed') AND endpoint_id IN ",
+            "(SELECT id FROM endpoints WHERE human_id = $4 AND state = 'active') RETURNING ",
+            todo_columns!()
+        ))
+        .bind(priority)
+        .bind(self.now().as_millis())
+        .bind(id)
+        .bind(human_id)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some(row) = row else {
+            let err = Self::human_refusal(&mut tx, human_id, id, "live").await;
             tx.rollback().await?;
             return Err(err);
         };
