@@ -9,8 +9,8 @@ use utoipa::openapi::{ContentBuilder, ObjectBuilder, RefOr, ResponseBuilder, Typ
 use utoipa::{Modify, OpenApi};
 
 use super::handlers::{
-    admission, agents, deliveries, endpoints, hooks, me, presence, rules, schedules, todos,
-    tokens, webhooks,
+    admission, agents, deliveries, endpoints, hooks, me, presence, rules, schedules, todos, tokens,
+    webhooks,
 };
 use super::views::*;
 use crate::http::error::{ErrorBody, ErrorDetail};

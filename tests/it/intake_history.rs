@@ -408,7 +408,11 @@ async fn the_board_shows_a_webhooks_history_filtered_by_decision_and_sender() {
     assert!(!by_sender.body.contains(&held));
     let bad = board.get(&format!("{path}?decision=maybe")).await;
     assert_eq!(bad.status, 200);
-    assert!(bad.body.contains("decision: must be one of"), "{}", bad.body);
+    assert!(
+        bad.body.contains("decision: must be one of"),
+        "{}",
+        bad.body
+    );
 
     let missing = board.get("/board/webhooks/wh_missing").await;
     assert_eq!(missing.status, 404);

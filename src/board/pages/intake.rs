@@ -91,8 +91,15 @@ pub(crate) async fn page(
 ) -> Result<Response, BoardError> {
     let human = &signed.human.id;
     let webhook = state.store.get_webhook(human, &id).await?;
-    let endpoint = state.store.get_endpoint(human, &webhook.endpoint_id).await?;
-    let mut layout = Layout::new(&signed, "endpoints", format!("Deliveries · {}", endpoint.slug));
+    let endpoint = state
+        .store
+        .get_endpoint(human, &webhook.endpoint_id)
+        .await?;
+    let mut layout = Layout::new(
+        &signed,
+        "endpoints",
+        format!("Deliveries · {}", endpoint.slug),
+    );
     let now = state.store.clock().now();
     let (rows, next) = match filters.to_filter() {
         Err(e) => {

@@ -41,7 +41,7 @@ fn webhook(row: &AnyRow) -> StoreResult<Webhook> {
             Some(text) => Some(
                 serde_json::from_str(&text)
                     .map_err(|e| e.to_string())
-                    .and_then(|v| RuleSet::parse(&v).map_err(|e| e.to_string()))
+                    .and_then(|v| RuleSet::from_stored(&v).map_err(|e| e.to_string()))
                     .map_err(|e| {
                         StoreError::internal(format!("a webhook's rules do not parse: {e}"))
                     })?,
