@@ -9,7 +9,7 @@ use utoipa::openapi::{ContentBuilder, ObjectBuilder, RefOr, ResponseBuilder, Typ
 use utoipa::{Modify, OpenApi};
 
 use super::handlers::{
-    admission, agents, deliveries, endpoints, hooks, me, presence, schedules, todos, tokens,
+    admission, agents, deliveries, endpoints, hooks, me, presence, rules, schedules, todos, tokens,
     webhooks,
 };
 use super::views::*;
@@ -33,6 +33,7 @@ use crate::http::error::{ErrorBody, ErrorDetail};
         webhooks::list, webhooks::create, webhooks::rotate, webhooks::remove,
         deliveries::set_senders, deliveries::list, deliveries::show, deliveries::release,
         deliveries::discard, deliveries::replay,
+        rules::show, rules::set, rules::test, rules::replay,
         hooks::list, hooks::add, hooks::remove, hooks::enable, hooks::test,
         schedules::list, schedules::add, schedules::remove, schedules::pause, schedules::resume,
         admission::show, admission::set_endpoint, admission::set_queue,
@@ -49,6 +50,8 @@ use crate::http::error::{ErrorBody, ErrorDetail};
         endpoints::VendRequest, endpoints::EditEndpoint, endpoints::TestRingRequest, endpoints::TestRingView, todos::PushTodo, todos::EditTodo,
         webhooks::CreateWebhook, deliveries::SetSenders, deliveries::ReplayDelivery,
         deliveries::DeliveryView, deliveries::DeliveryList, deliveries::DecidedView,
+        rules::RulesBody, rules::TestRules, rules::RuleTraceView, rules::DryRunView,
+        rules::ReplayBatch, rules::ReplayBatchView,
         presence::PresenceBody, presence::SetPresence, presence::SetShift,
     )),
     modifiers(&BearerAuth, &CommonResponses),

@@ -16,6 +16,7 @@ pub mod liveness;
 pub mod names;
 pub mod presence;
 pub mod registry;
+pub mod rules;
 pub mod schedule;
 pub mod scope;
 pub mod server_key;

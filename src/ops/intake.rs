@@ -2,17 +2,20 @@
 //! history", "Trusted senders and quarantine", "Replay").
 //!
 //! The pipeline, one function for a live delivery and a replay alike
-//! ([`decide`]): the sender check, then (a later step) the routing rules,
-//! then the todo. Whatever decides, the delivery is recorded once, in the
+//! ([`decide`]): the sender check, a key spent by a drop, then the routing
+//! rules (`ops::rules`), then the todo. Whatever decides, the delivery is recorded once, in the
 //! todo's transaction when a todo is made.
+
+use std::sync::Arc;
 
 use serde_json::Value;
 
 use crate::delivery::Delivery;
 use crate::domain::intake::{Decision, Envelope, todo_payload};
+use crate::domain::rules::{Action, Outcome, rule_input};
 use crate::store::{
-    CreatedTodo, DeliveryRecord, DeliveryWrite, NewDelivery, NewIntakeEvent, NewTodo, StoreError,
-    StoreResult, TrustMode, Webhook,
+    CreatedTodo, DeliveryFilter, DeliveryRecord, DeliveryWrite, NewDelivery, NewIntakeEvent,
+    NewTodo, PageRequest, StoreError, StoreResult, TrustMode, Webhook,
 };
 
 /// A verified delivery, parsed: what the pipeline decides on.
@@ -41,31 +44,67 @@ pub struct Decided {
 }
 
 /// Decides a verified delivery and records it: quarantined when its sender
-/// is not trusted; else a todo (accepted, which rings) or the live todo
-/// holding its key (duplicate).
+/// is not trusted; dropped when a dropped delivery spent its key before;
+/// then the routing rules drop it, quarantine it or pick its queue; else a
+/// todo (accepted, which rings) or the live todo holding its key
+/// (duplicate).
 pub async fn decide(delivery: &Delivery, received: Received) -> StoreResult<Decided> {
     let store = delivery.store();
     if !received.webhook.senders.admits(&received.envelope) {
-        let record = store
-            .record_delivery(new_delivery(&received, Decision::Quarantined, None))
-            .await?;
-        delivery.delivery_decided(Decision::Quarantined);
-        return Ok(Decided { record, todo: None });
+        return record_only(delivery, &received, Decision::Quarantined, None, None).await;
     }
-    // Routing rules slot in here: a rule may drop, quarantine or pick the queue.
-    let new = new_todo(&received, &received.webhook.queue);
-    let write = DeliveryWrite::Record(Box::new(new_delivery(&received, Decision::Accepted, None)));
+    // A dropped delivery spent its key: a redelivery stays dropped.
+    if let Some(spent) = store
+        .find_dropped_delivery(&received.webhook.id, &received.idempotency_key)
+        .await?
+    {
+        let reason = format!("its key was spent by the dropped delivery {}", spent.id);
+        return record_only(
+            delivery,
+            &received,
+            Decision::Dropped,
+            spent.rule,
+            Some(reason),
+        )
+        .await;
+    }
+    let (queue, rule) = match &received.webhook.rules {
+        None => (received.webhook.queue.clone(), None),
+        Some(rules) => {
+            let input = rule_input(&received.envelope, &received.headers, &received.body);
+            let evaluation = super::rules::evaluate(Arc::new(rules.clone()), input).await;
+            let rule = evaluation.verdict.rule_label();
+            let reason = (evaluation.verdict.by == "on_error")
+                .then(|| evaluation.trace.iter().rev().find_map(error_text))
+                .flatten();
+            match evaluation.verdict.action {
+                None => (received.webhook.queue.clone(), rule),
+                Some(Action::Queue(queue)) => (queue, rule),
+                Some(Action::Drop) => {
+                    return record_only(delivery, &received, Decision::Dropped, rule, reason).await;
+                }
+                Some(Action::Quarantine) => {
+                    return record_only(delivery, &received, Decision::Quarantined, rule, reason)
+                        .await;
+                }
+            }
+        }
+    };
+    let new = new_todo(&received, &queue);
+    let mut accepted = new_delivery(&received, Decision::Accepted, None);
+    accepted.rule = rule.clone();
+    let write = DeliveryWrite::Record(Box::new(accepted));
     let (created, record) = store.create_todo_with_delivery(new, write).await?;
     let record = match record {
         Some(record) => record,
         None => {
-            store
-                .record_delivery(new_delivery(
-                    &received,
-                    Decision::Duplicate,
-                    Some(created.todo.id.clone()),
-                ))
-                .await?
+            let mut duplicate = new_delivery(
+                &received,
+                Decision::Duplicate,
+                Some(created.todo.id.clone()),
+            );
+            duplicate.rule = rule;
+            store.record_delivery(duplicate).await?
         }
     };
     delivery.delivery_decided(record.decision);
@@ -74,6 +113,85 @@ pub async fn decide(delivery: &Delivery, received: Received) -> StoreResult<Deci
         record,
         todo: Some(created),
     })
+}
+
+/// Records a delivery that makes no todo (quarantined or dropped).
+async fn record_only(
+    delivery: &Delivery,
+    received: &Received,
+    decision: Decision,
+    rule: Option<String>,
+    reason: Option<String>,
+) -> StoreResult<Decided> {
+    let mut new = new_delivery(received, decision, None);
+    new.rule = rule;
+    new.reason = reason;
+    let record = delivery.store().record_delivery(new).await?;
+    delivery.delivery_decided(decision);
+    Ok(Decided { record, todo: None })
+}
+
+fn error_text(outcome: &Outcome) -> Option<String> {
+    match outcome {
+        Outcome::Error(text) => Some(format!("rule error: {text}")),
+        _ => None,
+    }
+}
+
+/// The most deliveries one batch replay re-runs.
+pub const MAX_BATCH_REPLAY: usize = 1000;
+
+/// What a batch replay did.
+#[derive(Debug, Clone)]
+pub struct BatchReplay {
+    pub decided: Vec<Decided>,
+    /// Matching deliveries that cannot be replayed (refused: never verified).
+    pub skipped: usize,
+}
+
+/// Re-runs the webhook's deliveries that match `filter` (newest first, at
+/// most [`MAX_BATCH_REPLAY`]) through its current senders and rules.
+pub async fn replay_batch(
+    delivery: &Delivery,
+    human_id: &str,
+    webhook_id: &str,
+    filter: &DeliveryFilter,
+    new_key: bool,
+) -> StoreResult<BatchReplay> {
+    let store = delivery.store();
+    // Chosen before any is replayed: the replays are new deliveries that
+    // may match the filter too.
+    let mut chosen = Vec::new();
+    let mut after = None;
+    loop {
+        let page = store
+            .list_deliveries(
+                human_id,
+                webhook_id,
+                filter,
+                &PageRequest {
+                    limit: 200,
+                    after: after.take(),
+                },
+            )
+            .await?;
+        chosen.extend(page.items);
+        match page.next_cursor {
+            Some(cursor) if chosen.len() < MAX_BATCH_REPLAY => after = Some(cursor),
+            _ => break,
+        }
+    }
+    chosen.truncate(MAX_BATCH_REPLAY);
+    let mut decided = Vec::with_capacity(chosen.len());
+    let mut skipped = 0;
+    for record in chosen {
+        if record.decision == Decision::Refused || record.body.is_none() {
+            skipped += 1;
+            continue;
+        }
+        decided.push(replay(delivery, human_id, &record.id, new_key).await?);
+    }
+    Ok(BatchReplay { decided, skipped })
 }
 
 /// Records a delivery refused before it could be decided (a bad signature,

@@ -34,6 +34,7 @@ pub mod forms;
 pub mod hooks;
 pub mod intake;
 pub mod presence;
+pub mod rules;
 pub mod schedules;
 pub mod todos;
 pub mod tokens;

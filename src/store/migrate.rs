@@ -114,6 +114,11 @@ pub static SQLITE_MIGRATIONS: &[Migration] = &[
         name: "form_submissions",
         sql: include_str!("migrations/sqlite/0019_form_submissions.sql"),
     },
+    Migration {
+        version: 20,
+        name: "routing_rules",
+        sql: include_str!("migrations/sqlite/0020_routing_rules.sql"),
+    },
 ];
 
 pub static POSTGRES_MIGRATIONS: &[Migration] = &[
@@ -211,6 +216,11 @@ pub static POSTGRES_MIGRATIONS: &[Migration] = &[
         version: 19,
         name: "form_submissions",
         sql: include_str!("migrations/postgres/0019_form_submissions.sql"),
+    },
+    Migration {
+        version: 20,
+        name: "routing_rules",
+        sql: include_str!("migrations/postgres/0020_routing_rules.sql"),
     },
 ];
 

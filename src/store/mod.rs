@@ -316,6 +316,19 @@ pub trait DeliveryStore: Send + Sync {
         id: &str,
         senders: &Senders,
     ) -> StoreResult<Webhook>;
+    /// Replaces the human's webhook's routing rules (`None`: no rules).
+    async fn set_webhook_rules(
+        &self,
+        human_id: &str,
+        id: &str,
+        rules: Option<&crate::domain::rules::RuleSet>,
+    ) -> StoreResult<Webhook>;
+    /// The dropped delivery of this webhook that spent `key`, if any.
+    async fn find_dropped_delivery(
+        &self,
+        webhook_id: &str,
+        key: &str,
+    ) -> StoreResult<Option<DeliveryRecord>>;
     /// Records a delivery that made no todo itself (duplicate, quarantined,
     /// dropped, refused).
     async fn record_delivery(&self, new: NewDelivery) -> StoreResult<DeliveryRecord>;

@@ -515,6 +515,9 @@ pub struct Webhook {
     pub rotated_at: Option<Timestamp>,
     /// Whom it trusts (`everyone` unless set).
     pub senders: Senders,
+    /// Its routing rules; `None` routes everything to `queue`.
+    #[serde(skip)]
+    pub rules: Option<crate::domain::rules::RuleSet>,
 }
 
 /// What a delivery needs to know about the webhook its URL names.

@@ -27,6 +27,7 @@ mod faults;
 mod hooks;
 mod intake;
 mod intake_history;
+mod intake_rules;
 mod maintenance;
 mod mcp;
 mod metrics;

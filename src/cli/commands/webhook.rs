@@ -1,4 +1,5 @@
-//! `webhook create | list | rotate | delete | deliveries | senders`.
+//! `webhook create | list | rotate | delete | deliveries | senders | rules |
+//! rules-test | replay`.
 
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
@@ -29,6 +30,53 @@ pub enum WebhookCommand {
     Deliveries(DeliveriesArgs),
     /// Whom a webhook trusts: `everyone`, or logins (others are quarantined).
     Senders(SendersArgs),
+    /// A webhook's routing rules; with --set FILE, replaces them.
+    Rules(RulesArgs),
+    /// Dry-runs the saved (or --file) rules on a stored delivery; stores nothing.
+    RulesTest(RulesTestArgs),
+    /// Re-runs stored deliveries (at most 1000, newest first) through the
+    /// current senders and rules.
+    Replay(ReplayArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct RulesArgs {
+    /// Webhook id (wh_…).
+    pub id: String,
+    /// A JSON file `{"rules": [{"if": "<jq>", "then": ACTION}…], "default"?,
+    /// "on_error"?}` (`-` reads standard input).
+    #[arg(long, value_name = "FILE")]
+    pub set: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct RulesTestArgs {
+    /// Webhook id (wh_…).
+    pub id: String,
+    /// The stored delivery to evaluate (dl_…).
+    #[arg(long)]
+    pub delivery: String,
+    /// Candidate rules (as for `rules --set`) instead of the saved ones.
+    #[arg(long, value_name = "FILE")]
+    pub file: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ReplayArgs {
+    /// Webhook id (wh_…).
+    pub id: String,
+    /// Only this decision (dropped, quarantined…).
+    #[arg(long)]
+    pub decision: Option<String>,
+    /// Only this forge event.
+    #[arg(long)]
+    pub event: Option<String>,
+    /// Only this sender's login.
+    #[arg(long)]
+    pub sender: Option<String>,
+    /// Fresh idempotency keys (a dropped delivery's key stays spent otherwise).
+    #[arg(long)]
+    pub new_key: bool,
 }
 
 #[derive(Debug, Args)]
@@ -141,6 +189,131 @@ pub(crate) async fn run(args: WebhookArgs) -> anyhow::Result<()> {
                 Ok(())
             })
         }
+        WebhookCommand::Rules(rules) => {
+            let response = match &rules.set {
+                Some(file) => {
+                    client
+                        .put(&["webhooks", &rules.id, "rules"], &read_rules(file)?)
+                        .await?
+                }
+                None => client.get(&["webhooks", &rules.id, "rules"], &[]).await?,
+            };
+            emit(json, &response, |r| {
+                print_rules(r);
+                Ok(())
+            })
+        }
+        WebhookCommand::RulesTest(test) => {
+            let mut body = match &test.file {
+                Some(file) => read_rules(file)?,
+                None => json!({}),
+            };
+            body["delivery_id"] = json!(test.delivery);
+            let response = client
+                .post(&["webhooks", &test.id, "rules", "test"], &body)
+                .await?;
+            emit(json, &response, |run| {
+                print_dry_run(run);
+                Ok(())
+            })
+        }
+        WebhookCommand::Replay(replay) => {
+            let body = json!({
+                "decision": replay.decision,
+                "event": replay.event,
+                "sender": replay.sender,
+                "new_key": replay.new_key,
+            });
+            let response = client
+                .post(&["webhooks", &replay.id, "deliveries", "replay"], &body)
+                .await?;
+            emit(json, &response, |batch| {
+                println!(
+                    "Replayed {} deliveries ({} skipped: refused, never verified).",
+                    text(batch, "replayed"),
+                    text(batch, "skipped")
+                );
+                let mut table =
+                    Table::new(&["NEW DELIVERY", "REPLAYS", "DECISION", "RULE", "TODO"]);
+                for d in batch["deliveries"].as_array().into_iter().flatten() {
+                    table.row(vec![
+                        text(d, "delivery.id"),
+                        text(d, "delivery.replay_of"),
+                        text(d, "delivery.decision"),
+                        text(d, "delivery.rule"),
+                        text(d, "todo.id"),
+                    ]);
+                }
+                table.print_or("Nothing matched.");
+                Ok(())
+            })
+        }
+    }
+}
+
+/// A rule set from a JSON file (`-`: standard input).
+fn read_rules(file: &str) -> anyhow::Result<Value> {
+    let text = if file == "-" {
+        std::io::read_to_string(std::io::stdin())?
+    } else {
+        std::fs::read_to_string(file).map_err(|e| anyhow::anyhow!("cannot read {file}: {e}"))?
+    };
+    let value: Value =
+        serde_json::from_str(&text).map_err(|e| anyhow::anyhow!("{file} is not JSON: {e}"))?;
+    if !value.is_object() {
+        anyhow::bail!(
+            "{file} must hold an object: {{\"rules\": [...], \"default\"?, \"on_error\"?}}"
+        );
+    }
+    Ok(value)
+}
+
+fn action(a: &Value) -> String {
+    if let Some(q) = a["queue"].as_str() {
+        format!("queue {q}")
+    } else if a["drop"] == json!(true) {
+        "drop".to_owned()
+    } else if a["quarantine"] == json!(true) {
+        "quarantine".to_owned()
+    } else {
+        "the webhook's queue".to_owned()
+    }
+}
+
+fn print_rules(r: &Value) {
+    let mut table = Table::new(&["RULE", "IF", "THEN"]);
+    for (i, rule) in r["rules"].as_array().into_iter().flatten().enumerate() {
+        table.row(vec![
+            format!("rules[{i}]"),
+            clip(&text(rule, "if"), 70),
+            action(&rule["then"]),
+        ]);
+    }
+    table.print_or("No rules.");
+    println!("default: {}", action(&r["default"]));
+    println!("on error: {}", text(r, "on_error"));
+}
+
+fn print_dry_run(run: &Value) {
+    let mut table = Table::new(&["RULE", "OUTCOME", "ERROR"]);
+    for step in run["trace"].as_array().into_iter().flatten() {
+        table.row(vec![
+            text(step, "rule"),
+            text(step, "outcome"),
+            step["error"].as_str().unwrap_or("").to_owned(),
+        ]);
+    }
+    table.print_or("No rule ran.");
+    let decided = match run["rule"].as_str() {
+        Some(rule) => format!(" by {rule}"),
+        None => format!(" ({})", text(run, "by")),
+    };
+    match run["queue"].as_str() {
+        Some(queue) => println!(
+            "Decision: {} on queue {queue}{decided}.",
+            text(run, "decision")
+        ),
+        None => println!("Decision: {}{decided}.", text(run, "decision")),
     }
 }
 

@@ -169,6 +169,41 @@ impl DeliveryStore for SqlStore {
         self.get_webhook(human_id, id).await
     }
 
+    async fn set_webhook_rules(
+        &self,
+        human_id: &str,
+        id: &str,
+        rules: Option<&crate::domain::rules::RuleSet>,
+    ) -> StoreResult<Webhook> {
+        // One statement: the list is replaced whole or not at all.
+        let updated = sqlx::query("UPDATE webhooks SET rules = $1 WHERE id = $2 AND human_id = $3")
+            .bind(rules.map(|r| r.to_json().to_string()))
+            .bind(id)
+            .bind(human_id)
+            .execute(self.writer()?)
+            .await?;
+        if updated.rows_affected() == 0 {
+            return Err(StoreError::NotFound);
+        }
+        self.get_webhook(human_id, id).await
+    }
+
+    async fn find_dropped_delivery(
+        &self,
+        webhook_id: &str,
+        key: &str,
+    ) -> StoreResult<Option<DeliveryRecord>> {
+        let row = sqlx::query(AssertSqlSafe(format!(
+            "SELECT {COLUMNS} FROM deliveries WHERE webhook_id = $1 AND idempotency_key = $2 \
+               AND decision = 'dropped' ORDER BY received_at, id LIMIT 1"
+        )))
+        .bind(webhook_id)
+        .bind(key)
+        .fetch_optional(self.writer()?)
+        .await?;
+        row.as_ref().map(record).transpose()
+    }
+
     async fn record_delivery(&self, new: NewDelivery) -> StoreResult<DeliveryRecord> {
         let now = self.now().as_millis();
         let mut tx = self.begin().await?;

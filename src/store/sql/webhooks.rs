@@ -2,6 +2,7 @@
 //! URL token (stored hashed), optionally signed.
 
 use super::SqlStore;
+use crate::domain::rules::RuleSet;
 use crate::domain::{Invalid, Timestamp};
 use crate::mint::new_id;
 use crate::store::model::*;
@@ -12,7 +13,7 @@ use sqlx::Row;
 use sqlx::any::AnyRow;
 
 const COLUMNS: &str = "w.id, w.endpoint_id, w.human_id, w.queue, w.signing_secret, \
-    w.created_at, w.rotated_at, w.senders";
+    w.created_at, w.rotated_at, w.senders, w.rules";
 
 fn webhook(row: &AnyRow) -> StoreResult<Webhook> {
     Ok(Webhook {
@@ -33,6 +34,18 @@ fn webhook(row: &AnyRow) -> StoreResult<Webhook> {
             Some(text) => serde_json::from_str(&text).map_err(|e| {
                 StoreError::internal(format!("a webhook's senders do not parse: {e}"))
             })?,
+        },
+        // Rules that do not parse must not route anything: they fail.
+        rules: match row.try_get::<Option<String>, _>("rules")? {
+            None => None,
+            Some(text) => Some(
+                serde_json::from_str(&text)
+                    .map_err(|e| e.to_string())
+                    .and_then(|v| RuleSet::from_stored(&v).map_err(|e| e.to_string()))
+                    .map_err(|e| {
+                        StoreError::internal(format!("a webhook's rules do not parse: {e}"))
+                    })?,
+            ),
         },
     })
 }

@@ -321,6 +321,8 @@ fn cases(w: &World) -> Vec<Case> {
     let senders = format!("/api/v1/webhooks/{}/senders", w.token_hook_id);
     let accepted = format!("/api/v1/deliveries/{}", w.accepted);
     let refused = format!("/api/v1/deliveries/{}", w.refused);
+    let rules = format!("/api/v1/webhooks/{}/rules", w.token_hook_id);
+    let replay_batch = format!("/api/v1/webhooks/{}/deliveries/replay", w.token_hook_id);
     let json = Some("application/json");
     let many_queues: Vec<String> = (0..5000).map(|i| format!("q{i}")).collect();
     let mut all = vec![
@@ -746,6 +748,115 @@ fn cases(w: &World) -> Vec<Case> {
             "/api/v1/webhooks/wh_missing/senders",
             json,
             b"{\"trust\":\"everyone\"}",
+            404,
+        ),
+        // Routing rules: validated whole, the field named; nothing changes.
+        case(
+            M::PUT,
+            &rules,
+            json!({"rules": [{"if": ".a ==", "then": {"drop": true}}]}),
+            400,
+            "rules[0].if",
+        ),
+        case(
+            M::PUT,
+            &rules,
+            json!({"rules": [{"if": "true", "then": {"drop": true}}, {"if": "env", "then": {"drop": true}}]}),
+            400,
+            "rules[1].if",
+        ),
+        case(
+            M::PUT,
+            &rules,
+            json!({"rules": [{"if": "def f: f; f", "then": {"drop": true}}]}),
+            400,
+            "rules[0].if",
+        ),
+        case(
+            M::PUT,
+            &rules,
+            json!({"rules": [{"if": "true", "then": {"queue": "elsewhere"}}]}),
+            400,
+            "rules[0].then.queue",
+        ),
+        case(
+            M::PUT,
+            &rules,
+            json!({"rules": [{"if": "true", "then": {"drop": false}}]}),
+            400,
+            "rules[0].then",
+        ),
+        case(
+            M::PUT,
+            &rules,
+            json!({"rules": [], "on_error": "ignore"}),
+            400,
+            "on_error",
+        ),
+        case(
+            M::PUT,
+            &rules,
+            json!({"default": {"queue": "nope"}}),
+            400,
+            "default.queue",
+        ),
+        case(M::PUT, &rules, json!({"rulez": []}), 400, "rulez"),
+        raw(
+            M::PUT,
+            "/api/v1/webhooks/wh_missing/rules",
+            json,
+            b"{\"rules\":[]}",
+            404,
+        ),
+        case(
+            M::POST,
+            &format!("{rules}/test"),
+            json!({}),
+            400,
+            "delivery_id",
+        ),
+        case(
+            M::POST,
+            &format!("{rules}/test"),
+            json!({"delivery_id": w.accepted, "rules": [{"if": "now", "then": {"drop": true}}]}),
+            400,
+            "rules[0].if",
+        ),
+        // The refused delivery is the signed webhook's: another webhook's
+        // delivery is as missing as any.
+        raw(
+            M::POST,
+            &format!("{rules}/test"),
+            json,
+            format!("{{\"delivery_id\":\"{}\"}}", w.refused).as_bytes(),
+            404,
+        ),
+        raw(
+            M::POST,
+            &format!("{rules}/test"),
+            json,
+            b"{\"delivery_id\":\"dl_missing\"}",
+            404,
+        ),
+        case(
+            M::POST,
+            &replay_batch,
+            json!({"decision": "nope"}),
+            400,
+            "decision",
+        ),
+        case(
+            M::POST,
+            &replay_batch,
+            json!({"new_key": "yes"}),
+            400,
+            "new_key",
+        ),
+        raw(
+            M::POST,
+            "/api/v1/webhooks/wh_missing/deliveries/replay",
+            None,
+            b"",
             404,
         ),
         // Deliveries: only a quarantined one is released or discarded; a

@@ -355,6 +355,34 @@ fn webhook_routes() -> Vec<Route> {
                 Body::None,
             )
         },
+        |id| {
+            (
+                Method::GET,
+                format!("/api/v1/webhooks/{id}/rules"),
+                Body::None,
+            )
+        },
+        |id| {
+            (
+                Method::PUT,
+                format!("/api/v1/webhooks/{id}/rules"),
+                Body::Json(json!({ "rules": [], "on_error": "skip" })),
+            )
+        },
+        |id| {
+            (
+                Method::POST,
+                format!("/api/v1/webhooks/{id}/rules/test"),
+                Body::Json(json!({ "delivery_id": "dl_00000000000070008000000000000000" })),
+            )
+        },
+        |id| {
+            (
+                Method::POST,
+                format!("/api/v1/webhooks/{id}/deliveries/replay"),
+                Body::Json(json!({ "decision": "dropped" })),
+            )
+        },
     ]
 }
 
@@ -1336,6 +1364,40 @@ async fn the_owner_gets_the_success_status_on_every_route() {
     )
     .await;
     assert_eq!(trusting["senders"], json!({ "trust": "everyone" }));
+    let no_rules = ok(
+        200,
+        Method::GET,
+        format!("/api/v1/webhooks/{first_hook}/rules"),
+        Body::None,
+    )
+    .await;
+    assert_eq!(no_rules["rules"], json!([]));
+    let rules = ok(
+        200,
+        Method::PUT,
+        format!("/api/v1/webhooks/{first_hook}/rules"),
+        Body::Json(
+            json!({ "rules": [{ "if": ".event == \"issues\"", "then": { "drop": true } }] }),
+        ),
+    )
+    .await;
+    assert_eq!(rules["on_error"], "quarantine");
+    let dry = ok(
+        200,
+        Method::POST,
+        format!("/api/v1/webhooks/{first_hook}/rules/test"),
+        Body::Json(json!({ "delivery_id": a.delivery })),
+    )
+    .await;
+    assert!(dry["trace"].is_array(), "{dry}");
+    let batch = ok(
+        200,
+        Method::POST,
+        format!("/api/v1/webhooks/{first_hook}/deliveries/replay"),
+        Body::Json(json!({ "decision": "released" })),
+    )
+    .await;
+    assert_eq!(batch["replayed"], 1, "{batch}");
     let revoked = ok(
         200,
         Method::POST,
@@ -1354,7 +1416,7 @@ async fn the_owner_gets_the_success_status_on_every_route() {
     .await;
 }
 
-const BODY_ROUTES: [(&str, &str); 14] = [
+const BODY_ROUTES: [(&str, &str); 17] = [
     ("POST", "/api/v1/todos/retry"),
     ("POST", "/api/v1/todos/cancel"),
     ("POST", "/api/v1/tokens"),
@@ -1368,6 +1430,9 @@ const BODY_ROUTES: [(&str, &str); 14] = [
     ("PUT", "/api/v1/endpoints/{endpoint}/presence"),
     ("PUT", "/api/v1/endpoints/{endpoint}/shift"),
     ("PUT", "/api/v1/webhooks/{webhook}/senders"),
+    ("PUT", "/api/v1/webhooks/{webhook}/rules"),
+    ("POST", "/api/v1/webhooks/{webhook}/rules/test"),
+    ("POST", "/api/v1/webhooks/{webhook}/deliveries/replay"),
     // Its body is optional; when there is one, it is read like the others.
     ("POST", "/api/v1/deliveries/{delivery}/replay"),
 ];

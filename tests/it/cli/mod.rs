@@ -1024,3 +1024,94 @@ fn a_todo_is_deleted_for_good_after_a_confirmation() {
     assert_eq!(gone.status.code(), Some(1));
     assert!(stderr(&gone).contains("not_found"), "{}", stderr(&gone));
 }
+
+/// `webhook rules` shows and sets (from a file) the routing rules, naming a
+/// bad field; `webhook rules-test` dry-runs; `webhook replay` re-runs a batch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn routing_rules_commands() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let cli = Client::new(dir.path());
+    cli.login(&server);
+    let vended = cli.json(&["endpoint", "vend", "router", "--webhook"]);
+    let hook = vended["webhook"]["id"].as_str().unwrap().to_owned();
+    let url = vended["webhook"]["ingest_url"].as_str().unwrap().to_owned();
+    let ingest = format!(
+        "{}{}",
+        server.url,
+        &url[url.find("/webhooks/w/").unwrap()..]
+    );
+
+    let none = cli.ok(&["webhook", "rules", &hook]);
+    assert!(none.contains("No rules."), "{none}");
+    let file = dir.path().join("rules.json");
+    std::fs::write(
+        &file,
+        r#"{"rules": [{"if": ".payload.title | startswith(\"noise\")", "then": {"drop": true}}]}"#,
+    )
+    .unwrap();
+    let file = file.to_str().unwrap();
+    let set = cli.json(&["webhook", "rules", &hook, "--set", file]);
+    assert_eq!(set["rules"][0]["then"]["drop"], true, "{set}");
+    let table = cli.ok(&["webhook", "rules", &hook]);
+    assert!(
+        table.contains("rules[0]") && table.contains("drop"),
+        "{table}"
+    );
+
+    let bad = dir.path().join("bad.json");
+    std::fs::write(
+        &bad,
+        r#"{"rules": [{"if": "true", "then": {"drop": true}}, {"if": "env", "then": {"drop": true}}]}"#,
+    )
+    .unwrap();
+    let refused = cli.run(&["webhook", "rules", &hook, "--set", bad.to_str().unwrap()]);
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(
+        stderr(&refused).contains("rules[1].if"),
+        "{}",
+        stderr(&refused)
+    );
+
+    let sent: Value = reqwest::Client::new()
+        .post(&ingest)
+        .json(&serde_json::json!({"title": "noise from CI"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(sent["delivery"]["decision"], "dropped", "{sent}");
+    let id = sent["delivery"]["id"].as_str().unwrap().to_owned();
+
+    let dry = cli.ok(&["webhook", "rules-test", &hook, "--delivery", &id]);
+    assert!(
+        dry.contains("matched") && dry.contains("Decision: dropped by rules[0]"),
+        "{dry}"
+    );
+    let empty = dir.path().join("empty.json");
+    std::fs::write(&empty, r#"{"rules": []}"#).unwrap();
+    let candidate = cli.json(&[
+        "webhook",
+        "rules-test",
+        &hook,
+        "--delivery",
+        &id,
+        "--file",
+        empty.to_str().unwrap(),
+    ]);
+    assert_eq!(candidate["decision"], "accepted", "{candidate}");
+
+    cli.json(&["webhook", "rules", &hook, "--set", empty.to_str().unwrap()]);
+    let replayed = cli.ok(&[
+        "webhook",
+        "replay",
+        &hook,
+        "--decision",
+        "dropped",
+        "--new-key",
+    ]);
+    assert!(replayed.contains("Replayed 1 deliveries"), "{replayed}");
+    assert!(replayed.contains("accepted"), "{replayed}");
+}

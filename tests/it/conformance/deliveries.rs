@@ -293,7 +293,64 @@ async fn retention_deletes_old_deliveries_in_batches(store: &dyn Store, ts: &Tes
     assert_eq!(left, [young.id], "only the young one is kept");
 }
 
+/// Rules are stored whole and read back; only the owner sets them; a
+/// dropped delivery's key is found again (it is spent), another decision's
+/// is not.
+async fn rules_are_replaced_whole_and_a_dropped_key_is_found_again(
+    store: &dyn Store,
+    _ts: &TestStore,
+) {
+    use switchboard::domain::rules::RuleSet;
+    let ada = fixture(store, "ada").await;
+    let bob = fixture(store, "bob").await;
+    let w = webhook(store, &ada, "hash-ada").await;
+    assert_eq!(w.rules, None);
+    let rules = RuleSet::parse(&json!({
+        "rules": [{"if": ".event == \"workflow_run\"", "then": {"drop": true}}],
+        "on_error": "skip",
+    }))
+    .unwrap();
+    let set = store
+        .set_webhook_rules(&ada.human.id, &w.id, Some(&rules))
+        .await
+        .unwrap();
+    assert_eq!(set.rules.as_ref(), Some(&rules));
+    assert_eq!(
+        store.get_webhook(&ada.human.id, &w.id).await.unwrap().rules,
+        Some(rules.clone())
+    );
+    assert!(matches!(
+        store.set_webhook_rules(&bob.human.id, &w.id, None).await,
+        Err(StoreError::NotFound)
+    ));
+    let cleared = store
+        .set_webhook_rules(&ada.human.id, &w.id, None)
+        .await
+        .unwrap();
+    assert_eq!(cleared.rules, None);
+
+    let dropped = store
+        .record_delivery(delivery(&w, Decision::Dropped, "workflow_run", "ci"))
+        .await
+        .unwrap();
+    let quarantined = store
+        .record_delivery(delivery(&w, Decision::Quarantined, "issues", "eve"))
+        .await
+        .unwrap();
+    let found = store
+        .find_dropped_delivery(&w.id, dropped.idempotency_key.as_deref().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(found.map(|d| d.id), Some(dropped.id));
+    let not_spent = store
+        .find_dropped_delivery(&w.id, quarantined.idempotency_key.as_deref().unwrap())
+        .await
+        .unwrap();
+    assert!(not_spent.is_none(), "only a drop spends a key");
+}
+
 exercise_on_both_backends!(
+    rules_are_replaced_whole_and_a_dropped_key_is_found_again,
     deliveries_are_recorded_and_listed_with_filters_and_keyset_pages,
     retention_deletes_old_deliveries_in_batches,
     a_quarantined_delivery_is_settled_exactly_once,
