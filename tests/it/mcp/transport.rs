@@ -423,7 +423,7 @@ async fn protocol_versions_and_unknown_client_capabilities() {
         assert_eq!(v["result"]["serverInfo"]["name"], "switchboard");
         assert_eq!(
             v["result"]["capabilities"],
-            json!({"tools": {"listChanged": true}, "experimental": {"claude/channel": {}}})
+            json!({"tools": {"listChanged": true}, "prompts": {}, "experimental": {"claude/channel": {}}})
         );
     }
     // A later request may carry any supported version, not just the negotiated one.
