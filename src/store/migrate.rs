@@ -119,6 +119,11 @@ pub static SQLITE_MIGRATIONS: &[Migration] = &[
         name: "routing_rules",
         sql: include_str!("migrations/sqlite/0020_routing_rules.sql"),
     },
+    Migration {
+        version: 21,
+        name: "delivery_filters",
+        sql: include_str!("migrations/sqlite/0021_delivery_filters.sql"),
+    },
 ];
 
 pub static POSTGRES_MIGRATIONS: &[Migration] = &[
@@ -221,6 +226,11 @@ pub static POSTGRES_MIGRATIONS: &[Migration] = &[
         version: 20,
         name: "routing_rules",
         sql: include_str!("migrations/postgres/0020_routing_rules.sql"),
+    },
+    Migration {
+        version: 21,
+        name: "delivery_filters",
+        sql: include_str!("migrations/postgres/0021_delivery_filters.sql"),
     },
 ];
 

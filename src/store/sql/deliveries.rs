@@ -241,30 +241,7 @@ impl DeliveryStore for SqlStore {
         // The webhook must be the human's: another's answers as a missing one.
         self.get_webhook(human_id, webhook_id).await?;
         let (limit, cursor) = paging::decode(page)?;
-        let mut sql = format!(
-            "SELECT {COLUMNS} FROM deliveries WHERE webhook_id = $1 AND human_id = $2 \
-               AND (received_at < $3 OR (received_at = $3 AND id < $4))"
-        );
-        let mut n = 4;
-        let mut binds: Vec<String> = Vec::new();
-        for (column, value) in [
-            ("decision", filter.decision.map(|d| d.as_str().to_owned())),
-            ("event", filter.event.clone()),
-            (
-                "sender",
-                filter.sender.as_ref().map(|s| s.to_ascii_lowercase()),
-            ),
-        ] {
-            if let Some(value) = value {
-                n += 1;
-                sql.push_str(&format!(" AND {column} = ${n}"));
-                binds.push(value);
-            }
-        }
-        sql.push_str(&format!(
-            " ORDER BY received_at DESC, id DESC LIMIT ${}",
-            n + 1
-        ));
+        let (sql, binds) = listing_sql(filter);
         let mut query = sqlx::query(AssertSqlSafe(sql))
             .bind(webhook_id)
             .bind(human_id)
@@ -334,10 +311,77 @@ fn dropped_by_key_sql(dialect: Dialect) -> String {
     )
 }
 
+/// A webhook's deliveries, newest first, after the cursor (`$3`, `$4`),
+/// filtered; `$1` the webhook, `$2` the human, the filters' values next, the
+/// page size last. Each filter has its index (migration 0021), so a page of
+/// a rare decision reads the matching deliveries only.
+fn listing_sql(filter: &DeliveryFilter) -> (String, Vec<String>) {
+    let mut sql = format!(
+        "SELECT {COLUMNS} FROM deliveries WHERE webhook_id = $1 AND human_id = $2 \
+           AND (received_at < $3 OR (received_at = $3 AND id < $4))"
+    );
+    let mut n = 4;
+    let mut binds: Vec<String> = Vec::new();
+    for (column, value) in [
+        ("decision", filter.decision.map(|d| d.as_str().to_owned())),
+        ("event", filter.event.clone()),
+        (
+            "sender",
+            filter.sender.as_ref().map(|s| s.to_ascii_lowercase()),
+        ),
+    ] {
+        if let Some(value) = value {
+            n += 1;
+            sql.push_str(&format!(" AND {column} = ${n}"));
+            binds.push(value);
+        }
+    }
+    sql.push_str(&format!(
+        " ORDER BY received_at DESC, id DESC LIMIT ${}",
+        n + 1
+    ));
+    (sql, binds)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::store::sql::sqlite_plan;
+
+    #[test]
+    fn on_sqlite_each_history_filter_reads_its_own_index() {
+        for (filter, index) in [
+            (
+                DeliveryFilter {
+                    decision: Some(Decision::Quarantined),
+                    ..DeliveryFilter::default()
+                },
+                "deliveries_by_decision",
+            ),
+            (
+                DeliveryFilter {
+                    event: Some("issues".into()),
+                    ..DeliveryFilter::default()
+                },
+                "deliveries_by_event",
+            ),
+            (
+                DeliveryFilter {
+                    sender: Some("mallory".into()),
+                    ..DeliveryFilter::default()
+                },
+                "deliveries_by_sender",
+            ),
+            (DeliveryFilter::default(), "deliveries_by_webhook"),
+        ] {
+            let plan = sqlite_plan(&listing_sql(&filter).0);
+            assert!(
+                plan.iter().any(|step| step.contains(index))
+                    && !plan.iter().any(|s| s.contains("TEMP B-TREE")),
+                "{index}: {plan:#?}"
+            );
+        }
+    }
 
     #[test]
     fn on_sqlite_a_spent_key_is_looked_up_by_key_not_by_walking_the_history() {
