@@ -18,8 +18,16 @@
 //! Goal (issue 43): 32 rules add ≤ 2 ms at p99. Correctness, checked: every
 //! delivery answered 202 `accepted` (none dropped, quarantined or refused).
 //!
-//! Environment: `B9_DELIVERIES` (1 000), `B9_IN_FLIGHT` (8), `B9_RESULTS`
-//! (also write the Markdown table there).
+//! - **History**: the delivery history's listing (`GET
+//!   /api/v1/webhooks/{id}/deliveries`: the first page, a page of a rare
+//!   decision, a page by sender), timed `HISTORY_READS` times each with the
+//!   history the runs above left, then again after `B9_HISTORY` (1 000 000)
+//!   more deliveries are written straight into the database file. Goal:
+//!   independent of the history's size (the ratio ≤ 1.5, as B6 asks of
+//!   `claim_next`).
+//!
+//! Environment: `B9_DELIVERIES` (1 000), `B9_IN_FLIGHT` (8), `B9_HISTORY`
+//! (1 000 000), `B9_RESULTS` (also write the Markdown table there).
 
 #[path = "common/server.rs"]
 mod server;
@@ -33,6 +41,10 @@ use server::ServerProcess;
 use switchboard::intake::signature;
 
 const RULE_COUNTS: [usize; 3] = [0, 8, 32];
+/// Listing reads per query per history size.
+const HISTORY_READS: usize = 200;
+/// The history listing's goal: with the large history / with the small.
+const GOAL_HISTORY_RATIO: f64 = 1.5;
 const GOAL_ADDED_P99_MS: f64 = 2.0;
 
 fn env_num(name: &str, default: usize) -> Result<usize> {
@@ -132,7 +144,11 @@ async fn main() -> Result<()> {
     let deliveries = env_num("B9_DELIVERIES", 1000)?;
     let in_flight = env_num("B9_IN_FLIGHT", 8)?.max(1);
     let dir = tempfile::tempdir()?;
-    let server = ServerProcess::start_with("b9.db", dir.path(), &["--intake-rate", "1000000"])?;
+    let server = ServerProcess::start_with(
+        "b9.db",
+        dir.path(),
+        &["--intake-rate", "1000000", "--api-read-rate", "1000000"],
+    )?;
     let mut bench = Bench {
         http: reqwest::Client::new(),
         base: format!("http://{}", server.addr),
@@ -215,6 +231,22 @@ async fn main() -> Result<()> {
         );
         rows.push((count, micros, per_second));
     }
+
+    // The history listing, before and after a large history.
+    let queries = [
+        ("first page", String::new()),
+        (
+            "decision=quarantined (none)",
+            "&decision=quarantined".to_owned(),
+        ),
+        ("sender=nobody (none)", "&sender=nobody".to_owned()),
+    ];
+    let small = listing_medians(&bench, &hook_id, &queries).await?;
+    let history = env_num("B9_HISTORY", 1_000_000)?;
+    let hook = hook_id.clone();
+    let db = dir.path().join("b9.db");
+    tokio::task::spawn_blocking(move || fill_history(&db, &hook, history)).await??;
+    let large = listing_medians(&bench, &hook_id, &queries).await?;
     server.stop();
 
     let (base_p50, base_p99) = (pct(&rows[0].1, 50.0), pct(&rows[0].1, 99.0));
@@ -246,11 +278,100 @@ async fn main() -> Result<()> {
             p50 - base_p50,
         )?;
     }
+    writeln!(table)?;
+    writeln!(
+        table,
+        "| history listing ({HISTORY_READS} reads each) | median ms, {} deliveries | median ms, +{history} | ratio | goal |",
+        RULE_COUNTS.len() * (50 + 2 * deliveries)
+    )?;
+    writeln!(table, "|---|---|---|---|---|")?;
+    for ((name, _), (before, after)) in queries.iter().zip(small.iter().zip(&large)) {
+        let ratio = after / before;
+        writeln!(
+            table,
+            "| {name} | {before:.2} | {after:.2} | {ratio:.2} | ≤ {GOAL_HISTORY_RATIO}: {} |",
+            if ratio <= GOAL_HISTORY_RATIO {
+                "PASS"
+            } else {
+                "FAIL"
+            }
+        )?;
+    }
     print!("{table}");
     if let Ok(path) = std::env::var("B9_RESULTS")
         && !path.is_empty()
     {
         std::fs::write(path, &table)?;
     }
+    Ok(())
+}
+
+/// The median latency (ms) of each listing query, `HISTORY_READS` reads.
+async fn listing_medians(
+    bench: &Bench,
+    hook_id: &str,
+    queries: &[(&str, String)],
+) -> Result<Vec<f64>> {
+    let mut medians = Vec::new();
+    for (_, filter) in queries {
+        let path = format!("/api/v1/webhooks/{hook_id}/deliveries?limit=50{filter}");
+        let mut micros = Vec::with_capacity(HISTORY_READS);
+        for _ in 0..HISTORY_READS {
+            let started = Instant::now();
+            let response = bench
+                .http
+                .get(format!("{}{path}", bench.base))
+                .bearer_auth(&bench.token)
+                .send()
+                .await?;
+            ensure!(
+                response.status().is_success(),
+                "{path}: {}",
+                response.status()
+            );
+            let page: Value = response.json().await?;
+            micros.push(started.elapsed().as_micros() as u64);
+            ensure!(page["deliveries"].is_array(), "{path}: {page}");
+        }
+        micros.sort_unstable();
+        medians.push(pct(&micros, 50.0));
+    }
+    Ok(medians)
+}
+
+/// Writes `n` accepted deliveries of the webhook straight into the database
+/// file, older than every real one (the listing reads newest first), from
+/// one transaction beside the running server.
+fn fill_history(db: &std::path::Path, webhook_id: &str, n: usize) -> Result<()> {
+    let conn = rusqlite::Connection::open(db)?;
+    conn.busy_timeout(std::time::Duration::from_secs(30))?;
+    let (human, endpoint): (String, String) = conn.query_row(
+        "SELECT human_id, endpoint_id FROM webhooks WHERE id = ?1",
+        [webhook_id],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )?;
+    let oldest: i64 = conn.query_row(
+        "SELECT COALESCE(MIN(received_at), 0) FROM deliveries",
+        [],
+        |r| r.get(0),
+    )?;
+    conn.execute_batch("BEGIN IMMEDIATE")?;
+    {
+        let mut insert = conn.prepare(
+            "INSERT INTO deliveries (id, webhook_id, human_id, endpoint_id, received_at, decision, \
+               event, sender, envelope, body_size) \
+             VALUES (?1, ?2, ?3, ?4, ?5, 'accepted', 'issue_comment', 'alice', '{}', 4096)",
+        )?;
+        for i in 0..n {
+            insert.execute(rusqlite::params![
+                format!("dl_hist{i:012}"),
+                webhook_id,
+                human,
+                endpoint,
+                oldest - 1 - i as i64,
+            ])?;
+        }
+    }
+    conn.execute_batch("COMMIT")?;
     Ok(())
 }
