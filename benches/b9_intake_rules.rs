@@ -147,7 +147,7 @@ async fn main() -> Result<()> {
     let server = ServerProcess::start_with(
         "b9.db",
         dir.path(),
-        &["--intake-rate", "1000000", "--api-read-rate", "1000000"],
+        &["--intake-rate", "1000000"],
     )?;
     let mut bench = Bench {
         http: reqwest::Client::new(),
