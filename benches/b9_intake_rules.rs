@@ -144,11 +144,7 @@ async fn main() -> Result<()> {
     let deliveries = env_num("B9_DELIVERIES", 1000)?;
     let in_flight = env_num("B9_IN_FLIGHT", 8)?.max(1);
     let dir = tempfile::tempdir()?;
-    let server = ServerProcess::start_with(
-        "b9.db",
-        dir.path(),
-        &["--intake-rate", "1000000"],
-    )?;
+    let server = ServerProcess::start_with("b9.db", dir.path(), &["--intake-rate", "1000000"])?;
     let mut bench = Bench {
         http: reqwest::Client::new(),
         base: format!("http://{}", server.addr),

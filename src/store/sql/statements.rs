@@ -168,20 +168,30 @@ fn spread_free_slot(column: &str, admission_queue: &str, g_queue: &str) -> Strin
     )
 }
 
+/// One more claim in a level's window (`$1` now): an ended window (or
+/// none yet) starts anew at this claim.
+macro_rules! window_charge {
+    () => {
+        "window_claims = CASE WHEN window_started_at IS NULL OR window_started_at + window_ms <= $1 \
+           THEN 1 ELSE window_claims + 1 END, \
+         window_started_at = CASE WHEN window_started_at IS NULL OR window_started_at + window_ms <= $1 \
+           THEN $1 ELSE window_started_at END"
+    };
+}
+
 /// Charges a claim to its endpoint's and queue's windows: `$1` now, `$2` the
 /// endpoint, `$3` the claimed todo's queue. A window that has ended starts
 /// anew at this claim. Returns each charged window's count and limit: a
 /// count above its limit means another instance spent the window first,
 /// and the claim must be undone (on PostgreSQL the claim's statement fails,
 /// [`OVER_BUDGET`]).
-pub const CHARGE_WINDOW: &str = "UPDATE admission SET \
-       window_claims = CASE WHEN window_started_at IS NULL OR window_started_at + window_ms <= $1 \
-         THEN 1 ELSE window_claims + 1 END, \
-       window_started_at = CASE WHEN window_started_at IS NULL OR window_started_at + window_ms <= $1 \
-         THEN $1 ELSE window_started_at END \
-     WHERE endpoint_id = $2 AND queue IN ('', $3) AND max_claims_per_window IS NOT NULL \
+pub const CHARGE_WINDOW: &str = concat!(
+    "UPDATE admission SET ",
+    window_charge!(),
+    " WHERE endpoint_id = $2 AND queue IN ('', $3) AND max_claims_per_window IS NOT NULL \
        AND window_ms IS NOT NULL \
-     RETURNING window_claims, max_claims_per_window";
+     RETURNING window_claims, max_claims_per_window"
+);
 
 /// The SQLSTATE PostgreSQL's fused claim raises when its window charge went
 /// over the limit (`switchboard_over_budget()`, migration 0017).
@@ -292,14 +302,13 @@ static CLAIM_PENDING_WITH_ATTEMPT: LazyLock<[String; 2]> = LazyLock::new(|| {
 });
 
 /// [`CHARGE_WINDOW`] for the todo claimed in the CTE `c`.
-const CHARGE_CLAIMED_WINDOW: &str = "UPDATE admission SET \
-       window_claims = CASE WHEN window_started_at IS NULL OR window_started_at + window_ms <= $1 \
-         THEN 1 ELSE window_claims + 1 END, \
-       window_started_at = CASE WHEN window_started_at IS NULL OR window_started_at + window_ms <= $1 \
-         THEN $1 ELSE window_started_at END \
-     FROM c WHERE admission.endpoint_id = c.endpoint_id AND admission.queue IN ('', c.queue) \
+const CHARGE_CLAIMED_WINDOW: &str = concat!(
+    "UPDATE admission SET ",
+    window_charge!(),
+    " FROM c WHERE admission.endpoint_id = c.endpoint_id AND admission.queue IN ('', c.queue) \
        AND admission.max_claims_per_window IS NOT NULL AND admission.window_ms IS NOT NULL \
-     RETURNING admission.window_claims, admission.max_claims_per_window";
+     RETURNING admission.window_claims, admission.max_claims_per_window"
+);
 
 /// PostgreSQL: [`claim_pending`], its attempt record ([`OPEN_ATTEMPT`]) and
 /// its window charge as one data-modifying statement; the claimant is the
