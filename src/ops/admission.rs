@@ -41,19 +41,22 @@ pub async fn set(
     let store = delivery.store();
     let endpoint = store.get_endpoint(human_id, reference).await?;
     let now = store.clock().now();
-    let level_of = |levels: &[Admission]| {
+    let hold_of = |levels: &[Admission], queue: Option<&str>| {
         levels
             .iter()
             .find(|a| a.queue.as_deref() == queue)
             .and_then(|a| held(&a.limits, &a.usage, now))
     };
-    let before = level_of(&store.unscoped_admission(&endpoint.id).await?);
+    let before = hold_of(&store.unscoped_admission(&endpoint.id).await?, queue);
     store
         .set_admission(human_id, &endpoint.id, queue, &limits)
         .await?;
     tracing::info!(endpoint = %endpoint.slug, queue = queue.unwrap_or("*"), ?limits, "admission set");
     let levels = store.unscoped_admission(&endpoint.id).await?;
-    if before.is_some() && level_of(&levels).is_none() {
+    // A queue resumed under a paused endpoint still waits: no digest yet.
+    let still_held =
+        hold_of(&levels, queue).is_some() || (queue.is_some() && hold_of(&levels, None).is_some());
+    if before.is_some() && !still_held {
         delivery.claims_resumed(&endpoint).await;
     }
     Ok(AdmissionOf { endpoint, levels })

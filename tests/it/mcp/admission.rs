@@ -254,3 +254,28 @@ async fn a_delayed_push_is_neither_claimable_nor_rung_until_its_time_then_rings_
     let refused: Value = refused.json().await.unwrap();
     assert_eq!(refused["error"]["field"], "delay", "{refused}");
 }
+
+#[tokio::test]
+async fn a_queue_resumed_under_a_paused_endpoint_sends_no_digest_until_the_endpoint_resumes() {
+    mcp::listener::node_ready();
+    let server = Server::start(&[]);
+    let ep = server.vend(json!({"agent": "a"})).await;
+    let mut listener = Listener::start(&ep, 1).await;
+    set_admission(&server, &ep.slug, None, json!({"paused": true})).await;
+    set_admission(&server, &ep.slug, Some("inbox"), json!({"paused": true})).await;
+    server.push(&ep.slug, "held twice").await;
+
+    set_admission(&server, &ep.slug, Some("inbox"), json!({})).await;
+    listener
+        .assert_silent(
+            Duration::from_millis(1000),
+            "a queue resumed while its endpoint is paused",
+        )
+        .await;
+    set_admission(&server, &ep.slug, None, json!({})).await;
+    let bell = listener
+        .one(Duration::from_secs(10), "the endpoint's resume digest")
+        .await;
+    assert_eq!(bell.meta_str("reason"), Some("resumed"), "{:?}", bell.meta);
+    listener.close().await;
+}
