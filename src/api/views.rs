@@ -112,19 +112,31 @@ pub struct ScopeView {
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ActivityView {
+    /// Claimable now.
     pub pending: i64,
     pub claimed: i64,
+    /// Failed and waiting for their scheduled retry.
+    pub retrying: i64,
+    /// Not claimable before their `run_at`.
+    pub delayed: i64,
     pub dead_letters: i64,
+    /// How long the oldest pending todo has waited, in seconds.
+    pub oldest_pending_age_seconds: Option<i64>,
     /// A todo the endpoint holds a live claim on.
     pub working_on: Option<String>,
 }
 
-impl From<&EndpointActivity> for ActivityView {
-    fn from(a: &EndpointActivity) -> Self {
+impl ActivityView {
+    pub fn of(a: &EndpointActivity, now: crate::domain::Timestamp) -> Self {
         Self {
             pending: a.pending,
             claimed: a.claimed,
+            retrying: a.retrying,
+            delayed: a.delayed,
             dead_letters: a.dead_letters,
+            oldest_pending_age_seconds: a
+                .oldest_pending_at
+                .map(|at| ((now.as_millis() - at.as_millis()) / 1000).max(0)),
             working_on: a.working_on.clone(),
         }
     }
@@ -276,7 +288,7 @@ impl EndpointView {
             },
             liveness: endpoint_liveness(e, activity, &sessions, hooked, now),
             sessions,
-            todos: activity.into(),
+            todos: ActivityView::of(activity, now),
         }
     }
 }

@@ -219,6 +219,10 @@ async fn a_delayed_push_is_neither_claimable_nor_rung_until_its_time_then_rings_
     let id = pushed["id"].as_str().unwrap().to_owned();
     let shown = server.todo(&id).await;
     assert!(shown["run_at"].is_string(), "{shown}");
+    let endpoint = server.endpoint(&ep.slug).await;
+    assert_eq!(endpoint["todos"]["delayed"], 1, "{endpoint}");
+    assert_eq!(endpoint["todos"]["pending"], 0, "{endpoint}");
+    assert_eq!(endpoint["todos"]["oldest_pending_age_seconds"], Value::Null);
 
     let mcp = server.mcp(&ep);
     let session = mcp.initialize().await;
