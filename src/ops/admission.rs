@@ -62,6 +62,26 @@ pub async fn set(
     Ok(AdmissionOf { endpoint, levels })
 }
 
+/// Pauses or resumes an endpoint's (`queue` None) or a queue's claims,
+/// keeping the level's limits; resuming sends the digest [`set`] sends.
+pub async fn set_paused(
+    delivery: &Delivery,
+    human_id: &str,
+    reference: &str,
+    queue: Option<&str>,
+    paused: bool,
+) -> StoreResult<AdmissionOf> {
+    let current = read(delivery, human_id, reference).await?;
+    let mut limits = current
+        .levels
+        .into_iter()
+        .find(|a| a.queue.as_deref() == queue)
+        .map(|a| a.limits)
+        .unwrap_or_default();
+    limits.paused = paused;
+    set(delivery, human_id, &current.endpoint.id, queue, limits).await
+}
+
 /// Why a claim of the endpoint's work (of `queue`, or any of its queues)
 /// found nothing it may take, if admission is why: the endpoint's own hold
 /// first, else the named queue's, else — for any queue — the hold of every

@@ -14,7 +14,7 @@ use crate::board::auth::Signed;
 use crate::board::error::BoardError;
 use crate::board::form::CsrfForm;
 use crate::board::view::{Layout, Messages, all_endpoints, back, relative, render};
-use crate::domain::admission::{Limits, held};
+use crate::domain::admission::held;
 use crate::domain::doorbell::age_label;
 use crate::ops;
 use crate::store::{Admission, SUMMARY_TOP};
@@ -150,23 +150,16 @@ pub(crate) async fn set_paused(
     let endpoint = state.store.get_endpoint(human, &slug).await?;
     let queue = form.fields.text("queue").map(str::to_owned);
     let paused = form.fields.text("paused") == Some("true");
-    let levels = state.store.unscoped_admission(&endpoint.id).await?;
-    let mut limits: Limits = levels
-        .into_iter()
-        .find(|a| a.queue == queue)
-        .map(|a| a.limits)
-        .unwrap_or_default();
-    limits.paused = paused;
     let what = match &queue {
         Some(q) => format!("{} queue {q}", endpoint.slug),
         None => endpoint.slug.clone(),
     };
-    let outcome = ops::admission::set(
+    let outcome = ops::admission::set_paused(
         &state.delivery,
         human,
         &endpoint.id,
         queue.as_deref(),
-        limits,
+        paused,
     )
     .await
     .map(|_| {
