@@ -420,12 +420,12 @@ async fn run(
                 note: a.note,
             };
             let todo = ops::work::heartbeat(delivery, caller, &a.id, options).await?;
-            to_json(rows::full_row(&todo))
+            to_json(rows::short_row(&todo))
         }
         Tool::Complete(a) => {
             let finish = finish(a.result, a.summary, a.lease_token);
             let todo = ops::work::complete(delivery, caller, &a.id, finish).await?;
-            to_json(rows::full_row(&todo))
+            to_json(rows::short_row(&todo))
         }
         Tool::CompleteMany(a) => {
             let finish = finish(a.result, a.summary, None);
@@ -435,7 +435,7 @@ async fn run(
         Tool::Fail(a) => {
             let finish = finish(a.result, a.summary, a.lease_token);
             let todo = ops::work::fail(delivery, caller, &a.id, finish).await?;
-            to_json(rows::full_row(&todo))
+            to_json(rows::short_row(&todo))
         }
         Tool::Release(a) => {
             let options = ReleaseOptions {
@@ -443,7 +443,7 @@ async fn run(
                 lease_token: a.lease_token,
             };
             let todo = ops::work::release(delivery, caller, &a.id, options).await?;
-            to_json(rows::full_row(&todo))
+            to_json(rows::short_row(&todo))
         }
         Tool::GetDefaultLease(_) => {
             to_json(rows::LeaseView::of(endpoint.default_lease_ttl_seconds))

@@ -77,6 +77,36 @@ pub fn full_row(t: &Todo) -> FullRow<'_> {
     }
 }
 
+/// `id, queue, state, attempt, max_attempts, lease_expires_at,
+/// next_retry_at, dead_letter`: what `heartbeat`, `complete`, `fail` and
+/// `release` answer. Never the title or payload: the agent has them from
+/// its claim, and a webhook's payload is often 15 KB (spec 03, "A short
+/// row").
+#[derive(Debug, Serialize)]
+pub struct ShortRow<'a> {
+    pub id: &'a str,
+    pub queue: &'a str,
+    pub state: &'static str,
+    pub attempt: i64,
+    pub max_attempts: i64,
+    pub lease_expires_at: Option<String>,
+    pub next_retry_at: Option<String>,
+    pub dead_letter: bool,
+}
+
+pub fn short_row(t: &Todo) -> ShortRow<'_> {
+    ShortRow {
+        id: &t.id,
+        queue: &t.queue,
+        state: t.state.as_str(),
+        attempt: t.attempt,
+        max_attempts: t.max_attempts,
+        lease_expires_at: ts(t.lease_expires_at),
+        next_retry_at: ts(t.next_retry_at),
+        dead_letter: t.dead_letter,
+    }
+}
+
 /// How much of a payload a claim result previews when it leaves the payload out.
 pub const PAYLOAD_PREVIEW_BYTES: usize = 1024;
 

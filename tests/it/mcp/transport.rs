@@ -1175,6 +1175,81 @@ async fn claim_results_carry_the_payload_once_and_large_ones_by_reference() {
     }
 }
 
+/// The payload reaches the agent once per todo: the claim carries it, and
+/// `heartbeat`, `complete`, `fail` and `release` answer a short row without
+/// it (issue 47: bytes to the agent for claim_next + complete of a 15 KB
+/// payload at most the payload + 2 KiB).
+#[tokio::test]
+async fn the_finishing_verbs_answer_a_short_row_so_the_payload_comes_once() {
+    let server = Server::start(&[]);
+    let ep = server.vend(json!({"agent": "a"})).await;
+    let mcp = server.mcp(&ep);
+    let session = mcp.initialize().await;
+    let (_, payload) = push_payload(&server, &ep.slug, "a webhook's worth", 15_000).await;
+    let size = payload.to_string().len();
+    let claim = mcp.call_raw(&session, "claim_next", json!({})).await;
+    claim.expect(200);
+    let id = claim.json()["result"]["structuredContent"]["todo"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut total = claim.body.len();
+    for (verb, args) in [
+        ("heartbeat", json!({"id": id, "note": "halfway"})),
+        ("complete", json!({"id": id, "result": {"ok": true}})),
+    ] {
+        let answer = mcp.call_raw(&session, verb, args).await;
+        answer.expect(200);
+        total += if verb == "complete" {
+            answer.body.len()
+        } else {
+            0
+        };
+        assert!(
+            answer.body.len() < 1024,
+            "{verb}: {} bytes",
+            answer.body.len()
+        );
+        let row = answer.json()["result"]["structuredContent"].clone();
+        let keys: Vec<&str> = row
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(
+            keys,
+            [
+                "attempt",
+                "dead_letter",
+                "id",
+                "lease_expires_at",
+                "max_attempts",
+                "next_retry_at",
+                "queue",
+                "state"
+            ],
+            "{verb}"
+        );
+    }
+    assert!(
+        total <= size + 2048,
+        "claim_next + complete: {total} bytes for a {size}-byte payload"
+    );
+
+    // fail and release answer the same short row.
+    for (verb, state) in [("fail", "failed"), ("release", "pending")] {
+        let (id, _) = push_payload(&server, &ep.slug, verb, 15_000).await;
+        mcp.call_ok(&session, "claim", json!({"id": id})).await;
+        let row = mcp.call_ok(&session, verb, json!({"id": id})).await;
+        assert_eq!(row["state"], state, "{verb}: {row}");
+        assert!(
+            row.get("payload").is_none() && row.get("title").is_none(),
+            "{verb}: {row}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn tools_list_carries_titles_and_annotations() {
     let server = Server::start(&[]);
