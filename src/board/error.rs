@@ -85,11 +85,19 @@ impl IntoResponse for BoardError {
                 }
                 return response;
             }
-            Self::Unavailable => (
-                StatusCode::SERVICE_UNAVAILABLE,
-                "Unavailable",
-                "The database is unavailable; try again shortly.".to_owned(),
-            ),
+            Self::Unavailable => {
+                let mut response = render(&ErrorPage {
+                    status: 503,
+                    title: "Unavailable",
+                    message: "The database is unavailable; try again shortly.".to_owned(),
+                });
+                *response.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
+                response.headers_mut().insert(
+                    "retry-after",
+                    axum::http::HeaderValue::from(crate::ops::error::RETRY_AFTER_SECS),
+                );
+                return response;
+            }
             Self::Internal => (
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "Error",
