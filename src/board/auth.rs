@@ -16,6 +16,7 @@ use sha2::Sha256;
 
 use super::BoardState;
 use super::error::BoardError;
+use crate::domain::Timestamp;
 use crate::http::auth::{self, SignedInHuman};
 use crate::store::{ApiToken, Human};
 
@@ -30,6 +31,9 @@ const CSRF_LABEL: &[u8] = b"switchboard board csrf v1";
 pub(crate) struct Signed {
     pub(crate) human: Human,
     pub(crate) token: ApiToken,
+    /// When the token this session was signed in with expires (`None`:
+    /// never): a token made on the board may not outlive it.
+    pub(crate) authority_expires_at: Option<Timestamp>,
     pub(crate) csrf: String,
 }
 
@@ -47,11 +51,15 @@ impl FromRequestParts<BoardState> for Signed {
         let Some(secret) = auth::cookie(&parts.headers, COOKIE) else {
             return Err(refused);
         };
-        let SignedInHuman { human, token } =
-            auth::human(&*state.store, secret).await?.ok_or(refused)?;
+        let SignedInHuman {
+            human,
+            token,
+            authority_expires_at,
+        } = auth::human(&*state.store, secret).await?.ok_or(refused)?;
         Ok(Self {
             human,
             token,
+            authority_expires_at,
             csrf: csrf_token(secret),
         })
     }

@@ -15,7 +15,7 @@ mod assets;
 mod auth;
 mod error;
 mod form;
-mod live;
+pub mod live;
 mod pages;
 mod render;
 mod view;
@@ -49,7 +49,16 @@ pub struct BoardContext {
     /// Form posts per human: the same budget as the API's writes, since a
     /// form post is one (`--api-write-rate`).
     pub writes: RateLimiter,
+    /// Sign-in attempts per client address ([`SIGN_IN_RATE`]).
+    pub sign_ins: RateLimiter,
+    /// The live streams open on this instance, per human.
+    pub live: Arc<live::LiveHub>,
 }
+
+/// Sign-in attempts per client address: 10 at once, then one every 6 s
+/// (what a human typing needs; a script guessing or minting sessions is
+/// held to 10 a minute).
+pub const SIGN_IN_RATE: Rate = Rate::new(1.0 / 6.0, 10.0);
 
 impl BoardContext {
     pub fn new(public_url: String, shutdown: watch::Receiver<bool>, writes: Rate) -> Self {
@@ -60,6 +69,8 @@ impl BoardContext {
             tick_every: Duration::from_secs(15),
             shutdown,
             writes: RateLimiter::new(writes),
+            sign_ins: RateLimiter::new(SIGN_IN_RATE),
+            live: Arc::default(),
         }
     }
 
