@@ -9,8 +9,8 @@
 //! never stored in the browser.
 
 use axum::extract::FromRequestParts;
-use axum::http::HeaderValue;
 use axum::http::request::Parts;
+use axum::http::{HeaderValue, Method};
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
@@ -56,6 +56,13 @@ impl FromRequestParts<BoardState> for Signed {
             token,
             authority_expires_at,
         } = auth::human(&*state.store, secret).await?.ok_or(refused)?;
+        // A page read spends the human's read budget, as an API read does
+        // (a form post spends the write budget, in `CsrfForm`).
+        if matches!(parts.method, Method::GET | Method::HEAD)
+            && let Err(wait) = state.board.reads.check(&human.id)
+        {
+            return Err(BoardError::RateLimited(wait));
+        }
         Ok(Self {
             human,
             token,

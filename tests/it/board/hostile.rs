@@ -440,3 +440,33 @@ async fn live_streams_are_bounded_per_human() {
             .await;
     }
 }
+
+/// Issue 48 ("live board streams and page reads are bounded per human"):
+/// a page read (and a live stream opened) spends the human's read budget,
+/// as an API read does; past it the board answers 429 with Retry-After.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn board_page_reads_spend_the_humans_read_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    // One read a second, two at once.
+    let process = Process::start(dir.path(), &["--api-read-rate", "1"]);
+    let admin = process.first_token().unwrap();
+    let mut board = Board::new(&process.addr);
+    board.sign_in(&admin).await;
+    let mut statuses = Vec::new();
+    let mut limited = None;
+    for _ in 0..4 {
+        let page = board.get("/").await;
+        statuses.push(page.status);
+        if page.status == 429 {
+            limited = Some(page);
+        }
+    }
+    let limited = limited.unwrap_or_else(|| panic!("never limited: {statuses:?}"));
+    assert_eq!(statuses[0], 200, "{statuses:?}");
+    assert!(limited.retry_after.is_some(), "429 without Retry-After");
+    assert!(
+        limited.body.contains("Too many requests"),
+        "{}",
+        limited.body
+    );
+}
