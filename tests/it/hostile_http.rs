@@ -429,6 +429,15 @@ async fn early_refusals_keep_the_connection_usable_or_say_connection_close() {
     assert_eq!(got, 401, "{answer}");
     assert!(answer.contains("connection: close"), "{answer}");
 
+    // A chunked body: its end is not told apart from a pause, so the
+    // answer says the connection closes.
+    let mut stream = TcpStream::connect(&addr).await.unwrap();
+    let head = "POST /api/v1/agents HTTP/1.1\r\nHost: 127.0.0.1\r\n\
+                Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n";
+    let (got, answer) = refused_early(&mut stream, head, b"4\r\nxxxx\r\n0\r\n\r\n").await;
+    assert_eq!(got, 401, "{answer}");
+    assert!(answer.contains("connection: close"), "{answer}");
+
     // A client that waits for `100 Continue` before its body is told to
     // close: its body will not come unless asked for.
     let mut stream = TcpStream::connect(&addr).await.unwrap();
@@ -575,4 +584,26 @@ async fn the_circuit_stays_closed_when_only_connection_slots_are_taken() {
     for conn in taken {
         let _ = conn.close().await;
     }
+}
+
+/// After a refusal's body was discarded, the connection is idle again, not
+/// a head half read: it lives for the idle timeout, not the header timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_discarded_body_leaves_the_connection_idle_not_reading_a_head() {
+    let s = serve(
+        None,
+        &["--header-read-timeout", "1s", "--idle-timeout", "60s"],
+    );
+    let body = "x".repeat(8_000);
+    let head = format!(
+        "POST /api/v1/agents HTTP/1.1\r\nHost: 127.0.0.1\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    let mut stream = TcpStream::connect(&s.process.addr).await.unwrap();
+    let (got, answer) = refused_early(&mut stream, &head, body.as_bytes()).await;
+    assert_eq!(got, 401, "{answer}");
+    // Well past the header timeout, well within the idle timeout.
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    still_usable(&mut stream, "a pause after a discarded body").await;
 }

@@ -6,10 +6,10 @@
 //! 403, 404, 415, 429, an outage's 503, the board's 303) keeps the
 //! connection usable: the rest of the body is read and thrown away after
 //! the answer, up to [`DRAIN_LIMIT`] bytes within the body's deadline (as
-//! nginx discards it, and Go's server reads up to 256 KiB); a body known
-//! to be larger, or one the client waits to send (`Expect: 100-continue`),
-//! gets `Connection: close` on the answer instead, so that the client
-//! knows not to reuse the connection (issue 48).
+//! nginx discards it, and Go's server reads up to 256 KiB); a body declared
+//! larger, a chunked one, or one the client waits to send
+//! (`Expect: 100-continue`), gets `Connection: close` on the answer
+//! instead, so that the client knows not to reuse the connection (issue 48).
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -72,6 +72,7 @@ impl hyper::service::Service<Request<Incoming>> for ConnectionService {
             leftover: leftover.clone(),
         });
         let mut app = self.app.clone();
+        let activity = self.activity.clone();
         Box::pin(async move {
             let response = match app.call(Request::from_parts(parts, body)).await {
                 Ok(response) => response,
@@ -89,7 +90,12 @@ impl hyper::service::Service<Request<Incoming>> for ConnectionService {
                 response
             };
             if let Some(unread) = unread {
-                let too_long = unread.size_hint().lower() > DRAIN_LIMIT;
+                // Only a body of a declared length that fits is discarded
+                // (the end of a chunked one is not told apart from silence).
+                let too_long = unread
+                    .size_hint()
+                    .exact()
+                    .is_none_or(|length| length > DRAIN_LIMIT);
                 if expects_continue
                     || too_long
                     || response.headers().contains_key(header::CONNECTION)
@@ -98,7 +104,7 @@ impl hyper::service::Service<Request<Incoming>> for ConnectionService {
                         .headers_mut()
                         .insert(header::CONNECTION, HeaderValue::from_static("close"));
                 } else {
-                    tokio::spawn(drain(unread, deadline));
+                    tokio::spawn(drain(unread, deadline, activity));
                 }
             }
             Ok(response.map(|inner| GuardedBody {
@@ -173,8 +179,9 @@ struct Leftover {
 
 /// Reads and discards the rest of a body the answer did not need, up to
 /// [`DRAIN_LIMIT`] bytes and until its deadline; past either it is dropped,
-/// and hyper closes the connection after the answer.
-async fn drain(mut body: Incoming, deadline: tokio::time::Instant) {
+/// and hyper closes the connection after the answer. Once it is all read,
+/// the connection is idle again (its bytes were not a head).
+async fn drain(mut body: Incoming, deadline: tokio::time::Instant, activity: Arc<Activity>) {
     let mut read: u64 = 0;
     let discard = std::future::poll_fn(|cx| {
         loop {
@@ -182,15 +189,23 @@ async fn drain(mut body: Incoming, deadline: tokio::time::Instant) {
                 Poll::Ready(Some(Ok(frame))) => {
                     read += frame.data_ref().map_or(0, |d| d.len() as u64);
                     if read > DRAIN_LIMIT {
-                        return Poll::Ready(());
+                        return Poll::Ready(false);
+                    }
+                    // Its declared length is in: hyper reads the next head
+                    // now, and would close the channel only with it.
+                    if body.is_end_stream() {
+                        return Poll::Ready(true);
                     }
                 }
-                Poll::Ready(Some(Err(_)) | None) => return Poll::Ready(()),
+                Poll::Ready(Some(Err(_))) => return Poll::Ready(false),
+                Poll::Ready(None) => return Poll::Ready(true),
                 Poll::Pending => return Poll::Pending,
             }
         }
     });
-    let _ = tokio::time::timeout_at(deadline, discard).await;
+    if let Ok(true) = tokio::time::timeout_at(deadline, discard).await {
+        activity.body_drained();
+    }
 }
 
 /// The request body, failing once its deadline passes.

@@ -79,6 +79,17 @@ impl Activity {
         self.changed.notify_one();
     }
 
+    /// The rest of a refused request's body was read after its answer:
+    /// those bytes started no head, and the connection is idle again
+    /// (kept alive, evictable, under the idle timeout).
+    pub(super) fn body_drained(&self) {
+        if self.in_flight.load(Ordering::SeqCst) == 0 {
+            self.head_started.store(0, Ordering::SeqCst);
+            self.last_io.store(self.shared.now_ms(), Ordering::Relaxed);
+            self.changed.notify_one();
+        }
+    }
+
     fn is_idle(&self) -> bool {
         self.in_flight.load(Ordering::SeqCst) == 0 && self.head_started.load(Ordering::SeqCst) == 0
     }
