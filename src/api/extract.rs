@@ -8,6 +8,7 @@ use axum::http::{Method, header};
 use serde::de::DeserializeOwned;
 
 use crate::api::ApiState;
+use crate::domain::Timestamp;
 use crate::http::auth::{self, SignedInHuman};
 use crate::http::error::ApiError;
 use crate::store::{ApiToken, Human};
@@ -20,6 +21,8 @@ pub const MAX_BODY_BYTES: usize = 64 * 1024;
 pub struct HumanAuth {
     pub human: Human,
     pub token: ApiToken,
+    /// When the token expires (`None`: never): what it mints may not outlive it.
+    pub authority_expires_at: Option<Timestamp>,
 }
 
 impl FromRequestParts<ApiState> for HumanAuth {
@@ -27,9 +30,19 @@ impl FromRequestParts<ApiState> for HumanAuth {
 
     async fn from_request_parts(parts: &mut Parts, state: &ApiState) -> Result<Self, ApiError> {
         let secret = auth::bearer(&parts.headers).ok_or_else(ApiError::unauthenticated)?;
-        let SignedInHuman { human, token } = auth::human(&*state.store, secret)
+        let signed = auth::human(&*state.store, secret)
             .await?
             .ok_or_else(ApiError::unauthenticated)?;
+        // A board session's own token is the board's (its cookie), not a
+        // bearer credential of the API: it answers like any other refusal.
+        if signed.is_board_session() {
+            return Err(ApiError::unauthenticated());
+        }
+        let SignedInHuman {
+            human,
+            token,
+            authority_expires_at,
+        } = signed;
         let limiter = if is_read(&parts.method) {
             &state.api.read_limiter
         } else {
@@ -38,7 +51,11 @@ impl FromRequestParts<ApiState> for HumanAuth {
         if let Err(wait) = limiter.check(&human.id) {
             return Err(ApiError::rate_limited(wait.as_secs_f64().ceil() as u64));
         }
-        Ok(Self { human, token })
+        Ok(Self {
+            human,
+            token,
+            authority_expires_at,
+        })
     }
 }
 

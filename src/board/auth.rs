@@ -9,13 +9,14 @@
 //! never stored in the browser.
 
 use axum::extract::FromRequestParts;
-use axum::http::HeaderValue;
 use axum::http::request::Parts;
+use axum::http::{HeaderValue, Method};
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
 use super::BoardState;
 use super::error::BoardError;
+use crate::domain::Timestamp;
 use crate::http::auth::{self, SignedInHuman};
 use crate::store::{ApiToken, Human};
 
@@ -30,6 +31,9 @@ const CSRF_LABEL: &[u8] = b"switchboard board csrf v1";
 pub(crate) struct Signed {
     pub(crate) human: Human,
     pub(crate) token: ApiToken,
+    /// When the token this session was signed in with expires (`None`:
+    /// never): a token made on the board may not outlive it.
+    pub(crate) authority_expires_at: Option<Timestamp>,
     pub(crate) csrf: String,
 }
 
@@ -47,11 +51,22 @@ impl FromRequestParts<BoardState> for Signed {
         let Some(secret) = auth::cookie(&parts.headers, COOKIE) else {
             return Err(refused);
         };
-        let SignedInHuman { human, token } =
-            auth::human(&*state.store, secret).await?.ok_or(refused)?;
+        let SignedInHuman {
+            human,
+            token,
+            authority_expires_at,
+        } = auth::human(&*state.store, secret).await?.ok_or(refused)?;
+        // A page read spends the human's read budget, as an API read does
+        // (a form post spends the write budget, in `CsrfForm`).
+        if matches!(parts.method, Method::GET | Method::HEAD)
+            && let Err(wait) = state.board.reads.check(&human.id)
+        {
+            return Err(BoardError::RateLimited(wait));
+        }
         Ok(Self {
             human,
             token,
+            authority_expires_at,
             csrf: csrf_token(secret),
         })
     }

@@ -23,7 +23,7 @@ pub(crate) enum BoardError {
     BadRequest(String),
     /// The thing is not in a state that allows this.
     Conflict(String),
-    /// Too many form posts: the human's write budget is spent for this long.
+    /// Too many form posts or page reads: the human's budget is spent for this long.
     RateLimited(std::time::Duration),
     /// The database is unreachable, or something broke (details logged).
     Unavailable,
@@ -77,7 +77,7 @@ impl IntoResponse for BoardError {
                 let mut response = render(&ErrorPage {
                     status: 429,
                     title: "Too many requests",
-                    message: format!("Too many changes at once; try again in {seconds} s."),
+                    message: format!("Too many requests at once; try again in {seconds} s."),
                 });
                 *response.status_mut() = StatusCode::TOO_MANY_REQUESTS;
                 if let Ok(value) = axum::http::HeaderValue::from_str(&seconds.to_string()) {
@@ -85,11 +85,19 @@ impl IntoResponse for BoardError {
                 }
                 return response;
             }
-            Self::Unavailable => (
-                StatusCode::SERVICE_UNAVAILABLE,
-                "Unavailable",
-                "The database is unavailable; try again shortly.".to_owned(),
-            ),
+            Self::Unavailable => {
+                let mut response = render(&ErrorPage {
+                    status: 503,
+                    title: "Unavailable",
+                    message: "The database is unavailable; try again shortly.".to_owned(),
+                });
+                *response.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
+                response.headers_mut().insert(
+                    "retry-after",
+                    axum::http::HeaderValue::from(crate::ops::error::RETRY_AFTER_SECS),
+                );
+                return response;
+            }
             Self::Internal => (
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "Error",

@@ -63,6 +63,11 @@ impl FromRequest<BoardState> for CsrfForm {
     async fn from_request(req: Request, state: &BoardState) -> Result<Self, BoardError> {
         let (mut parts, body) = req.into_parts();
         let signed = Signed::from_request_parts(&mut parts, state).await?;
+        if !super::pages::sign_in::from_this_origin(state, &parts.headers) {
+            return Err(BoardError::Forbidden(
+                "origin: a form must be posted from this server's own pages".into(),
+            ));
+        }
         let bytes = axum::body::to_bytes(body, MAX_FORM_BYTES)
             .await
             .map_err(|_| BoardError::BadRequest(format!("body: at most {MAX_FORM_BYTES} bytes")))?;

@@ -12,16 +12,24 @@
 //! `tick` at least every `tick_every`, for times that drift by themselves.
 //! It ends when the server shuts down, or — after one last `signed-out`
 //! event — when the session's token stops being live (checked on each poll).
+//!
+//! Under abuse (issue 48: 1 000 streams of one browser cost half a core
+//! with nothing happening): a human has at most
+//! [`MAX_LIVE_STREAMS_PER_HUMAN`] streams open on an instance — one more is
+//! refused with 429 — and all of them share one watcher ([`LiveHub`]): one
+//! fingerprint read per poll and per bus message for the human, however
+//! many pages are open; each stream only checks its own session.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
 use std::fmt::Write;
+use std::sync::{Arc, Mutex};
 
 use axum::extract::State;
-use axum::http::HeaderMap;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use tokio::sync::watch;
+use tokio::sync::{broadcast, watch};
 use tokio::time::{Interval, MissedTickBehavior, interval};
 
 use super::BoardState;
@@ -112,29 +120,115 @@ fn changed(kind: &str) -> Event {
     Event::default().event("changed").data(kind)
 }
 
-struct Live {
-    state: BoardState,
-    human_id: String,
-    token_hash: String,
-    bus: Subscription,
-    shutdown: watch::Receiver<bool>,
-    last: Fingerprint,
-    poll: Interval,
-    tick: Interval,
-    queue: VecDeque<Event>,
-    /// The session ended: send what is queued, then end.
-    ending: bool,
+/// The most live streams one human may hold open on one instance (a
+/// browser opens one per page; browsers themselves allow six connections
+/// per host over HTTP/1.1).
+pub const MAX_LIVE_STREAMS_PER_HUMAN: usize = 8;
+
+/// What every stream of a human hears: the kinds that changed (`todos
+/// endpoints`, `tick`, …), as one `changed` event's data.
+type Kinds = Arc<str>;
+
+/// The live streams of this instance, per human: how many are open, and
+/// the one watcher they share.
+#[derive(Debug, Default)]
+pub struct LiveHub {
+    humans: Mutex<HashMap<String, Watched>>,
 }
 
-impl Live {
-    /// Re-reads the fingerprint and queues an event per kind that changed.
+#[derive(Debug)]
+struct Watched {
+    streams: usize,
+    changes: broadcast::Sender<Kinds>,
+    /// True once the watcher has read its baseline: a change after that
+    /// is heard.
+    ready: watch::Receiver<bool>,
+    watcher: tokio::task::AbortHandle,
+}
+
+/// A stream's place in its human's budget, and what it hears; giving it
+/// back (on drop) stops the watcher with the human's last stream.
+struct Ticket {
+    hub: Arc<LiveHub>,
+    human_id: String,
+    changes: broadcast::Receiver<Kinds>,
+    ready: watch::Receiver<bool>,
+}
+
+impl LiveHub {
+    /// How many streams `human_id` has open on this instance.
+    pub fn streams_of(&self, human_id: &str) -> usize {
+        self.locked().get(human_id).map_or(0, |w| w.streams)
+    }
+
+    fn locked(&self) -> std::sync::MutexGuard<'_, HashMap<String, Watched>> {
+        self.humans.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A place for one more stream of `human_id`, starting the human's
+    /// watcher with the first; `None` at [`MAX_LIVE_STREAMS_PER_HUMAN`].
+    fn join(self: &Arc<Self>, state: &BoardState, human_id: &str) -> Option<Ticket> {
+        let mut humans = self.locked();
+        let watched = humans.entry(human_id.to_owned()).or_insert_with(|| {
+            let (changes, _) = broadcast::channel(16);
+            let (baseline, ready) = watch::channel(false);
+            let watcher = tokio::spawn(watch_fleet(
+                state.clone(),
+                human_id.to_owned(),
+                changes.clone(),
+                baseline,
+            ))
+            .abort_handle();
+            Watched {
+                streams: 0,
+                changes,
+                ready,
+                watcher,
+            }
+        });
+        if watched.streams >= MAX_LIVE_STREAMS_PER_HUMAN {
+            return None;
+        }
+        watched.streams += 1;
+        Some(Ticket {
+            hub: self.clone(),
+            human_id: human_id.to_owned(),
+            changes: watched.changes.subscribe(),
+            ready: watched.ready.clone(),
+        })
+    }
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        let mut humans = self.hub.locked();
+        if let Some(watched) = humans.get_mut(&self.human_id) {
+            watched.streams = watched.streams.saturating_sub(1);
+            if watched.streams == 0 {
+                watched.watcher.abort();
+                humans.remove(&self.human_id);
+            }
+        }
+    }
+}
+
+/// What a human's watcher keeps: the fleet as last read.
+struct Watcher {
+    state: BoardState,
+    human_id: String,
+    last: Fingerprint,
+    changes: broadcast::Sender<Kinds>,
+}
+
+impl Watcher {
+    /// Re-reads the fingerprint and tells every stream what changed.
     async fn look(&mut self) {
         if let Some(now) = fingerprint(&self.state, &self.human_id).await {
             // One event per look, naming every kind that changed: a page
             // refreshes once however much changed.
             let kinds = changes(&self.last, &now);
             if !kinds.is_empty() {
-                self.queue.push_back(changed(&kinds.join(" ")));
+                let _ = self.changes.send(kinds.join(" ").into());
             }
             self.last = now;
         }
@@ -156,7 +250,66 @@ impl Live {
         };
         self.last.ids.iter().any(|id| id == endpoint)
     }
+}
 
+/// One human's watcher: reads the fleet when a bus message names one of
+/// its endpoints and every poll, says `tick` every tick, until the server
+/// shuts down or the human's last stream is gone (aborted).
+async fn watch_fleet(
+    state: BoardState,
+    human_id: String,
+    changes: broadcast::Sender<Kinds>,
+    baseline: watch::Sender<bool>,
+) {
+    let mut poll = interval(state.board.poll_every);
+    poll.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let mut tick = interval(state.board.tick_every);
+    tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    // Both fire at once; the first look is the baseline, the first tick is skipped.
+    poll.tick().await;
+    tick.tick().await;
+    let mut bus = state.delivery.bus().subscribe();
+    let mut shutdown = state.board.shutdown.clone();
+    let mut watcher = Watcher {
+        last: fingerprint(&state, &human_id).await.unwrap_or_default(),
+        state,
+        human_id,
+        changes,
+    };
+    let _ = baseline.send(true);
+    loop {
+        if *shutdown.borrow() {
+            return;
+        }
+        tokio::select! {
+            _ = shutdown.changed() => return,
+            event = bus.next() => match event {
+                Some(event) if watcher.concerns(&event) => watcher.look().await,
+                Some(_) => {}
+                // The bus is gone: polling alone still works.
+                None => bus = Subscription::new(broadcast::channel(1).1),
+            },
+            _ = poll.tick() => watcher.look().await,
+            _ = tick.tick() => {
+                let _ = watcher.changes.send("tick".into());
+            }
+        }
+    }
+}
+
+/// One stream: its human's changes, and its own session's liveness.
+struct Live {
+    state: BoardState,
+    token_hash: String,
+    ticket: Ticket,
+    shutdown: watch::Receiver<bool>,
+    poll: Interval,
+    queue: VecDeque<Event>,
+    /// The session ended: send what is queued, then end.
+    ending: bool,
+}
+
+impl Live {
     /// The next event to send; `None` ends the stream.
     async fn next(&mut self) -> Option<Event> {
         loop {
@@ -168,25 +321,25 @@ impl Live {
             }
             tokio::select! {
                 _ = self.shutdown.changed() => return None,
-                event = self.bus.next() => match event {
-                    Some(event) if self.concerns(&event) => self.look().await,
-                    Some(_) => {}
-                    // The bus is gone: polling alone still works.
-                    None => self.bus = Subscription::new(tokio::sync::broadcast::channel(1).1),
+                heard = self.ticket.changes.recv() => match heard {
+                    Ok(kinds) => self.queue.push_back(changed(&kinds)),
+                    // Missed some: refresh everything once.
+                    Err(broadcast::error::RecvError::Lagged(_)) => {
+                        self.queue.push_back(changed("todos endpoints presence"));
+                    }
+                    Err(broadcast::error::RecvError::Closed) => return None,
                 },
                 _ = self.poll.tick() => {
-                    // One indexed read: a revoked or expired session ends
-                    // its streams within a poll, and a last refresh takes
-                    // the page to the sign-in form.
+                    // One indexed read: a revoked or expired session (or
+                    // the token it was signed in with) ends its streams
+                    // within a poll, and a last refresh takes the page to
+                    // the sign-in form.
                     let live = self.state.store.authenticate_api_token(&self.token_hash).await;
                     if matches!(live, Ok(None)) {
                         self.queue.push_back(changed("signed-out"));
                         self.ending = true;
-                        continue;
                     }
-                    self.look().await;
                 }
-                _ = self.tick.tick() => self.queue.push_back(changed("tick")),
             }
         }
     }
@@ -197,29 +350,39 @@ pub(crate) async fn events(
     signed: Signed,
     headers: HeaderMap,
 ) -> Response {
+    let hub = state.board.live.clone();
+    let Some(ticket) = hub.join(&state, &signed.human.id) else {
+        let mut response = (
+            StatusCode::TOO_MANY_REQUESTS,
+            format!(
+                "too many live pages: at most {MAX_LIVE_STREAMS_PER_HUMAN} per person; \
+                 close a tab (this page still works, without live updates)\n"
+            ),
+        )
+            .into_response();
+        response.headers_mut().insert(
+            axum::http::header::RETRY_AFTER,
+            axum::http::HeaderValue::from_static("15"),
+        );
+        return response;
+    };
+    // The first stream of a human waits for its watcher's baseline: a
+    // change made once the page heard `connected` is a change.
+    let mut ready = ticket.ready.clone();
+    let _ = ready.wait_for(|ready| *ready).await;
     let token_hash = cookie(&headers, COOKIE).map(sha256_hex).unwrap_or_default();
     let mut poll = interval(state.board.poll_every);
     poll.set_missed_tick_behavior(MissedTickBehavior::Delay);
-    let mut tick = interval(state.board.tick_every);
-    tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
-    // Both fire at once; the first look is the baseline, the first tick is skipped.
     poll.tick().await;
-    tick.tick().await;
     let mut live = Live {
-        bus: state.delivery.bus().subscribe(),
         shutdown: state.board.shutdown.clone(),
-        human_id: signed.human.id.clone(),
         token_hash,
-        last: Fingerprint::default(),
+        ticket,
         poll,
-        tick,
         queue: VecDeque::new(),
         ending: false,
         state,
     };
-    live.last = fingerprint(&live.state, &live.human_id)
-        .await
-        .unwrap_or_default();
     // A change between the page's render and this connection (or while a
     // dropped stream reconnected) is not lost: every page refreshes once.
     live.queue.push_back(changed("connected"));

@@ -16,7 +16,7 @@ mod auth;
 mod charts;
 mod error;
 mod form;
-mod live;
+pub mod live;
 mod pages;
 mod render;
 mod view;
@@ -50,10 +50,27 @@ pub struct BoardContext {
     /// Form posts per human: the same budget as the API's writes, since a
     /// form post is one (`--api-write-rate`).
     pub writes: RateLimiter,
+    /// Page reads (and live streams opened) per human: the same budget as
+    /// the API's reads (`--api-read-rate`).
+    pub reads: RateLimiter,
+    /// Sign-in attempts per client address ([`SIGN_IN_RATE`]).
+    pub sign_ins: RateLimiter,
+    /// The live streams open on this instance, per human.
+    pub live: Arc<live::LiveHub>,
 }
 
+/// Sign-in attempts per client address: 10 at once, then one every 6 s
+/// (what a human typing needs; a script guessing or minting sessions is
+/// held to 10 a minute).
+pub const SIGN_IN_RATE: Rate = Rate::new(1.0 / 6.0, 10.0);
+
 impl BoardContext {
-    pub fn new(public_url: String, shutdown: watch::Receiver<bool>, writes: Rate) -> Self {
+    pub fn new(
+        public_url: String,
+        shutdown: watch::Receiver<bool>,
+        writes: Rate,
+        reads: Rate,
+    ) -> Self {
         Self {
             public_url: public_url.trim_end_matches('/').to_owned(),
             session_lifetime: Duration::from_secs(12 * 3600),
@@ -61,6 +78,9 @@ impl BoardContext {
             tick_every: Duration::from_secs(15),
             shutdown,
             writes: RateLimiter::new(writes),
+            reads: RateLimiter::new(reads),
+            sign_ins: RateLimiter::new(SIGN_IN_RATE),
+            live: Arc::default(),
         }
     }
 

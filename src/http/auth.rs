@@ -7,6 +7,7 @@
 
 use axum::http::{HeaderMap, header};
 
+use crate::domain::Timestamp;
 use crate::domain::ids::sha256_hex;
 use crate::store::{ApiToken, Endpoint, Human, Store, StoreResult};
 
@@ -18,6 +19,16 @@ pub const BOARD_COOKIE: &str = "sb_board";
 pub struct SignedInHuman {
     pub human: Human,
     pub token: ApiToken,
+    /// When what the token derives from expires (`None`: never); a token
+    /// it mints may not outlive it (`AuthenticatedToken`).
+    pub authority_expires_at: Option<Timestamp>,
+}
+
+impl SignedInHuman {
+    /// A board session's own token (it signs in to the board only).
+    pub fn is_board_session(&self) -> bool {
+        self.token.session_of.is_some()
+    }
 }
 
 /// The token of an `Authorization: Bearer …` header, if well formed.
@@ -53,7 +64,11 @@ pub async fn human(store: &dyn Store, secret: &str) -> StoreResult<Option<Signed
     Ok(store
         .authenticate_api_token(&sha256_hex(secret))
         .await?
-        .map(|(human, token)| SignedInHuman { human, token }))
+        .map(|signed| SignedInHuman {
+            human: signed.human,
+            token: signed.token,
+            authority_expires_at: signed.authority_expires_at,
+        }))
 }
 
 /// The live endpoint whose credential `secret` is; `None` for anything else.

@@ -166,6 +166,7 @@ impl From<Answer> for ApiError {
         let mut e = Self::new(status, answer.code, answer.message);
         e.detail.field = answer.field.map(str::to_owned);
         e.detail.state = answer.state.map(str::to_owned);
+        e.retry_after_secs = answer.retry_after_secs;
         e
     }
 }
@@ -212,6 +213,8 @@ mod tests {
             let e = api(err.into());
             assert_eq!(e.status, StatusCode::SERVICE_UNAVAILABLE);
             assert_eq!(e.detail.code, "unavailable");
+            let response = e.into_response();
+            assert_eq!(response.headers()[header::RETRY_AFTER], "1");
         }
         let e = api(StoreError::SchemaMismatch {
             found: 1,

@@ -126,6 +126,33 @@ impl HostPolicy {
     }
 }
 
+/// Whether a browser page of `origin` is this server itself: its
+/// authority is exactly the request's `Host` (name and port), or it is the
+/// origin of `public_url` (a proxy that rewrites `Host`). Stricter than
+/// [`HostPolicy::origin_allowed`], which lets any loopback page talk to a
+/// loopback server: the board's sign-in and forms use this (issue 48: a
+/// page on another local port signed a browser in as the page's token).
+pub fn same_origin(origin: &str, host: Option<&str>, public_url: &str) -> bool {
+    let origin = origin.trim();
+    let Some((scheme, authority)) = origin.split_once("://") else {
+        return false;
+    };
+    if !(scheme.eq_ignore_ascii_case("http") || scheme.eq_ignore_ascii_case("https"))
+        || split_authority(authority).is_none()
+    {
+        return false;
+    }
+    if host.is_some_and(|h| h.trim().eq_ignore_ascii_case(authority)) {
+        return true;
+    }
+    let public = public_url.trim().trim_end_matches('/');
+    let public_origin = match public.split_once("://") {
+        Some((s, rest)) => format!("{s}://{}", rest.split('/').next().unwrap_or("")),
+        None => return false,
+    };
+    origin.eq_ignore_ascii_case(&public_origin)
+}
+
 /// Middleware for the whole router: a refused `Host` or `Origin` is 403 in
 /// the error envelope, before any surface sees the request.
 pub async fn guard(
@@ -225,6 +252,34 @@ mod tests {
 
     fn loopback() -> HostPolicy {
         HostPolicy::new(true, &[], None).unwrap()
+    }
+
+    #[test]
+    fn the_same_origin_is_exactly_this_host_and_port() {
+        let public = "https://queue.example.com/base";
+        for ok in [
+            ("http://127.0.0.1:8080", "127.0.0.1:8080"),
+            ("http://LOCALHOST:8080", "localhost:8080"),
+            ("https://queue.example.com", "10.0.0.5:8080"),
+            ("https://queue.example.com", "queue.example.com"),
+        ] {
+            assert!(same_origin(ok.0, Some(ok.1), public), "{ok:?}");
+        }
+        for refused in [
+            ("http://127.0.0.1:3000", "127.0.0.1:8080"),
+            ("http://localhost:8080", "127.0.0.1:8080"),
+            ("http://127.0.0.1", "127.0.0.1:8080"),
+            ("null", "127.0.0.1:8080"),
+            ("http://queue.example.com", "10.0.0.5:8080"),
+            ("https://queue.example.com:444", "10.0.0.5:8080"),
+            ("http://evil.example", "evil.example:80"),
+        ] {
+            assert!(
+                !same_origin(refused.0, Some(refused.1), public),
+                "{refused:?}"
+            );
+        }
+        assert!(!same_origin("http://127.0.0.1:8080", None, public));
     }
 
     #[test]

@@ -127,7 +127,15 @@ impl IntoResponse for McpRejection {
                 "forbidden",
                 "this credential belongs to another endpoint",
             ),
-            Self::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, "unavailable", "try again"),
+            Self::Unavailable => {
+                let mut response =
+                    http_error(StatusCode::SERVICE_UNAVAILABLE, "unavailable", "try again");
+                response.headers_mut().insert(
+                    header::RETRY_AFTER,
+                    HeaderValue::from(ops::error::RETRY_AFTER_SECS),
+                );
+                return response;
+            }
             Self::UnsupportedMediaType => (
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
                 "unsupported_media_type",

@@ -38,6 +38,9 @@ pub struct Answer {
     pub field: Option<&'static str>,
     /// The endpoint's state, when a conflict is about a revoked endpoint.
     pub state: Option<&'static str>,
+    /// `Retry-After` (whole seconds) with the status: an outage says when
+    /// to come back ([`RETRY_AFTER_SECS`]).
+    pub retry_after_secs: Option<u64>,
 }
 
 /// The public text of an outage (a schema that is not current counts: the
@@ -45,6 +48,10 @@ pub struct Answer {
 pub const UNAVAILABLE_MESSAGE: &str = "the database is unavailable; try again";
 pub const INTERNAL_MESSAGE: &str = "internal error";
 pub const REVOKED_MESSAGE: &str = "the endpoint is revoked";
+/// The `Retry-After` of every `unavailable` answer: the circuit's probe
+/// reconnects every 250 ms and SQLite's lock is held for moments, so a
+/// second is soon enough to try again and slow enough not to hammer.
+pub const RETRY_AFTER_SECS: u64 = 1;
 
 impl Answer {
     /// The table.
@@ -57,6 +64,7 @@ impl Answer {
             message,
             field: None,
             state: None,
+            retry_after_secs: None,
         };
         match err {
             StoreError::InvalidArgument(invalid) => Self {
@@ -74,6 +82,7 @@ impl Answer {
             StoreError::Conflict(why) => answer("conflict", 409, why.clone()),
             StoreError::SchemaMismatch { .. } | StoreError::Unavailable(_) => Self {
                 retryable: true,
+                retry_after_secs: Some(RETRY_AFTER_SECS),
                 log: LogLevel::Warn,
                 ..answer("unavailable", 503, UNAVAILABLE_MESSAGE.into())
             },
@@ -145,6 +154,8 @@ mod tests {
         for (err, code, status, retryable) in cases {
             let a = Answer::of(&err);
             assert_eq!((a.code, a.status, a.retryable), (code, status, retryable));
+            // Whatever may be retried says when.
+            assert_eq!(a.retry_after_secs.is_some(), retryable, "{code}");
             // The store's own code agrees with the table.
             assert_eq!(err.code(), code);
         }

@@ -293,6 +293,7 @@ pub async fn serve_on(
             public_url.clone(),
             board_stopped,
             config.api_rates.write,
+            config.api_rates.read,
         )),
     };
     let app = router(Surfaces {

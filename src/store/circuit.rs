@@ -11,6 +11,11 @@
 //! while open it reconnects every [`DOWN_PERIOD`], and the first success
 //! closes it again. Recovery needs no restart and no request.
 //!
+//! The circuit is about reachability only: a reconnect that the server
+//! refuses for want of a free connection slot (SQLSTATE 53300, a busy
+//! `max_connections`) found the database up, and neither opens the circuit
+//! nor keeps it open (issue 48).
+//!
 //! SQLite has no circuit: its database is a local file.
 
 use std::sync::Arc;
@@ -20,7 +25,7 @@ use std::time::Duration;
 use sqlx::{AnyConnection, AnyPool, Connection};
 use tokio::sync::watch;
 
-use super::error::{StoreError, is_unavailable};
+use super::error::{StoreError, is_out_of_connection_slots, is_unavailable};
 
 /// The probe's period while the database answers.
 pub const HEALTHY_PERIOD: Duration = Duration::from_millis(500);
@@ -180,7 +185,14 @@ async fn probe_once(connection: &mut Option<AnyConnection>, url: &str, timeout: 
         Ok(Ok(())) => Probe::Healthy,
         Ok(Err(e)) => {
             *connection = None;
-            if is_unavailable(&e) {
+            if is_out_of_connection_slots(&e) {
+                // The database answered: it is up, only every slot is
+                // taken (`max_connections`, a role's limit). The pool's
+                // connections still work; a call that needs a new one
+                // answers `unavailable` by itself. Not an outage.
+                tracing::debug!(error = %e, "database probe found no free connection slot");
+                Probe::Healthy
+            } else if is_unavailable(&e) {
                 tracing::debug!(error = %e, "database probe failed");
                 Probe::Down
             } else {

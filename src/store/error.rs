@@ -163,9 +163,34 @@ pub fn is_unavailable(err: &sqlx::Error) -> bool {
         | sqlx::Error::Tls(_)
         | sqlx::Error::Protocol(_)
         | sqlx::Error::WorkerCrashed => true,
-        sqlx::Error::Database(db) => db.code().as_deref().is_some_and(is_connection_sqlstate),
+        sqlx::Error::Database(db) => match db.try_downcast_ref::<sqlx::sqlite::SqliteError>() {
+            Some(sqlite) => sqlx::error::DatabaseError::code(sqlite)
+                .and_then(|code| code.parse::<i32>().ok())
+                .is_some_and(is_busy_sqlite_code),
+            None => db.code().as_deref().is_some_and(is_connection_sqlstate),
+        },
         _ => false,
     }
+}
+
+/// SQLite's result codes of a file another connection holds locked past
+/// the busy timeout (`SQLITE_BUSY` 5, `SQLITE_LOCKED` 6, and their
+/// extended forms, whose low byte is the primary code), or that cannot be
+/// opened now (`SQLITE_CANTOPEN` 14): worth retrying, as the writer
+/// thread's `rusqlite` errors are (`From<rusqlite::Error>`).
+fn is_busy_sqlite_code(code: i32) -> bool {
+    matches!(code & 0xff, 5 | 6 | 14)
+}
+
+/// Whether `err` says the database answered but has no connection slot
+/// free for a new session (SQLSTATE 53300, `too_many_connections`: the
+/// server's `max_connections` or a role's `CONNECTION LIMIT`). A call that
+/// meets it answers `unavailable`, but the database is reachable: the
+/// circuit (`circuit.rs`) must not open on it.
+pub fn is_out_of_connection_slots(err: &sqlx::Error) -> bool {
+    matches!(err, sqlx::Error::Database(db)
+        if db.try_downcast_ref::<sqlx::sqlite::SqliteError>().is_none()
+            && db.code().as_deref() == Some("53300"))
 }
 
 /// PostgreSQL SQLSTATEs of a lost or refused connection: class 08
@@ -277,6 +302,44 @@ mod tests {
         ] {
             let shown = err.to_string();
             assert_eq!(kind(err), "internal", "{shown}");
+        }
+    }
+
+    /// A real SQLite file locked by another connection: sqlx's error
+    /// carries SQLite's code 5 (`SQLITE_BUSY`), which is an outage worth
+    /// retrying, never `internal`.
+    #[tokio::test]
+    async fn a_locked_sqlite_file_is_unavailable() {
+        use sqlx::sqlite::SqliteConnectOptions;
+        use sqlx::{ConnectOptions, Connection};
+        let dir = tempfile::tempdir().unwrap();
+        let options = SqliteConnectOptions::new()
+            .filename(dir.path().join("busy.db"))
+            .create_if_missing(true)
+            .busy_timeout(std::time::Duration::ZERO);
+        let mut holder = options.connect().await.unwrap();
+        sqlx::raw_sql("CREATE TABLE t (n INTEGER); BEGIN IMMEDIATE; INSERT INTO t VALUES (1);")
+            .execute(&mut holder)
+            .await
+            .unwrap();
+        let mut writer = options.connect().await.unwrap();
+        let err = sqlx::query("INSERT INTO t VALUES (2)")
+            .execute(&mut writer)
+            .await
+            .expect_err("the file is locked");
+        assert!(is_unavailable(&err), "{err}");
+        assert!(!is_out_of_connection_slots(&err), "{err}");
+        assert_eq!(kind(err), "unavailable");
+        let _ = writer.close().await;
+        let _ = holder.close().await;
+    }
+
+    #[test]
+    fn out_of_connection_slots_is_unavailable_but_told_apart() {
+        assert!(is_out_of_connection_slots(&db("53300")));
+        assert_eq!(kind(db("53300")), "unavailable");
+        for other in [db("08006"), db("57P03"), sqlx::Error::PoolTimedOut] {
+            assert!(!is_out_of_connection_slots(&other), "{other}");
         }
     }
 

@@ -129,6 +129,11 @@ pub static SQLITE_MIGRATIONS: &[Migration] = &[
         name: "queue_activity",
         sql: include_str!("migrations/sqlite/0022_queue_activity.sql"),
     },
+    Migration {
+        version: 23,
+        name: "board_sessions_bound",
+        sql: include_str!("migrations/sqlite/0023_board_sessions_bound.sql"),
+    },
 ];
 
 pub static POSTGRES_MIGRATIONS: &[Migration] = &[
@@ -241,6 +246,11 @@ pub static POSTGRES_MIGRATIONS: &[Migration] = &[
         version: 22,
         name: "queue_activity",
         sql: include_str!("migrations/postgres/0022_queue_activity.sql"),
+    },
+    Migration {
+        version: 23,
+        name: "board_sessions_bound",
+        sql: include_str!("migrations/postgres/0023_board_sessions_bound.sql"),
     },
 ];
 

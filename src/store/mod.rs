@@ -31,7 +31,7 @@ use async_trait::async_trait;
 
 pub use dialect::Dialect;
 pub use error::{StoreError, StoreResult, Taken};
-pub use issue::{issue_api_token, store_api_token};
+pub use issue::{issue_api_token, issue_session_token, store_api_token};
 pub use model::*;
 pub use sql::{DatabaseLocation, SqlStore, StoreOptions};
 
@@ -417,18 +417,21 @@ pub trait HookStore: Send + Sync {
 /// Humans' API tokens.
 #[async_trait]
 pub trait TokenStore: Send + Sync {
+    /// `NotFound` when the human, or the live token a session is of, is not there.
     async fn create_api_token(&self, new: NewApiToken) -> StoreResult<ApiToken>;
-    /// The live (unrevoked, unexpired) token with this hash and its human.
+    /// The live (unrevoked, unexpired) token with this hash and its human;
+    /// a board session's token only while the token it is of is live too.
     async fn authenticate_api_token(
         &self,
         token_hash: &str,
-    ) -> StoreResult<Option<(Human, ApiToken)>>;
+    ) -> StoreResult<Option<AuthenticatedToken>>;
     async fn list_api_tokens(
         &self,
         human_id: &str,
         page: &PageRequest,
     ) -> StoreResult<Page<ApiToken>>;
-    /// `Conflict` when already revoked.
+    /// `Conflict` when already revoked. The board sessions signed in with
+    /// the token are revoked with it, in the same statement.
     async fn revoke_api_token(&self, human_id: &str, id: &str) -> StoreResult<ApiToken>;
 }
 

@@ -396,6 +396,21 @@ pub struct ApiToken {
     pub expires_at: Option<Timestamp>,
     pub revoked_at: Option<Timestamp>,
     pub last_used_at: Option<Timestamp>,
+    /// A board session's own token: the id of the token it was signed in
+    /// with. It authenticates on the board only, and only while that token
+    /// is live too.
+    pub session_of: Option<String>,
+}
+
+/// A live token, its human, and until when what it derives from lasts.
+#[derive(Debug, Clone)]
+pub struct AuthenticatedToken {
+    pub human: Human,
+    pub token: ApiToken,
+    /// When the authority behind the token ends (`None`: never): its own
+    /// expiry, or for a board session the expiry of the token it was
+    /// signed in with. A token it mints may not outlive it.
+    pub authority_expires_at: Option<Timestamp>,
 }
 
 #[derive(Debug, Clone)]
@@ -405,6 +420,9 @@ pub struct NewApiToken {
     pub prefix: String,
     pub label: Option<String>,
     pub expires_at: Option<Timestamp>,
+    /// For a board session: the live token of the same human it is signed
+    /// in with (the write refuses a dead one).
+    pub session_of: Option<String>,
 }
 
 /// One page of a newest-first list, and where the next page starts.

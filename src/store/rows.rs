@@ -316,6 +316,7 @@ pub(super) fn api_token(row: &AnyRow) -> Result<ApiToken, StoreError> {
         expires_at: opt_ts(row, "expires_at")?,
         revoked_at: opt_ts(row, "revoked_at")?,
         last_used_at: opt_ts(row, "last_used_at")?,
+        session_of: row.try_get("session_of")?,
     })
 }
 

@@ -25,6 +25,7 @@ mod delivery;
 mod edge;
 mod faults;
 mod hooks;
+mod hostile_http;
 mod intake;
 mod intake_history;
 mod intake_rules;

@@ -61,6 +61,8 @@ mod schedules;
 mod stats;
 #[path = "conformance/takeover.rs"]
 mod takeover;
+#[path = "conformance/tokens.rs"]
+mod tokens;
 #[path = "conformance/validation.rs"]
 mod validation;
 

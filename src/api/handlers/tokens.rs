@@ -57,7 +57,9 @@ pub(crate) struct CreateToken {
     /// A name to recognise the token by: one line, at most 100 bytes.
     #[schema(max_length = 100)]
     pub label: Option<String>,
-    /// Lifetime, e.g. `30d` or `12h`; none = no expiry.
+    /// Lifetime, e.g. `30d` or `12h`; none = no expiry. Never past the
+    /// expiry of the token that creates it: a token of 1 h makes tokens
+    /// of 1 h at most.
     pub expires_in: Option<String>,
 }
 
@@ -79,6 +81,7 @@ pub(crate) async fn create(
     let (token, record) = ops::tokens::issue(
         &state.delivery,
         &auth.human.id,
+        auth.authority_expires_at,
         body.label,
         body.expires_in.as_deref(),
     )

@@ -97,7 +97,9 @@ pub(crate) async fn create(
         return show(&state, signed, layout, None).await;
     }
     let expires_in = form.fields.text("expires_in");
-    match ops::tokens::issue(&state.delivery, &signed.human.id, label, expires_in).await {
+    // Never past the token this session was signed in with.
+    let bound = signed.authority_expires_at;
+    match ops::tokens::issue(&state.delivery, &signed.human.id, bound, label, expires_in).await {
         Ok((token, _)) => {
             layout.notice = Some("token created: copy it now, it is not shown again".into());
             show(&state, signed, layout, Some(token)).await
@@ -118,8 +120,10 @@ pub(crate) async fn revoke(
         .await
         .map(|t| format!("token {} revoked", t.prefix))
         .map_err(refusal);
-    if id == form.signed.token.id && outcome.is_ok() {
-        // This session's own token: signed out everywhere it was used.
+    let own = id == form.signed.token.id || form.signed.token.session_of.as_ref() == Some(&id);
+    if own && outcome.is_ok() {
+        // This session's own token, or the one it was signed in with:
+        // signed out everywhere it was used.
         return Ok(axum::response::IntoResponse::into_response(
             axum::response::Redirect::to("/board/sign-in"),
         ));

@@ -10,9 +10,13 @@
 //!   request whose client stopped reading (`stalled`; a stream writes
 //!   keep-alive comments, so an open stream is never stalled);
 //! - a **connection cap**: at the cap the connection that arrives waits
-//!   unanswered (later ones in the listen backlog), and one idle kept-alive
-//!   connection — one that has answered a request — is closed to make room
-//!   for it (`docs/decisions.md`, "Connection cap").
+//!   unanswered (later ones in the listen backlog), and one idle
+//!   connection — kept alive after answering a request, or silent for a
+//!   second since its accept — is closed to make room for it
+//!   (`docs/decisions.md`, "Connection cap").
+//!
+//! A connection that sends nothing at all is cut at the header timeout,
+//! counted from its accept (as nginx's `client_header_timeout`).
 //!
 //! One watchdog per connection enforces the header and idle timeouts from
 //! what the connection's I/O and requests record in its [`Activity`]; hyper's
@@ -284,8 +288,9 @@ async fn serve_connection(
                 let _ = changed;
                 stopping = true;
                 connection.as_mut().graceful_shutdown();
-                // A head half sent now will not be answered.
-                if activity.reading_head() {
+                // A head half sent now will not be answered, nor one not
+                // begun on a connection that has sent nothing.
+                if activity.reading_head() || activity.is_silent() {
                     break;
                 }
             }

@@ -26,9 +26,11 @@ pub(super) struct Activity {
     /// When the first byte of a request head arrived with nothing in flight
     /// (ms + 1; 0 while no head is being read).
     head_started: AtomicU64,
-    /// Requests answered in full: a connection that has answered none is
-    /// not "kept alive" yet, and is never the one closed to make room.
-    served: AtomicU64,
+    /// Requests begun: a connection that has begun none and is reading no
+    /// head has sent nothing at all ([`Activity::is_silent`]).
+    begun: AtomicU64,
+    /// When the connection was accepted (ms since `shared.epoch`).
+    accepted: u64,
     /// Wakes the watchdog when any of the above changes its deadline.
     changed: Notify,
 }
@@ -41,7 +43,8 @@ impl Activity {
             in_flight: AtomicUsize::new(0),
             last_io: AtomicU64::new(now),
             head_started: AtomicU64::new(0),
-            served: AtomicU64::new(0),
+            begun: AtomicU64::new(0),
+            accepted: now,
             changed: Notify::new(),
         }
     }
@@ -64,28 +67,54 @@ impl Activity {
     }
 
     pub(super) fn begin_request(&self) {
+        self.begun.fetch_add(1, Ordering::SeqCst);
         self.in_flight.fetch_add(1, Ordering::SeqCst);
         self.head_started.store(0, Ordering::SeqCst);
         self.changed.notify_one();
     }
 
     pub(super) fn end_request(&self) {
-        self.served.fetch_add(1, Ordering::SeqCst);
         self.in_flight.fetch_sub(1, Ordering::SeqCst);
         self.last_io.store(self.shared.now_ms(), Ordering::Relaxed);
         self.changed.notify_one();
+    }
+
+    /// The rest of a refused request's body was read after its answer:
+    /// those bytes started no head, and the connection is idle again
+    /// (kept alive, evictable, under the idle timeout).
+    pub(super) fn body_drained(&self) {
+        if self.in_flight.load(Ordering::SeqCst) == 0 {
+            self.head_started.store(0, Ordering::SeqCst);
+            self.last_io.store(self.shared.now_ms(), Ordering::Relaxed);
+            self.changed.notify_one();
+        }
     }
 
     fn is_idle(&self) -> bool {
         self.in_flight.load(Ordering::SeqCst) == 0 && self.head_started.load(Ordering::SeqCst) == 0
     }
 
-    /// Idle between requests after answering at least one: the kind of
-    /// connection closed to make room at the cap. A connection accepted a
-    /// moment ago is idle too until its first bytes arrive, and closing it
-    /// would refuse the very client the room is made for.
-    fn is_evictable(&self) -> bool {
-        self.is_idle() && self.served.load(Ordering::SeqCst) > 0
+    /// Accepted, and not one byte of a request since: neither reading a
+    /// head nor kept alive after one.
+    pub(super) fn is_silent(&self) -> bool {
+        self.is_idle() && self.begun.load(Ordering::SeqCst) == 0
+    }
+
+    /// The kind of connection closed to make room at the cap: idle between
+    /// requests after answering at least one, or silent for
+    /// [`SILENT_GRACE`] since it was accepted (issue 48: silent sockets
+    /// held the cap until the idle timeout). One accepted a moment ago is
+    /// spared: its first bytes are likely on their way.
+    fn is_evictable(&self, now: u64) -> bool {
+        if !self.is_idle() {
+            return false;
+        }
+        !self.is_silent() || now >= self.silent_grace_ends()
+    }
+
+    fn silent_grace_ends(&self) -> u64 {
+        let grace = SILENT_GRACE.min(self.shared.limits.header_read_timeout);
+        self.accepted + grace.as_millis() as u64
     }
 
     pub(super) fn reading_head(&self) -> bool {
@@ -93,9 +122,14 @@ impl Activity {
     }
 }
 
-/// Resolves when the connection must be closed now: a head took too long,
-/// it stayed idle too long, or an idle slot is wanted at the cap. `None`:
-/// shutting down with a head half sent.
+/// How long a connection that has sent nothing is spared from eviction at
+/// the cap (at most the header timeout).
+const SILENT_GRACE: Duration = Duration::from_secs(1);
+
+/// Resolves when the connection must be closed now: a head took too long
+/// (or, on a connection that has sent nothing, did not start within the
+/// header timeout of the accept), it stayed idle too long, or an idle slot
+/// is wanted at the cap. `None`: shutting down with a head half sent.
 pub(super) async fn watchdog(activity: &Activity, stopping: bool) -> Option<CloseReason> {
     let shared = &activity.shared;
     let limits = &shared.limits;
@@ -106,7 +140,18 @@ pub(super) async fn watchdog(activity: &Activity, stopping: bool) -> Option<Clos
         let head_started = activity.head_started.load(Ordering::SeqCst);
         let idle_until =
             activity.last_io.load(Ordering::Relaxed) + limits.idle_timeout.as_millis() as u64;
-        let due = if in_flight > 0 {
+        let wanted = shared.evictions_wanted.load(Ordering::SeqCst) > 0;
+        if wanted && activity.is_evictable(now) && shared.take_eviction() {
+            return Some(CloseReason::EvictedAtCap);
+        }
+        let due = if activity.is_silent() {
+            // As nginx's `client_header_timeout` and Caddy's
+            // `read_header`: the head is due from the accept.
+            Some((
+                activity.accepted + limits.header_read_timeout.as_millis() as u64,
+                CloseReason::HeaderTimeout,
+            ))
+        } else if in_flight > 0 {
             // Busy, but moving: a stream writes keep-alives, a body arrives.
             Some((idle_until, CloseReason::Stalled))
         } else if head_started != 0 {
@@ -120,11 +165,16 @@ pub(super) async fn watchdog(activity: &Activity, stopping: bool) -> Option<Clos
         } else {
             Some((idle_until, CloseReason::IdleTimeout))
         };
-        let wait = match due {
+        let mut wait = match due {
             Some((at, reason)) if at <= now => return Some(reason),
             Some((at, _)) => Duration::from_millis(at - now),
             None => limits.idle_timeout,
         };
+        if wanted && activity.is_silent() {
+            // Room is wanted: look again once this silent one is evictable.
+            let grace_ends = activity.silent_grace_ends();
+            wait = wait.min(Duration::from_millis(grace_ends.saturating_sub(now)));
+        }
         tokio::select! {
             _ = tokio::time::sleep(wait) => {}
             _ = activity.changed.notified() => {}
@@ -133,7 +183,7 @@ pub(super) async fn watchdog(activity: &Activity, stopping: bool) -> Option<Clos
                     // The server is gone; the connection task ends with it.
                     std::future::pending::<()>().await;
                 }
-                if activity.is_evictable() && shared.take_eviction() {
+                if activity.is_evictable(shared.now_ms()) && shared.take_eviction() {
                     return Some(CloseReason::EvictedAtCap);
                 }
             }

@@ -161,6 +161,18 @@ async fn warn_if_autovacuum_is_off(pool: &AnyPool) {
     }
 }
 
+/// The circuit's probe connects as `switchboard-probe`, so that an operator
+/// (and a test) can tell it apart in `pg_stat_activity`; a name the URL
+/// gives comes later and wins.
+fn probe_url(url: &str) -> String {
+    let (base, query) = url.split_once('?').unwrap_or((url, ""));
+    if query.is_empty() {
+        format!("{base}?application_name=switchboard-probe")
+    } else {
+        format!("{base}?application_name=switchboard-probe&{query}")
+    }
+}
+
 fn redact_url_password(url: &str) -> String {
     // postgres://user:secret@host/db -> postgres://user:***@host/db
     let Some((scheme, rest)) = url.split_once("://") else {
@@ -276,7 +288,7 @@ impl SqlStore {
                     reader: pool,
                     clock,
                     circuit: Some(Circuit::new()),
-                    probe_target: Some((url.clone(), options.acquire_timeout)),
+                    probe_target: Some((probe_url(url), options.acquire_timeout)),
                     auth_cache: Arc::default(),
                     lane: None,
                     hot: Arc::new(postgres::hot::HotConnections::new(hot_pool)),
@@ -298,18 +310,26 @@ impl SqlStore {
             }))
         })?;
         let url = format!("sqlite://{}?mode=rwc", absolute.display());
-        let pool = |max: u32| {
+        // A write waits for another connection's write lock (another
+        // process, or this store's own writer thread) no longer than a call
+        // waits for a connection: past it the call answers `unavailable`
+        // (503 with Retry-After), not after sqlx's default of 5 s.
+        let busy_ms = options.acquire_timeout.as_millis().max(1) as u64;
+        let pool = move |max: u32| {
             AnyPoolOptions::new()
                 .max_connections(max)
                 .acquire_timeout(options.acquire_timeout)
                 .test_before_acquire(false)
-                .after_connect(|conn, _meta| {
+                .after_connect(move |conn, _meta| {
                     Box::pin(async move {
                         // WAL lets readers run beside the writer; NORMAL is
                         // durable across process crashes in WAL mode.
-                        sqlx::raw_sql("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;")
-                            .execute(conn)
-                            .await?;
+                        sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+                            "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; \
+                             PRAGMA busy_timeout = {busy_ms};"
+                        )))
+                        .execute(conn)
+                        .await?;
                         Ok(())
                     })
                 })
@@ -325,7 +345,11 @@ impl SqlStore {
         // endpoint behind the credential cache's back.
         let auth_cache = Arc::<AuthCache>::default();
         let cache = auth_cache.clone();
-        let lane = sqlite::lane::Lane::open(&absolute, Box::new(move || cache.invalidate()))?;
+        let lane = sqlite::lane::Lane::open(
+            &absolute,
+            options.acquire_timeout,
+            Box::new(move || cache.invalidate()),
+        )?;
         let writer = pool(1).connect(&url).await.map_err(open_err)?;
         let reader = pool(4).connect(&url).await.map_err(open_err)?;
         Ok(Self {
@@ -564,5 +588,17 @@ mod tests {
         let loc = DatabaseLocation::parse("postgres://root:hunter2@127.0.0.1:5432/test").unwrap();
         assert_eq!(loc.redacted(), "postgres://root:***@127.0.0.1:5432/test");
         assert!(!loc.redacted().contains("hunter2"));
+    }
+
+    #[test]
+    fn the_probe_names_itself_unless_the_url_does() {
+        assert_eq!(
+            probe_url("postgres://u@h/db"),
+            "postgres://u@h/db?application_name=switchboard-probe"
+        );
+        assert_eq!(
+            probe_url("postgres://u@h/db?sslmode=disable"),
+            "postgres://u@h/db?application_name=switchboard-probe&sslmode=disable"
+        );
     }
 }

@@ -11,8 +11,8 @@ use crate::store::{StoreError, StoreResult, Taken, rows};
 use async_trait::async_trait;
 use sqlx::Row;
 
-const TOKEN_COLUMNS: &str =
-    "id, human_id, token_prefix, label, created_at, expires_at, revoked_at, last_used_at";
+const TOKEN_COLUMNS: &str = "id, human_id, token_prefix, label, created_at, expires_at, \
+     revoked_at, last_used_at, session_of";
 
 /// A token's `last_used_at` is refreshed at most this often (ms), so that
 /// authentication does not write on every request.
@@ -32,10 +32,16 @@ impl TokenStore for SqlStore {
         {
             return Err(Invalid::new("label", "must be one line of at most 100 bytes").into());
         }
+        // A session's token is written only while the token it is of is
+        // live (one statement: a revocation racing the sign-in wins).
         let row = sqlx::query(sqlx::AssertSqlSafe(format!(
             "INSERT INTO human_tokens (id, human_id, token_hash, token_prefix, label, created_at, \
-               expires_at) \
-             SELECT $1, id, $2, $3, $4, $5, $6 FROM humans WHERE id = $7 \
+               expires_at, session_of) \
+             SELECT $1, h.id, $2, $3, $4, $5, $6, CAST($8 AS TEXT) FROM humans h WHERE h.id = $7 \
+               AND (CAST($8 AS TEXT) IS NULL OR EXISTS (\
+                 SELECT 1 FROM human_tokens p WHERE p.id = CAST($8 AS TEXT) \
+                   AND p.human_id = h.id AND p.revoked_at IS NULL \
+                   AND (p.expires_at IS NULL OR p.expires_at > $5))) \
              RETURNING {TOKEN_COLUMNS}"
         )))
         .bind(new_id("tok"))
@@ -45,6 +51,7 @@ impl TokenStore for SqlStore {
         .bind(now.as_millis())
         .bind(new.expires_at.map(|t| t.as_millis()))
         .bind(&new.human_id)
+        .bind(&new.session_of)
         .fetch_optional(self.writer()?)
         .await
         .map_err(|e| match is_unique_violation(&e) {
@@ -59,13 +66,18 @@ impl TokenStore for SqlStore {
     async fn authenticate_api_token(
         &self,
         token_hash: &str,
-    ) -> StoreResult<Option<(Human, ApiToken)>> {
+    ) -> StoreResult<Option<AuthenticatedToken>> {
         let now = self.now().as_millis();
+        // A board session lives only while the token it is of lives.
         let row = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "SELECT {cols}, h.name AS human_name, h.created_at AS human_created_at \
+            "SELECT {cols}, h.name AS human_name, h.created_at AS human_created_at, \
+               p.expires_at AS session_of_expires_at \
              FROM human_tokens t JOIN humans h ON h.id = t.human_id \
+             LEFT JOIN human_tokens p ON p.id = t.session_of \
              WHERE t.token_hash = $1 AND t.revoked_at IS NULL \
-               AND (t.expires_at IS NULL OR t.expires_at > $2)",
+               AND (t.expires_at IS NULL OR t.expires_at > $2) \
+               AND (t.session_of IS NULL OR (p.id IS NOT NULL AND p.revoked_at IS NULL \
+                 AND (p.expires_at IS NULL OR p.expires_at > $2)))",
             cols = TOKEN_COLUMNS
                 .split(", ")
                 .map(|c| format!("t.{c}"))
@@ -80,6 +92,12 @@ impl TokenStore for SqlStore {
             return Ok(None);
         };
         let token = rows::api_token(&row)?;
+        let authority_expires_at = match token.session_of {
+            Some(_) => row
+                .try_get::<Option<i64>, _>("session_of_expires_at")?
+                .map(crate::domain::Timestamp::from_millis),
+            None => token.expires_at,
+        };
         let human = Human {
             id: token.human_id.clone(),
             name: row.try_get("human_name")?,
@@ -95,7 +113,11 @@ impl TokenStore for SqlStore {
                 .execute(self.writer()?)
                 .await?;
         }
-        Ok(Some((human, token)))
+        Ok(Some(AuthenticatedToken {
+            human,
+            token,
+            authority_expires_at,
+        }))
     }
 
     async fn list_api_tokens(
@@ -126,17 +148,22 @@ impl TokenStore for SqlStore {
 
     async fn revoke_api_token(&self, human_id: &str, id: &str) -> StoreResult<ApiToken> {
         let now = self.now().as_millis();
-        let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+        // The token and the board sessions signed in with it, at once.
+        let revoked = sqlx::query(sqlx::AssertSqlSafe(format!(
             "UPDATE human_tokens SET revoked_at = $1 \
-             WHERE id = $2 AND human_id = $3 AND revoked_at IS NULL RETURNING {TOKEN_COLUMNS}"
+             WHERE (id = $2 OR session_of = $2) AND human_id = $3 AND revoked_at IS NULL \
+             RETURNING {TOKEN_COLUMNS}"
         )))
         .bind(now)
         .bind(id)
         .bind(human_id)
-        .fetch_optional(self.writer()?)
+        .fetch_all(self.writer()?)
         .await?;
-        if let Some(row) = row {
-            return rows::api_token(&row);
+        for row in &revoked {
+            let token = rows::api_token(row)?;
+            if token.id == id {
+                return Ok(token);
+            }
         }
         let exists = sqlx::query("SELECT 1 FROM human_tokens WHERE id = $1 AND human_id = $2")
             .bind(id)

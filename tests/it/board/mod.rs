@@ -5,6 +5,7 @@
 
 mod browser;
 mod cluster;
+mod hostile;
 mod http;
 mod queues;
 mod trust;
@@ -59,8 +60,19 @@ impl Board {
                 .and_then(|v: &reqwest::header::HeaderValue| v.to_str().ok())
                 .map(str::to_owned)
         };
-        let (status, location, set_cookie) =
-            (resp.status().as_u16(), header(LOCATION), header(SET_COOKIE));
+        // The session's cookie when one is set, else the first.
+        let cookies: Vec<String> = resp
+            .headers()
+            .get_all(SET_COOKIE)
+            .iter()
+            .filter_map(|v| v.to_str().ok().map(str::to_owned))
+            .collect();
+        let set_cookie = cookies
+            .iter()
+            .find(|c| c.starts_with("sb_board="))
+            .or(cookies.first())
+            .cloned();
+        let (status, location) = (resp.status().as_u16(), header(LOCATION));
         let csp = header(reqwest::header::CONTENT_SECURITY_POLICY);
         let cache_control = header(reqwest::header::CACHE_CONTROL);
         let retry_after = header(reqwest::header::RETRY_AFTER);
@@ -97,17 +109,50 @@ impl Board {
         Self::page(resp).await
     }
 
+    /// The sign-in form's nonce: its cookie and its hidden field.
+    pub async fn sign_in_form(&self) -> String {
+        let form = self.get("/board/sign-in").await;
+        assert_eq!(form.status, 200, "{}", form.body);
+        let cookie = form.set_cookie.expect("the sign-in form's cookie");
+        let nonce = cookie
+            .strip_prefix("sb_signin=")
+            .and_then(|rest| rest.split(';').next())
+            .expect("sb_signin=…")
+            .to_owned();
+        assert_eq!(field_of(&form.body, "csrf"), nonce, "double-submit");
+        nonce
+    }
+
+    /// Posts `token` to the sign-in form as a browser does (the form's
+    /// nonce in its field and its cookie); the answer as it is.
+    pub async fn try_sign_in(&self, token: &str) -> Page {
+        let nonce = self.sign_in_form().await;
+        let body =
+            serde_urlencoded::to_string([("csrf", nonce.as_str()), ("token", token)]).unwrap();
+        let resp = self
+            .request(reqwest::Method::POST, "/board/sign-in")
+            .header(COOKIE, format!("sb_signin={nonce}"))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        Self::page(resp).await
+    }
+
     /// Signs in with `token`; keeps the session cookie.
     pub async fn sign_in(&mut self, token: &str) -> Page {
-        let page = self.post("/board/sign-in", &[("token", token)]).await;
+        let page = self.try_sign_in(token).await;
         assert_eq!(page.status, 303, "sign-in: {}", page.body);
-        let set = page.set_cookie.clone().expect("a session cookie");
-        let value = set
+        let set = page.set_cookie.clone().expect("a cookie");
+        match set
             .strip_prefix("sb_board=")
             .and_then(|rest| rest.split(';').next())
-            .expect("sb_board=…")
-            .to_owned();
-        self.cookie = Some(value);
+        {
+            Some(value) => self.cookie = Some(value.to_owned()),
+            // Signed in with this token already: the session stays.
+            None => assert!(self.cookie.is_some(), "no session cookie: {set}"),
+        }
         page
     }
 
@@ -124,6 +169,14 @@ pub fn nonce_of(html: &str) -> String {
     let marker = r#"name="nonce" value=""#;
     let start = html.find(marker).expect("a nonce field") + marker.len();
     let end = start + html[start..].find('"').expect("the nonce's end");
+    html[start..end].to_owned()
+}
+
+/// The value of the first hidden field `name` of a page.
+pub fn field_of(html: &str, name: &str) -> String {
+    let marker = format!(r#"name="{name}" value=""#);
+    let start = html.find(&marker).expect("the field") + marker.len();
+    let end = start + html[start..].find('"').expect("the value's end");
     html[start..end].to_owned()
 }
 

@@ -83,10 +83,6 @@ where
     }
 }
 
-/// How long a lane job waits for SQLite's write lock before answering
-/// `unavailable` (the sqlx connections use sqlx's default of 5 s too).
-const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
-
 /// Prepared statements kept per connection; the lane runs about a dozen.
 const STATEMENT_CACHE: usize = 64;
 
@@ -161,6 +157,10 @@ struct Shared {
     /// Called when it moved: what the store caches about the file may be
     /// stale.
     on_outside_commit: OutsideCommit,
+    /// How long a batch waits for SQLite's write lock before its calls
+    /// answer `unavailable`: the store's acquire timeout, as the sqlx
+    /// connections' `busy_timeout`.
+    busy_timeout: Duration,
 }
 
 /// What the lane calls when it sees that another connection committed.
@@ -193,6 +193,7 @@ impl Lane {
     /// connection committed to the file.
     pub(in crate::store::sql) fn open(
         path: &Path,
+        busy_timeout: Duration,
         on_outside_commit: OutsideCommit,
     ) -> StoreResult<Self> {
         let open_err = |e: rusqlite::Error| {
@@ -262,6 +263,7 @@ impl Lane {
             checkpoint: Mutex::new(Some(checkpoint)),
             data_version: AtomicI64::new(data_version),
             on_outside_commit,
+            busy_timeout,
         });
         let (errands, inbox) = mpsc::channel::<Errand>();
         let on_thread = shared.clone();
@@ -435,9 +437,9 @@ impl Shared {
 
     fn begin_waiting_and_run(&self, conn: &Connection, batch: &mut Vec<Box<dyn Job>>) {
         let began = MAY_WAIT.with(|may| {
-            may.set(true);
+            may.set(Some(self.busy_timeout));
             let began = self.begin(conn);
-            may.set(false);
+            may.set(None);
             began
         });
         match began {
@@ -502,9 +504,10 @@ fn serve(shared: &Shared, inbox: &mpsc::Receiver<Errand>) {
 }
 
 thread_local! {
-    /// Whether this thread may wait in SQLite's busy handler: only the
-    /// lane's own thread, never a tokio worker leading inline.
-    static MAY_WAIT: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// How long this thread may wait in SQLite's busy handler: only the
+    /// lane's own thread may (its lane's busy timeout), never a tokio
+    /// worker leading inline (`None`).
+    static MAY_WAIT: std::cell::Cell<Option<Duration>> = const { std::cell::Cell::new(None) };
 }
 
 /// SQLite's counter of commits made by other connections to this file, as
@@ -598,11 +601,11 @@ fn copy_failure(err: &StoreError) -> StoreError {
 
 /// SQLite's default busy handler sleeps 1, 2, 5, 10 … ms; the other writer
 /// (an sqlx transaction) holds the lock for well under a millisecond, so
-/// the lane retries every 20–200 µs, up to [`BUSY_TIMEOUT`].
+/// the lane retries every 20–200 µs, up to its busy timeout.
 fn wait_for_the_write_lock(attempt: i32) -> bool {
-    if !MAY_WAIT.with(std::cell::Cell::get) {
+    let Some(busy_timeout) = MAY_WAIT.with(std::cell::Cell::get) else {
         return false;
-    }
+    };
     thread_local! {
         static FIRST_BUSY: std::cell::Cell<Option<Instant>> = const { std::cell::Cell::new(None) };
     }
@@ -612,7 +615,7 @@ fn wait_for_the_write_lock(attempt: i32) -> bool {
         }
         first.get().unwrap_or_else(Instant::now)
     });
-    if started.elapsed() >= BUSY_TIMEOUT {
+    if started.elapsed() >= busy_timeout {
         return false;
     }
     let step = 20u64.saturating_mul(1 << attempt.clamp(0, 3));
@@ -630,6 +633,8 @@ pub(in crate::store::sql) fn numbered(sql: &str) -> String {
 mod tests {
     use super::*;
 
+    const TEST_BUSY: Duration = Duration::from_secs(5);
+
     #[test]
     fn placeholders_become_numbered() {
         assert_eq!(
@@ -644,12 +649,15 @@ mod tests {
             !wait_for_the_write_lock(0),
             "a caller leading inline never waits"
         );
-        MAY_WAIT.with(|may| may.set(true));
+        MAY_WAIT.with(|may| may.set(Some(Duration::from_secs(5))));
         let started = Instant::now();
         assert!(wait_for_the_write_lock(0));
         assert!(wait_for_the_write_lock(5));
         assert!(started.elapsed() < Duration::from_millis(50));
-        MAY_WAIT.with(|may| may.set(false));
+        // Past the busy timeout it gives up.
+        MAY_WAIT.with(|may| may.set(Some(Duration::ZERO)));
+        assert!(!wait_for_the_write_lock(6));
+        MAY_WAIT.with(|may| may.set(None));
     }
 
     fn lane_on_a_fresh_file() -> (tempfile::TempDir, Lane) {
@@ -659,7 +667,7 @@ mod tests {
             .unwrap()
             .execute_batch("CREATE TABLE t (n INTEGER NOT NULL)")
             .unwrap();
-        let lane = Lane::open(&path, Box::new(|| {})).unwrap();
+        let lane = Lane::open(&path, TEST_BUSY, Box::new(|| {})).unwrap();
         (dir, lane)
     }
 
@@ -676,7 +684,7 @@ mod tests {
     async fn a_new_file_gets_small_pages_and_an_existing_one_keeps_its_own() {
         let dir = tempfile::tempdir().unwrap();
         let new = dir.path().join("new.db");
-        let lane = Lane::open(&new, Box::new(|| {})).unwrap();
+        let lane = Lane::open(&new, TEST_BUSY, Box::new(|| {})).unwrap();
         lane.run(|conn| {
             conn.execute_batch("CREATE TABLE t (n INTEGER NOT NULL)")?;
             Ok(())
@@ -724,6 +732,7 @@ mod tests {
         let count = noticed.clone();
         let lane = Lane::open(
             &path,
+            TEST_BUSY,
             Box::new(move || {
                 count.fetch_add(1, Ordering::SeqCst);
             }),
@@ -899,7 +908,7 @@ mod tests {
             )
             .unwrap();
         assert!(count("sqlite_stat4") > 0, "ANALYZE wrote value samples");
-        let lane = Lane::open(&path, Box::new(|| {})).unwrap();
+        let lane = Lane::open(&path, TEST_BUSY, Box::new(|| {})).unwrap();
         assert_eq!(count("sqlite_stat4"), 0);
         assert!(count("sqlite_stat1") > 0, "row counts stay");
         drop(lane);
