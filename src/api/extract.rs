@@ -223,7 +223,10 @@ impl<T: DeserializeOwned + Send> FromRequestParts<ApiState> for ApiPath<T> {
 /// the reference itself is what does not decode, it names the reference as
 /// sent, like any unknown one ([`Answer::unknown_endpoint`]).
 fn undecodable(parts: &Parts) -> ApiError {
-    let route = parts.extensions.get::<MatchedPath>().map(MatchedPath::as_str);
+    let route = parts
+        .extensions
+        .get::<MatchedPath>()
+        .map(MatchedPath::as_str);
     if route.is_some_and(|r| r.contains("/endpoints/{reference}")) {
         let path = parts.uri.path();
         let raw = path

@@ -94,7 +94,11 @@ impl Answer {
     /// like a missing one.
     pub fn unknown_endpoint(reference: &str) -> Self {
         let shown: String = reference.chars().take(REFERENCE_SHOWN_MAX).collect();
-        let more = if shown.len() < reference.len() { "…" } else { "" };
+        let more = if shown.len() < reference.len() {
+            "…"
+        } else {
+            ""
+        };
         Self {
             code: "not_found",
             status: 404,
@@ -196,7 +200,11 @@ mod tests {
         );
         let long = "x".repeat(500);
         let a = Answer::unknown_endpoint(&long);
-        assert!(a.message.contains(&format!("\"{}\"…", "x".repeat(80))), "{}", a.message);
+        assert!(
+            a.message.contains(&format!("\"{}\"…", "x".repeat(80))),
+            "{}",
+            a.message
+        );
         assert!(!a.message.contains(&"x".repeat(81)));
     }
 

@@ -77,10 +77,9 @@ pub(crate) async fn push(
         run_at: body.run_at,
         delay: body.delay,
     };
-    let (endpoint, created) =
-        ops::todos::push(&state.delivery, &auth.human.id, &reference, push)
-            .await
-            .or_unknown_endpoint(&reference)?;
+    let (endpoint, created) = ops::todos::push(&state.delivery, &auth.human.id, &reference, push)
+        .await
+        .or_unknown_endpoint(&reference)?;
     let status = if created.created {
         StatusCode::CREATED
     } else {

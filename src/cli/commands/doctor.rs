@@ -566,7 +566,11 @@ mod tests {
         let note = findings.iter().find(|f| f.check == "sessions").unwrap();
         assert_eq!(note.level, Level::Note);
         assert!(note.detail.contains("claude mcp list"), "{}", note.detail);
-        assert!(note.detail.contains("claude-code idle 12s"), "{}", note.detail);
+        assert!(
+            note.detail.contains("claude-code idle 12s"),
+            "{}",
+            note.detail
+        );
         let fix = note.fix.as_deref().unwrap();
         assert!(!fix.contains("restart"), "{fix}");
         assert!(fix.contains("switchboard work"), "{fix}");
@@ -574,11 +578,10 @@ mod tests {
         // Beside a streaming session it is only counted.
         e["sessions"]["attached"] = json!(2);
         e["sessions"]["streaming"] = json!(1);
-        e["sessions"]["list"]
-            .as_array_mut()
-            .unwrap()
-            .push(json!({"id_prefix": "efgh5678", "client_name": "switchboard-work",
-                         "streaming": true, "deaf_reason": null, "idle_seconds": 0}));
+        e["sessions"]["list"].as_array_mut().unwrap().push(
+            json!({"id_prefix": "efgh5678", "client_name": "switchboard-work",
+                         "streaming": true, "deaf_reason": null, "idle_seconds": 0}),
+        );
         let findings = examine_endpoint(&e);
         let ok = findings.iter().find(|f| f.check == "sessions").unwrap();
         assert_eq!(ok.level, Level::Ok, "{ok:?}");

@@ -543,9 +543,27 @@ async fn request(server: &Server, token: &str, route: Route, id: &str) -> (Strin
 /// the reference they were sent: `no endpoint "REF" among yours`) put back
 /// to `REF`, so that bodies for different references compare.
 fn unnamed(body: &[u8], id: &str) -> Vec<u8> {
-    String::from_utf8_lossy(body)
-        .replace(&format!("\\\"{id}\\\""), "\\\"REF\\\"")
-        .into_bytes()
+    // A query string's value is decoded (lossily) before it is named.
+    let decoded = String::from_utf8_lossy(&percent_decoded(id)).into_owned();
+    let mut text = String::from_utf8_lossy(body).into_owned();
+    for form in [id, decoded.as_str()] {
+        text = text.replace(&format!("\\\"{form}\\\""), "\\\"REF\\\"");
+    }
+    text.into_bytes()
+}
+
+fn percent_decoded(text: &str) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut bytes = text.bytes();
+    while let Some(b) = bytes.next() {
+        if b == b'%' {
+            let hex: String = bytes.by_ref().take(2).map(char::from).collect();
+            out.push(u8::from_str_radix(&hex, 16).expect("two hex digits"));
+        } else {
+            out.push(b);
+        }
+    }
+    out
 }
 
 /// Probes every id-taking route of `prober` with `other`'s ids: each answers
