@@ -24,6 +24,7 @@ mod cluster_faults;
 mod delivery;
 mod edge;
 mod faults;
+mod first_doorbell;
 mod hooks;
 mod intake;
 mod intake_history;
