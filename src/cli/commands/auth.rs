@@ -232,3 +232,22 @@ pub(crate) async fn status(args: ClientArgs) -> anyhow::Result<()> {
     ready?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_this_machine_is_loopback() {
+        let loopback = |u: &str| is_loopback(&parse_server_url(u).unwrap());
+        assert!(loopback("http://127.0.0.1:8080"));
+        assert!(loopback("http://127.1.2.3:8080"));
+        assert!(loopback("http://localhost:8080"));
+        assert!(loopback("http://LOCALHOST"));
+        assert!(loopback("http://[::1]:8080"));
+        assert!(!loopback("https://switchboard.example.com"));
+        assert!(!loopback("http://10.0.0.1:8080"));
+        assert!(!loopback("http://localhost.example.com"));
+        assert!(!loopback("http://[::2]:8080"));
+    }
+}
