@@ -19,6 +19,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 
 use crate::domain::ids::check_human_token_shape;
+use crate::http::host_guard::is_loopback_host;
 use crate::mint::new_human_token;
 use crate::store::{DatabaseLocation, Store, StoreError, Taken, store_api_token};
 
@@ -175,8 +176,12 @@ pub(super) async fn first_human(
 fn login_command(public_url: &str, path: &Path) -> String {
     let default = default_token_file(&DatabaseLocation::Sqlite(PathBuf::from(DEFAULT_DATABASE)));
     let here = std::env::current_dir().map(|d| d.join(&default));
+    // `login` reads the file only for a URL on this machine.
+    let loopback = reqwest::Url::parse(public_url)
+        .ok()
+        .is_some_and(|u| u.host_str().is_some_and(is_loopback_host));
     match here.and_then(std::fs::canonicalize) {
-        Ok(here) if here == path => format!("switchboard login {public_url}"),
+        Ok(here) if loopback && here == path => format!("switchboard login {public_url}"),
         _ => format!(
             "switchboard login {public_url} --with-token < {}",
             path.display()

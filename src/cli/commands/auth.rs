@@ -14,6 +14,7 @@ use crate::cli::credentials::{self, Credentials, Secret};
 use crate::cli::output::{print_pairs, text};
 use crate::cli::prompt;
 use crate::cli::{DatabaseArgs, UsageError};
+use crate::http::host_guard::is_loopback_host;
 use crate::server::default_token_file;
 
 #[derive(Debug, Args)]
@@ -52,14 +53,7 @@ pub struct LogoutArgs {
 
 /// Whether `url` names this machine (`localhost`, 127.0.0.0/8, `::1`).
 pub(crate) fn is_loopback(url: &Url) -> bool {
-    let Some(host) = url.host_str() else {
-        return false;
-    };
-    let bare = host.trim_start_matches('[').trim_end_matches(']');
-    host.eq_ignore_ascii_case("localhost")
-        || bare
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback())
+    url.host_str().is_some_and(is_loopback_host)
 }
 
 /// The first-start token a local server wrote beside `db` (mode 0600, only
