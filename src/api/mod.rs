@@ -93,6 +93,7 @@ fn routes() -> Router<ApiState> {
             post(endpoints::test_ring),
         )
         .route("/endpoints/{reference}/todos", post(todos::push))
+        .route("/endpoints/{reference}/activity", get(activity::show))
         .route(
             "/endpoints/{reference}/admission",
             get(admission::show).put(admission::set_endpoint),

@@ -9,8 +9,8 @@ use utoipa::openapi::{ContentBuilder, ObjectBuilder, RefOr, ResponseBuilder, Typ
 use utoipa::{Modify, OpenApi};
 
 use super::handlers::{
-    admission, agents, deliveries, endpoints, hooks, me, presence, rules, schedules, todos, tokens,
-    webhooks,
+    activity, admission, agents, deliveries, endpoints, hooks, me, presence, rules, schedules,
+    todos, tokens, webhooks,
 };
 use super::views::*;
 use crate::http::error::{ErrorBody, ErrorDetail};
@@ -36,7 +36,7 @@ use crate::http::error::{ErrorBody, ErrorDetail};
         rules::show, rules::set, rules::test, rules::replay,
         hooks::list, hooks::add, hooks::remove, hooks::enable, hooks::test,
         schedules::list, schedules::add, schedules::remove, schedules::pause, schedules::resume,
-        admission::show, admission::set_endpoint, admission::set_queue,
+        activity::show, admission::show, admission::set_endpoint, admission::set_queue,
     ),
     components(schemas(
         ErrorBody, ErrorDetail, HumanView, TokenView, NewTokenView, TokenList,
@@ -45,6 +45,7 @@ use crate::http::error::{ErrorBody, ErrorDetail};
         IntakeEventView, WebhookView, NewWebhookView, WebhookList,
         HookView, HookDeliveryView, NewHookView, HookList, HookTestView, hooks::AddHook,
         ScheduleView, ScheduleList, schedules::AddSchedule,
+        activity::ActivityView, activity::ActivityBucket, activity::ActivityNumbers,
         admission::SetAdmission, admission::AdmissionView, admission::AdmissionLevel,
         tokens::CreateToken, agents::RegisterAgent, agents::EditAgent,
         endpoints::VendRequest, endpoints::EditEndpoint, endpoints::TestRingRequest, endpoints::TestRingView, todos::PushTodo, todos::EditTodo,

@@ -13,6 +13,7 @@
 
 mod assets;
 mod auth;
+mod charts;
 mod error;
 mod form;
 mod live;

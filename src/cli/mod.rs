@@ -183,6 +183,11 @@ pub struct ServeArgs {
     #[arg(long, env = "SWITCHBOARD_RETENTION_INTERVAL", default_value = "1h")]
     pub retention_interval: String,
 
+    /// How often this instance writes down its queues' activity for the
+    /// board's charts (also once at shutdown).
+    #[arg(long, env = "SWITCHBOARD_ACTIVITY_INTERVAL", default_value = "5s")]
+    pub activity_interval: String,
+
     /// How long in-flight requests may finish after SIGINT/SIGTERM.
     #[arg(long, env = "SWITCHBOARD_SHUTDOWN_GRACE", default_value = "10s")]
     pub shutdown_grace: String,
@@ -423,6 +428,7 @@ async fn serve(args: ServeArgs, log_format: LogFormat) -> anyhow::Result<()> {
             presence_interval: duration_flag(&args.presence_interval, "presence-interval")?,
             retention: duration_flag(&args.retention, "retention")?,
             retention_interval: duration_flag(&args.retention_interval, "retention-interval")?,
+            activity_interval: duration_flag(&args.activity_interval, "activity-interval")?,
             ..MaintenanceConfig::default()
         },
         shutdown_grace: duration_flag(&args.shutdown_grace, "shutdown-grace")?,

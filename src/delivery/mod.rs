@@ -11,6 +11,7 @@
 //! A doorbell is a hint. Nothing here waits on a client, and losing a
 //! doorbell never loses work: every todo stays pullable.
 
+pub mod activity;
 pub mod counters;
 pub mod fleet;
 pub mod hooks;
@@ -55,6 +56,8 @@ pub struct Delivery {
     claimed_here: Mutex<HashMap<String, Timestamp>>,
     /// Attempts finished and todos created, for `/metrics`.
     counters: EventCounters,
+    /// The same events per queue and bucket, for the board's charts.
+    activity: activity::ActivityRecorder,
 }
 
 impl Delivery {
@@ -72,6 +75,7 @@ impl Delivery {
             hooks,
             claimed_here: Mutex::new(HashMap::new()),
             counters: EventCounters::default(),
+            activity: activity::ActivityRecorder::default(),
         }
     }
 
@@ -134,6 +138,12 @@ impl Delivery {
     /// The throughput counters (`/metrics` holds clones of their families).
     pub fn counters(&self) -> &EventCounters {
         &self.counters
+    }
+
+    /// Each queue's activity since the last flush, for the board's charts
+    /// (`ops::activity::flush` writes it down).
+    pub fn activity(&self) -> &activity::ActivityRecorder {
+        &self.activity
     }
 
     /// `n` attempts ended this way (a surface's `complete`, `fail`,

@@ -2,6 +2,7 @@
 //! rule takes the instant it needs as an argument, so the same function can be
 //! called from the store, the server loops and the tests.
 
+pub mod activity;
 pub mod admission;
 pub mod backoff;
 pub mod client_setup;

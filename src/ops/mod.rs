@@ -17,6 +17,7 @@
 //! - [`presence`]: clock in/out (the agent's) and overrides and shifts (a
 //!   human's); the settling itself is the event path's
 //!   ([`crate::delivery::presence`]).
+//! - [`activity`]: each queue's activity, written down for the charts.
 //! - [`error`]: the one error policy every surface renders.
 //!
 //! A new write is a new function here, in the file of its record; its
@@ -26,6 +27,7 @@
 //! [`Invalid`]: crate::domain::Invalid
 //! [`Delivery`]: crate::delivery::Delivery
 
+pub mod activity;
 pub mod admission;
 pub mod agents;
 pub mod endpoints;

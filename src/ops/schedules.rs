@@ -175,6 +175,7 @@ pub async fn run_due(delivery: &Delivery, grace: Duration, limit: i64) -> StoreR
             Ok(Fired::Created(created)) => {
                 report.created += 1;
                 delivery.todo_counted(TrustMode::Operator);
+                delivery.activity().created(&created.todo);
                 delivery.todo_created(&created.todo).await;
             }
             Ok(Fired::Advanced) => report.skipped += 1,

@@ -126,6 +126,7 @@ pub(crate) async fn announce(
     endpoint: Option<&Endpoint>,
 ) {
     if created.created {
+        delivery.activity().created(&created.todo);
         if let Some(mode) = mode {
             delivery.todo_counted(mode);
         }

@@ -7,7 +7,7 @@ use crate::domain::admission::Held;
 use crate::domain::todo::TodoState;
 use crate::store::{
     Caller, ClaimOptions, Claimed, Finish, HeartbeatOptions, ReleaseOptions, StoreError,
-    StoreResult, Todo,
+    StoreResult, Todo, TodoRef,
 };
 
 /// Claims one todo by id. A todo that admission holds answers `conflict`
@@ -21,6 +21,10 @@ pub async fn claim(
 ) -> StoreResult<Claimed> {
     let store = delivery.store();
     match store.claim(caller, id, options).await {
+        Ok(claimed) => {
+            delivery.activity().claimed(&claimed.todo);
+            Ok(claimed)
+        }
         Err(StoreError::Conflict(why)) => {
             let todo = store.get_todo(caller, id).await?;
             let held = why_held(delivery, caller, Some(&todo.queue)).await?;
@@ -29,7 +33,7 @@ pub async fn claim(
                 _ => why,
             }))
         }
-        answer => answer,
+        Err(e) => Err(e),
     }
 }
 
@@ -53,7 +57,10 @@ pub async fn claim_next(
     options: ClaimOptions,
 ) -> StoreResult<NextClaim> {
     match delivery.store().claim_next(caller, queue, options).await? {
-        Some(claimed) => Ok(NextClaim::Claimed(Box::new(claimed))),
+        Some(claimed) => {
+            delivery.activity().claimed(&claimed.todo);
+            Ok(NextClaim::Claimed(Box::new(claimed)))
+        }
         None => {
             let held = why_held(delivery, caller, queue).await?;
             if let Some(held) = held {
@@ -115,6 +122,7 @@ pub async fn complete(
 ) -> StoreResult<Todo> {
     let todo = delivery.store().complete(caller, id, finish).await?;
     delivery.attempts_finished(AttemptEnd::Completed, 1);
+    completed(delivery, &todo);
     Ok(todo)
 }
 
@@ -129,6 +137,9 @@ pub async fn complete_many(
 ) -> StoreResult<Vec<StoreResult<Todo>>> {
     let answers = delivery.store().complete_many(caller, ids, finish).await?;
     let done = answers.iter().filter(|answer| answer.is_ok()).count() as u64;
+    for todo in answers.iter().flatten() {
+        completed(delivery, todo);
+    }
     if done > 0 {
         delivery.attempts_finished(AttemptEnd::Completed, done);
     }
@@ -144,6 +155,9 @@ pub async fn fail(
 ) -> StoreResult<Todo> {
     let todo = delivery.store().fail(caller, id, finish).await?;
     delivery.attempts_finished(AttemptEnd::of_failed(&todo), 1);
+    delivery
+        .activity()
+        .failed(&TodoRef::from(&todo), todo.updated_at, todo.dead_letter);
     Ok(todo)
 }
 
@@ -158,4 +172,10 @@ pub async fn release(
     let todo = delivery.store().release(caller, id, options).await?;
     delivery.attempts_finished(AttemptEnd::Released, 1);
     Ok(todo)
+}
+
+/// A todo done, for the queue's charts: when, and how long after it was ready.
+fn completed(delivery: &Delivery, todo: &Todo) {
+    let at = todo.completed_at.unwrap_or(todo.updated_at);
+    delivery.activity().completed(todo, at);
 }

@@ -28,6 +28,9 @@ pub struct MaintenanceConfig {
     pub retention: Duration,
     /// Period of the retention pass (default 1 h; also once at start).
     pub retention_interval: Duration,
+    /// Period of writing down the queues' activity (default 5 s; also once
+    /// at shutdown).
+    pub activity_interval: Duration,
     /// Rows one sweep statement handles; a tick repeats until a batch comes back short.
     pub batch: i64,
     /// Upper bound on batches per sweep per tick, so one tick stays bounded.
@@ -43,6 +46,7 @@ impl Default for MaintenanceConfig {
             presence_interval: Duration::from_secs(30),
             retention: Duration::from_secs(30 * 86_400),
             retention_interval: Duration::from_secs(3_600),
+            activity_interval: Duration::from_secs(5),
             batch: 500,
             max_batches: 20,
             retention_max_batches: 2_000,
@@ -73,8 +77,7 @@ pub fn spawn_loops(bg: Background, stop: watch::Receiver<bool>) -> Vec<JoinHandl
             every(config.interval, stop, || async {
                 let report = maintenance_tick(delivery.store(), &config).await;
                 metrics.count_lease_expiries(report.lease_expiries);
-                delivery.attempts_finished(AttemptEnd::Expired, report.expired_requeued);
-                delivery.attempts_finished(AttemptEnd::DeadLetter, report.expired_dead_lettered);
+                count_lapsed(&delivery, &report);
                 // An expired endpoint's sessions end with it.
                 for revoked in &report.expired {
                     delivery.endpoint_revoked(&revoked.endpoint_id);
@@ -134,13 +137,50 @@ pub fn spawn_loops(bg: Background, stop: watch::Receiver<bool>) -> Vec<JoinHandl
             .await;
         })
     };
+    // The queues' activity is written down every few seconds, and once more
+    // when the server stops, so a clean restart loses none of a chart.
+    let activity = {
+        let (delivery, stop) = (delivery.clone(), stop.clone());
+        let period = config.activity_interval;
+        tokio::spawn(async move {
+            every(period, stop, || flush_activity(&delivery)).await;
+            flush_activity(&delivery).await;
+        })
+    };
     let retention = tokio::spawn(async move {
-        every(config.retention_interval, stop, || {
-            retention_pass(delivery.store(), &config)
+        every(config.retention_interval, stop, || async {
+            retention_pass(delivery.store(), &config).await;
+            if let Err(e) = crate::ops::activity::prune(&delivery).await {
+                tracing::error!(error = %e, "queue activity retention failed");
+            }
         })
         .await;
     });
-    vec![maintenance, evaluator, janitor, delayed, retention]
+    vec![
+        maintenance,
+        evaluator,
+        janitor,
+        delayed,
+        activity,
+        retention,
+    ]
+}
+
+/// Counts the attempts a tick ended by their lapsed leases: for `/metrics`
+/// and for the queues' charts.
+pub fn count_lapsed(delivery: &Delivery, report: &TickReport) {
+    delivery.attempts_finished(AttemptEnd::Expired, report.expired_requeued);
+    delivery.attempts_finished(AttemptEnd::DeadLetter, report.expired_dead_lettered);
+    let now = delivery.store().clock().now();
+    for (todo, dead) in &report.lapsed {
+        delivery.activity().failed(todo, now, *dead);
+    }
+}
+
+async fn flush_activity(delivery: &Delivery) {
+    if let Err(e) = crate::ops::activity::flush(delivery).await {
+        tracing::warn!(error = %e, "queue activity not written down; kept for the next try");
+    }
 }
 
 /// Makes the todos of due schedules (`docs/queue.md`, "Recurring todos"),
@@ -190,6 +230,9 @@ pub struct TickReport {
     /// Of those, requeued and dead-lettered.
     pub expired_requeued: u64,
     pub expired_dead_lettered: u64,
+    /// The todos of those leases, and whether each became a dead letter
+    /// (for the queues' charts).
+    pub lapsed: Vec<(TodoRef, bool)>,
 }
 
 /// One maintenance tick: reap lapsed leases, requeue due retries, expire endpoints.
@@ -202,6 +245,9 @@ pub async fn maintenance_tick(store: &dyn Store, config: &MaintenanceConfig) -> 
                 report.lease_expiries += n as u64;
                 report.expired_requeued += reaped.requeued.len() as u64;
                 report.expired_dead_lettered += reaped.dead_lettered.len() as u64;
+                let requeued = reaped.requeued.iter().map(|t| (t.clone(), false));
+                let dead = reaped.dead_lettered.iter().map(|t| (t.clone(), true));
+                report.lapsed.extend(requeued.chain(dead));
                 if n > 0 {
                     tracing::info!(
                         requeued = reaped.requeued.len(),

@@ -124,6 +124,11 @@ pub static SQLITE_MIGRATIONS: &[Migration] = &[
         name: "delivery_filters",
         sql: include_str!("migrations/sqlite/0021_delivery_filters.sql"),
     },
+    Migration {
+        version: 22,
+        name: "queue_activity",
+        sql: include_str!("migrations/sqlite/0022_queue_activity.sql"),
+    },
 ];
 
 pub static POSTGRES_MIGRATIONS: &[Migration] = &[
@@ -231,6 +236,11 @@ pub static POSTGRES_MIGRATIONS: &[Migration] = &[
         version: 21,
         name: "delivery_filters",
         sql: include_str!("migrations/postgres/0021_delivery_filters.sql"),
+    },
+    Migration {
+        version: 22,
+        name: "queue_activity",
+        sql: include_str!("migrations/postgres/0022_queue_activity.sql"),
     },
 ];
 

@@ -37,6 +37,7 @@ pub use sql::{DatabaseLocation, SqlStore, StoreOptions};
 
 use crate::clock::SharedClock;
 use crate::domain::Timestamp;
+use crate::domain::activity::ActivityRange;
 
 /// What every store is: its dialect, its clock and whether it is ready.
 #[async_trait]
@@ -641,6 +642,34 @@ pub trait AdmissionStore: Send + Sync {
     async fn unscoped_paused(&self, endpoint_id: &str, queue: &str) -> StoreResult<bool>;
 }
 
+/// A queue's activity over time, for the board's charts
+/// (`domain::activity`, `docs/board.md`, "Queues").
+#[async_trait]
+pub trait ActivityStore: Send + Sync {
+    /// Adds what an instance counted to the stored buckets (created when
+    /// missing), in one transaction. Rows of deleted endpoints are skipped.
+    async fn add_queue_activity(&self, rows: &[QueueActivity]) -> StoreResult<()>;
+    /// The buckets of `range` from `since` on, of the endpoints (and of
+    /// `queue` only, when given); one key range per endpoint, whatever the
+    /// history holds. The caller has checked who may see them.
+    async fn queue_activity(
+        &self,
+        endpoint_ids: &[String],
+        queue: Option<&str>,
+        range: ActivityRange,
+        since: Timestamp,
+    ) -> StoreResult<Vec<QueueActivity>>;
+    /// Deletes buckets older than their range keeps them; how many.
+    async fn unscoped_prune_queue_activity(&self) -> StoreResult<u64>;
+    /// The endpoint's dead letters per queue (its dead letters' partial
+    /// index: what the dead letters hold, not the history). The caller has
+    /// checked who may see them.
+    async fn unscoped_dead_letters_by_queue(
+        &self,
+        endpoint_id: &str,
+    ) -> StoreResult<Vec<(String, i64)>>;
+}
+
 /// The registry: humans, agents, endpoints and webhooks.
 pub trait RegistryStore:
     HumanStore + AgentStore + EndpointStore + WebhookStore + DeliveryStore
@@ -663,6 +692,7 @@ pub trait Store:
     + HookStore
     + ScheduleStore
     + AdmissionStore
+    + ActivityStore
     + PresenceStore
     + RingStore
     + SweepStore
@@ -678,6 +708,7 @@ impl<T> Store for T where
         + HookStore
         + ScheduleStore
         + AdmissionStore
+        + ActivityStore
         + PresenceStore
         + RingStore
         + SweepStore
@@ -689,8 +720,8 @@ impl<T> Store for T where
 /// methods are callable only with the supertrait in scope).
 pub mod prelude {
     pub use super::{
-        AdmissionStore, AgentStore, DeliveryStore, EndpointStore, HookStore, HumanStore,
-        PresenceStore, RegistryStore, RingStore, ScheduleStore, StatsStore, Store, StoreBase,
-        SweepStore, TodoStore, TokenStore, WebhookStore,
+        ActivityStore, AdmissionStore, AgentStore, DeliveryStore, EndpointStore, HookStore,
+        HumanStore, PresenceStore, RegistryStore, RingStore, ScheduleStore, StatsStore, Store,
+        StoreBase, SweepStore, TodoStore, TokenStore, WebhookStore,
     };
 }

@@ -846,3 +846,16 @@ pub struct Admission {
     pub usage: crate::domain::admission::Usage,
     pub updated_at: Timestamp,
 }
+
+/// What happened in one queue during one bucket of a range's length: as an
+/// instance adds it, and as a chart reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueActivity {
+    pub endpoint_id: String,
+    pub queue: String,
+    /// Whose bucket length this is.
+    pub range: crate::domain::activity::ActivityRange,
+    /// The bucket's start.
+    pub bucket_at: Timestamp,
+    pub activity: crate::domain::activity::Activity,
+}

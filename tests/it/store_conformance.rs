@@ -11,6 +11,8 @@ use crate::support;
 #[path = "conformance/common.rs"]
 pub(crate) mod common;
 
+#[path = "conformance/activity.rs"]
+mod activity;
 #[path = "conformance/admission.rs"]
 mod admission;
 #[path = "conformance/attempts.rs"]

@@ -1,5 +1,6 @@
 //! One module per resource.
 
+pub(super) mod activity;
 pub(super) mod admission;
 pub(super) mod agents;
 pub(super) mod deliveries;

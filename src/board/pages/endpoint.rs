@@ -257,7 +257,30 @@ pub(crate) async fn push(
 ) -> Result<Response, BoardError> {
     let human = &form.signed.human.id;
     let endpoint = state.store.get_endpoint(human, &slug).await?;
-    let back_to = path_of(&endpoint.slug);
+    // The queue page's push form comes back to that queue's charts.
+    let back_to = match form.fields.text("return") {
+        Some("queues") => {
+            let mut pairs = vec![("endpoint", endpoint.slug.as_str())];
+            if let Some(queue) = form.fields.text("queue") {
+                pairs.push(("queue", queue));
+            }
+            format!(
+                "/board/queues?{}",
+                serde_urlencoded::to_string(pairs).unwrap_or_default()
+            )
+        }
+        _ => path_of(&endpoint.slug),
+    };
+    let priority = match form.fields.text("priority").map(str::parse::<i64>) {
+        None => None,
+        Some(Ok(n)) => Some(n),
+        Some(Err(_)) => {
+            return Ok(back(
+                &back_to,
+                Err("priority: must be a whole number".to_owned()),
+            ));
+        }
+    };
     // Checked before the token is spent, so that a typo can be fixed and sent again.
     let payload = match form.fields.text("payload") {
         None => None,
@@ -285,6 +308,8 @@ pub(crate) async fn push(
         title: form.fields.get("title").unwrap_or("").trim().to_owned(),
         queue: form.fields.text("queue").map(str::to_owned),
         payload,
+        priority,
+        delay: form.fields.text("delay").map(str::to_owned),
         ..ops::todos::Push::default()
     };
     let outcome = match ops::todos::push(&state.delivery, human, &endpoint.id, request).await {

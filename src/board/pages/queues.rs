@@ -3,6 +3,12 @@
 //! limits, held and until) and a pause toggle per endpoint and per queue
 //! (`docs/queue.md`, "Admission"). Counts read the live todos only (the
 //! pending, claimed and retry indexes), never the history.
+//!
+//! Under the table, charts of a range (`?range=hour|day|week`) for all the
+//! human's active endpoints, one endpoint (`?endpoint=<slug>`) or one queue
+//! (`&queue=<name>`), read from the stored activity buckets
+//! (`domain::activity`): at most 168 per queue, whatever the history holds.
+//! With one endpoint chosen, a push form for it.
 
 use askama::Template;
 use axum::extract::{Path, Query, State};
@@ -11,9 +17,11 @@ use axum::response::Response;
 use super::refusal;
 use crate::board::BoardState;
 use crate::board::auth::Signed;
+use crate::board::charts::{self, BucketRow, Chart};
 use crate::board::error::BoardError;
 use crate::board::form::CsrfForm;
 use crate::board::view::{Layout, Messages, all_endpoints, back, relative, render};
+use crate::domain::activity::{ActivityRange, series};
 use crate::domain::admission::held;
 use crate::domain::doorbell::age_label;
 use crate::ops;
@@ -27,6 +35,7 @@ struct QueueRow {
     pending: i64,
     in_flight: i64,
     retrying: i64,
+    dead_letters: i64,
     oldest: String,
     paused: bool,
     limits: String,
@@ -34,11 +43,56 @@ struct QueueRow {
     held: String,
 }
 
+/// `?range=…&endpoint=…&queue=…`: what the charts show.
+#[derive(Debug, Default, serde::Deserialize)]
+pub(crate) struct ChartQuery {
+    range: Option<String>,
+    endpoint: Option<String>,
+    queue: Option<String>,
+}
+
+/// A link of the range picker.
+struct RangeLink {
+    label: &'static str,
+    href: String,
+    current: bool,
+}
+
+/// The endpoint the charts (and the push form) are about, when one is chosen.
+struct Chosen {
+    slug: String,
+    queues: Vec<String>,
+    queue: Option<String>,
+}
+
 #[derive(Template)]
 #[template(path = "board/queues.html")]
 struct QueuesPage {
     layout: Layout,
     rows: Vec<QueueRow>,
+    /// `all active endpoints`, `reviewer`, `reviewer / triage`.
+    scope: String,
+    ranges: Vec<RangeLink>,
+    charts: Vec<Chart>,
+    buckets: Vec<BucketRow>,
+    chosen: Option<Chosen>,
+    push_nonce: String,
+    /// The link that keeps the charts as they are (the live region's URL).
+    self_href: String,
+}
+
+fn href(range: ActivityRange, endpoint: Option<&str>, queue: Option<&str>) -> String {
+    let mut pairs = vec![("range", range.as_str())];
+    if let Some(e) = endpoint {
+        pairs.push(("endpoint", e));
+        if let Some(q) = queue {
+            pairs.push(("queue", q));
+        }
+    }
+    format!(
+        "/board/queues?{}",
+        serde_urlencoded::to_string(pairs).unwrap_or_default()
+    )
 }
 
 fn limits_text(a: Option<&Admission>) -> String {
@@ -62,18 +116,45 @@ pub(crate) async fn page(
     State(state): State<BoardState>,
     signed: Signed,
     Query(messages): Query<Messages>,
+    Query(query): Query<ChartQuery>,
 ) -> Result<Response, BoardError> {
     let now = state.store.clock().now();
+    let range = query
+        .range
+        .as_deref()
+        .and_then(ActivityRange::parse)
+        .unwrap_or(ActivityRange::Hour);
     let mut rows = Vec::new();
+    let mut charted: Vec<String> = Vec::new();
+    let mut chosen: Option<Chosen> = None;
     for endpoint in all_endpoints(&state, &signed.human.id).await? {
         if !endpoint.is_active() {
             continue;
+        }
+        match query.endpoint.as_deref() {
+            None | Some("") => charted.push(endpoint.id.clone()),
+            Some(slug) if slug == endpoint.slug => {
+                charted.push(endpoint.id.clone());
+                chosen = Some(Chosen {
+                    slug: endpoint.slug.clone(),
+                    queues: endpoint.scope_queues.clone(),
+                    queue: query
+                        .queue
+                        .clone()
+                        .filter(|q| endpoint.scope_queues.contains(q)),
+                });
+            }
+            Some(_) => {}
         }
         let summary = state
             .store
             .queue_summary(&endpoint.caller(), None, SUMMARY_TOP)
             .await?;
         let levels = state.store.unscoped_admission(&endpoint.id).await?;
+        let dead = state
+            .store
+            .unscoped_dead_letters_by_queue(&endpoint.id)
+            .await?;
         let level = |queue: Option<&str>| levels.iter().find(|a| a.queue.as_deref() == queue);
         let hold_text = |a: Option<&Admission>| {
             a.and_then(|a| held(&a.limits, &a.usage, now))
@@ -94,6 +175,7 @@ pub(crate) async fn page(
             pending: 0,
             in_flight: 0,
             retrying: 0,
+            dead_letters: 0,
             oldest: String::new(),
             paused: level(None).is_some_and(|a| a.limits.paused),
             limits: limits_text(level(None)),
@@ -105,6 +187,7 @@ pub(crate) async fn page(
             let counts = summary.queues.iter().find(|q| &q.queue == queue);
             let (pending, in_flight, retrying) =
                 counts.map_or((0, 0, 0), |c| (c.pending, c.claimed, c.held));
+            let dead_letters = dead.iter().find(|(q, _)| q == queue).map_or(0, |(_, n)| *n);
             let at = counts.and_then(|c| c.oldest_pending_at);
             oldest = match (oldest, at) {
                 (Some(a), Some(b)) => Some(a.min(b)),
@@ -113,6 +196,7 @@ pub(crate) async fn page(
             total.pending += pending;
             total.in_flight += in_flight;
             total.retrying += retrying;
+            total.dead_letters += dead_letters;
             let a = level(Some(queue));
             queue_rows.push(QueueRow {
                 endpoint: endpoint.slug.clone(),
@@ -120,6 +204,7 @@ pub(crate) async fn page(
                 pending,
                 in_flight,
                 retrying,
+                dead_letters,
                 oldest: at
                     .map(|t| age_label(now.as_millis() - t.as_millis()))
                     .unwrap_or_default(),
@@ -134,8 +219,57 @@ pub(crate) async fn page(
         rows.push(total);
         rows.extend(queue_rows);
     }
-    let layout = Layout::new(&signed, "queues", "Queues").with_messages(&messages);
-    Ok(render(&QueuesPage { layout, rows }))
+    let mut layout = Layout::new(&signed, "queues", "Queues").with_messages(&messages);
+    let (endpoint, queue) = match &chosen {
+        Some(c) => (Some(c.slug.as_str()), c.queue.as_deref()),
+        None => (None, None),
+    };
+    if query.endpoint.as_deref().is_some_and(|e| !e.is_empty()) && chosen.is_none() {
+        layout.error = Some(format!(
+            "endpoint: no active endpoint of yours is called {:?}; showing all of them",
+            query.endpoint.as_deref().unwrap_or_default()
+        ));
+    }
+    let stored = state
+        .store
+        .queue_activity(&charted, queue, range, range.first_bucket(now))
+        .await?;
+    let series = series(
+        range,
+        now,
+        stored.into_iter().map(|row| (row.bucket_at, row.activity)),
+    );
+    let scope = match (endpoint, queue) {
+        (None, _) => "all active endpoints".to_owned(),
+        (Some(e), None) => e.to_owned(),
+        (Some(e), Some(q)) => format!("{e} / {q}"),
+    };
+    let page = QueuesPage {
+        layout,
+        rows,
+        scope,
+        ranges: ActivityRange::ALL
+            .into_iter()
+            .map(|r| RangeLink {
+                label: match r {
+                    ActivityRange::Hour => "Last hour",
+                    ActivityRange::Day => "Last day",
+                    ActivityRange::Week => "Last week",
+                },
+                href: href(r, endpoint, queue),
+                current: r == range,
+            })
+            .collect(),
+        charts: vec![
+            charts::throughput(range, &series),
+            charts::latency(range, &series),
+        ],
+        buckets: charts::bucket_rows(&series),
+        self_href: href(range, endpoint, queue),
+        chosen,
+        push_nonce: ops::forms::mint_nonce(),
+    };
+    Ok(render(&page))
 }
 
 /// Pauses or resumes claims on an endpoint (`queue` empty) or one of its

@@ -55,6 +55,18 @@ pub enum EndpointCommand {
     Resume(LevelArgs),
     /// Limit claims: at most N at once, and/or at most M per window.
     Limit(LimitArgs),
+    /// What the endpoint's queues did over the last hour, day or week:
+    /// created, completed, failed, dead-lettered, and the time to claim and
+    /// to complete (the board's queue charts, as numbers).
+    Activity {
+        reference: String,
+        /// `hour` (per minute), `day` (per quarter hour) or `week` (per hour).
+        #[arg(long, default_value = "hour")]
+        range: String,
+        /// One queue of the endpoint; all of them when left out.
+        #[arg(long)]
+        queue: Option<String>,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -256,6 +268,20 @@ pub(crate) async fn run(args: EndpointArgs) -> anyhow::Result<()> {
                 .await?;
             emit(json, &response, print_admission)
         }
+        EndpointCommand::Activity {
+            reference,
+            range,
+            queue,
+        } => {
+            let mut query = vec![("range", range)];
+            if let Some(queue) = queue {
+                query.push(("queue", queue));
+            }
+            let response = client
+                .get(&["endpoints", &reference, "activity"], &query)
+                .await?;
+            emit(json, &response, print_activity)
+        }
         EndpointCommand::Pause(level) => {
             set_admission(&client, json, &level, |l| {
                 l["paused"] = json!(true);
@@ -331,6 +357,48 @@ async fn set_admission(
     };
     let response = client.put(&path, &limits).await?;
     emit(json, &response, print_admission)
+}
+
+/// The range's totals, then each interval with activity, newest first.
+fn print_activity(body: &Value) -> anyhow::Result<()> {
+    let ms = |v: &Value| match v.as_i64() {
+        Some(ms) if ms >= 60_000 => format!("{:.1} min", ms as f64 / 60_000.0),
+        Some(ms) if ms >= 1_000 => format!("{:.1} s", ms as f64 / 1_000.0),
+        Some(ms) => format!("{ms} ms"),
+        None => "-".to_owned(),
+    };
+    let line = |n: &Value| {
+        format!(
+            "{} created, {} completed, {} failed, {} dead-lettered; claim p50 {} p95 {}, complete p50 {} p95 {}",
+            n["created"],
+            n["completed"],
+            n["failed"],
+            n["dead_lettered"],
+            ms(&n["claim_p50_ms"]),
+            ms(&n["claim_p95_ms"]),
+            ms(&n["complete_p50_ms"]),
+            ms(&n["complete_p95_ms"]),
+        )
+    };
+    let scope = match body["queue"].as_str() {
+        Some(queue) => format!("{} / {queue}", text(body, "endpoint")),
+        None => text(body, "endpoint").to_owned(),
+    };
+    println!(
+        "{scope}, last {}: {}",
+        text(body, "range"),
+        line(&body["totals"])
+    );
+    let buckets = body["buckets"].as_array().cloned().unwrap_or_default();
+    for bucket in buckets.iter().rev() {
+        let busy = ["created", "completed", "failed", "dead_lettered"]
+            .iter()
+            .any(|k| bucket[*k].as_u64().unwrap_or(0) > 0);
+        if busy {
+            println!("  {}  {}", text(bucket, "at"), line(bucket));
+        }
+    }
+    Ok(())
 }
 
 fn print_admission(body: &Value) -> anyhow::Result<()> {

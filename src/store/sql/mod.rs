@@ -29,6 +29,7 @@ macro_rules! below_attempt_cap {
     };
 }
 
+mod activity;
 mod admission;
 mod agents;
 mod deliveries;

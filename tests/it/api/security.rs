@@ -222,6 +222,13 @@ fn endpoint_routes() -> Vec<Route> {
         },
         |r| {
             (
+                Method::GET,
+                format!("/api/v1/endpoints/{r}/activity?range=day"),
+                Body::None,
+            )
+        },
+        |r| {
+            (
                 Method::PUT,
                 format!("/api/v1/endpoints/{r}/admission"),
                 Body::Json(json!({ "paused": true })),

@@ -28,7 +28,7 @@ fn screenshots_dir() -> PathBuf {
 }
 
 /// Whether the browser tests can run; panics when they must and cannot.
-fn browser_ready() -> bool {
+pub(super) fn browser_ready() -> bool {
     let required = std::env::var_os("SWITCHBOARD_REQUIRE_BROWSER").is_some();
     if !Path::new(CHROMIUM).exists() {
         assert!(
@@ -77,46 +77,21 @@ async fn the_board_works_in_chromium() {
     let bob = make_human(&server, "bob");
     let unheard = fleet(&server, &admin, &alpha.id).await;
 
-    let mut child = Command::new("node")
-        .arg(script_dir().join("board.mjs"))
-        .env("BOARD_URL", format!("http://{}", server.addr))
-        .env("TOKEN_A", &admin)
-        .env("TOKEN_B", &bob.token)
-        .env("SLUG_A", &alpha.slug)
-        .env("TODO_A", &todo)
-        .env("CREDENTIAL_A", &alpha.credential)
-        .env("SHOTS", screenshots_dir())
-        .env("CHROMIUM", CHROMIUM)
-        .env("BULK", "1")
-        .env("SLUG_UNHEARD", &unheard)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run node");
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if started.elapsed() > SCENARIO_TIMEOUT {
-            let _ = child.kill();
-            panic!("the browser scenario took longer than {SCENARIO_TIMEOUT:?}");
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
-    let out = child.wait_with_output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(status.success(), "board.mjs failed:\n{stdout}\n{stderr}");
-    let summary: serde_json::Value =
-        serde_json::from_str(stdout.lines().last().unwrap_or("")).expect("a JSON summary");
-    assert_eq!(summary["ok"], true);
-    let checks: Vec<&str> = summary["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c.as_str().unwrap())
-        .collect();
+    let board_url = format!("http://{}", server.addr);
+    let checks = run_scenario(
+        "board.mjs",
+        &[
+            ("BOARD_URL", board_url.as_str()),
+            ("TOKEN_A", &admin),
+            ("TOKEN_B", &bob.token),
+            ("SLUG_A", &alpha.slug),
+            ("TODO_A", &todo),
+            ("CREDENTIAL_A", &alpha.credential),
+            ("BULK", "1"),
+            ("SLUG_UNHEARD", &unheard),
+        ],
+    )
+    .await;
     for expected in [
         "sign-in",
         "pages",
@@ -139,7 +114,7 @@ async fn the_board_works_in_chromium() {
         "sign-out",
     ] {
         assert!(
-            checks.contains(&expected),
+            checks.iter().any(|c| c == expected),
             "{expected} did not run: {checks:?}"
         );
     }
@@ -168,6 +143,48 @@ async fn the_board_works_in_chromium() {
             assert!(file.exists(), "{file:?}");
         }
     }
+}
+
+/// Runs `tests/board-browser/<script>` in node with `env` (and `SHOTS`,
+/// `CHROMIUM`), bounded by [`SCENARIO_TIMEOUT`]; fails unless it exits 0
+/// with a JSON summary `{"ok": true, "checks": [...]}` as its last line.
+/// Returns the checks it ran.
+pub(super) async fn run_scenario(script: &str, env: &[(&str, &str)]) -> Vec<String> {
+    let mut command = Command::new("node");
+    command
+        .arg(script_dir().join(script))
+        .env("SHOTS", screenshots_dir())
+        .env("CHROMIUM", CHROMIUM)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    let mut child = command.spawn().expect("run node");
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > SCENARIO_TIMEOUT {
+            let _ = child.kill();
+            panic!("{script} took longer than {SCENARIO_TIMEOUT:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(status.success(), "{script} failed:\n{stdout}\n{stderr}");
+    let summary: serde_json::Value =
+        serde_json::from_str(stdout.lines().last().unwrap_or("")).expect("a JSON summary");
+    assert_eq!(summary["ok"], true);
+    summary["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap().to_owned())
+        .collect()
 }
 
 /// A few more endpoints, so that the overview shows the conditions an

@@ -108,3 +108,49 @@ async fn the_queues_page_counts_each_queue_and_pauses_and_resumes_claims() {
         .await;
     assert_eq!(foreign.status, 404);
 }
+
+/// The queue page in Chromium (`tests/board-browser/queues.mjs`): charts
+/// that fill in by themselves while an agent works a queue over MCP, the
+/// range picker, the push form, light and dark, phone width.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_queue_page_charts_fill_in_live_in_chromium() {
+    if !super::browser::browser_ready() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut flags = HIGH_RATES.to_vec();
+    flags.extend(["--activity-interval", "200ms"]);
+    let server = Server::start(dir.path(), &flags);
+    let admin = server.first_token.clone();
+    let ep = vend(
+        &server,
+        &admin,
+        json!({"agent": "charted", "queues": ["inbox", "ci"]}),
+    )
+    .await;
+    let board_url = format!("http://{}", server.addr);
+    let checks = super::browser::run_scenario(
+        "queues.mjs",
+        &[
+            ("BOARD_URL", board_url.as_str()),
+            ("TOKEN", &admin),
+            ("SLUG", &ep.slug),
+            ("CREDENTIAL", &ep.credential),
+        ],
+    )
+    .await;
+    for expected in [
+        "sign-in",
+        "empty",
+        "live-charts",
+        "ranges",
+        "schemes",
+        "push",
+        "phone-width",
+    ] {
+        assert!(
+            checks.iter().any(|c| c == expected),
+            "{expected} did not run: {checks:?}"
+        );
+    }
+}

@@ -628,6 +628,46 @@ fn schedule_commands_add_list_pause_resume_and_remove() {
 }
 
 #[test]
+fn endpoint_activity_prints_the_range_and_its_busy_intervals() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &["--activity-interval", "100ms"]);
+    let cli = Client::new(dir.path());
+    cli.login(&server);
+    let vended = cli.json(&["endpoint", "vend", "charted", "-q", "inbox", "-q", "ci"]);
+    let slug = vended["slug"].as_str().unwrap();
+    cli.ok(&["todo", "push", slug, "-q", "ci", "first"]);
+    // Written down within a flush; read until it is (bounded).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let view = loop {
+        let view = cli.json(&[
+            "endpoint", "activity", slug, "--range", "day", "--queue", "ci",
+        ]);
+        if view["totals"]["created"] == 1 {
+            break view;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never counted: {view}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert_eq!(view["bucket_seconds"], 900);
+    let text = cli.ok(&["endpoint", "activity", slug, "--queue", "ci"]);
+    assert!(
+        text.starts_with(&format!("{slug} / ci, last hour: 1 created, 0 completed")),
+        "{text}"
+    );
+    assert_eq!(
+        text.lines().count(),
+        2,
+        "the total and the one busy minute: {text}"
+    );
+    let bad = cli.run(&["endpoint", "activity", slug, "--range", "month"]);
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(stderr(&bad).contains("range"), "{}", stderr(&bad));
+}
+
+#[test]
 fn a_saved_token_is_only_sent_to_its_own_server() {
     let dir = tempfile::tempdir().unwrap();
     let cli = Client::new(dir.path());

@@ -344,6 +344,7 @@ pub fn apply_flag(config: &mut ServerConfig, pair: &[&str]) {
         "--session-idle" => config.mcp.idle_limit = duration(value),
         "--maintenance-interval" => config.maintenance.interval = duration(value),
         "--presence-interval" => config.maintenance.presence_interval = duration(value),
+        "--activity-interval" => config.maintenance.activity_interval = duration(value),
         "--unanswered-after" => config.unanswered_after = duration(value),
         "--ring-steps" => {
             config.sweep.steps = value.split(',').map(|step| duration(step.trim())).collect();
