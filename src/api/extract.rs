@@ -2,7 +2,7 @@
 //! behind a bearer token (with the per-human rate limit), JSON bodies that
 //! refuse unknown fields and name the bad one, and query strings.
 
-use axum::extract::{FromRequest, FromRequestParts, Path, Request};
+use axum::extract::{FromRequest, FromRequestParts, MatchedPath, Path, Request};
 use axum::http::request::Parts;
 use axum::http::{Method, header};
 use serde::de::DeserializeOwned;
@@ -11,6 +11,7 @@ use crate::api::ApiState;
 use crate::domain::Timestamp;
 use crate::http::auth::{self, SignedInHuman};
 use crate::http::error::ApiError;
+use crate::ops::Answer;
 use crate::store::{ApiToken, Human};
 
 /// Request bodies of the human API are capped at 64 KiB.
@@ -230,9 +231,54 @@ impl<T: DeserializeOwned + Send> FromRequestParts<ApiState> for ApiPath<T> {
     async fn from_request_parts(parts: &mut Parts, state: &ApiState) -> Result<Self, ApiError> {
         match Path::<T>::from_request_parts(parts, state).await {
             Ok(Path(value)) => Ok(ApiPath(value)),
-            Err(_) => Err(ApiError::not_found()),
+            Err(_) => Err(undecodable(parts)),
         }
     }
+}
+
+/// The 404 for a path that does not decode. On an endpoint's routes, when
+/// the reference itself is what does not decode, it names the reference as
+/// sent, like any unknown one ([`Answer::unknown_endpoint`]).
+fn undecodable(parts: &Parts) -> ApiError {
+    let route = parts
+        .extensions
+        .get::<MatchedPath>()
+        .map(MatchedPath::as_str);
+    if route.is_some_and(|r| r.contains("/endpoints/{reference}")) {
+        let path = parts.uri.path();
+        let raw = path
+            .strip_prefix("/api/v1")
+            .unwrap_or(path)
+            .strip_prefix("/endpoints/")
+            .and_then(|rest| rest.split('/').next());
+        if let Some(raw) = raw
+            && std::str::from_utf8(&percent_decoded(raw)).is_err()
+        {
+            return Answer::unknown_endpoint(raw).into();
+        }
+    }
+    ApiError::not_found()
+}
+
+/// `%XX` escapes decoded to their bytes; anything else kept as it is.
+fn percent_decoded(text: &str) -> Vec<u8> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        match (bytes[i], bytes.get(i + 1), bytes.get(i + 2)) {
+            (b'%', Some(&h), Some(&l)) if hex(h).is_some() && hex(l).is_some() => {
+                out.push((hex(h).unwrap() * 16 + hex(l).unwrap()) as u8);
+                i += 3;
+            }
+            (b, _, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    out
 }
 
 /// A query string, refusing unknown parameters and naming the bad one.

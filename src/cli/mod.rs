@@ -18,7 +18,8 @@ use anyhow::Context;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use commands::{
-    admin, agent, auth, delivery, doctor, endpoint, hook, schedule, shift, todo, token, webhook,
+    admin, agent, auth, delivery, doctor, endpoint, hook, quickstart, schedule, shift, todo, token,
+    webhook,
 };
 
 use crate::api::ApiRates;
@@ -106,6 +107,14 @@ pub enum Command {
     /// Run a headless agent command on every doorbell of an endpoint (a
     /// local runner): `switchboard work MCP_URL -- COMMAND [ARG…]`.
     Work(work::WorkArgs),
+    /// On a running server: sign in (on this machine with the first start's
+    /// token), vend an endpoint, and run the built-in example agent on its
+    /// doorbells; a first todo wakes it. Runs until Ctrl-C.
+    Quickstart(quickstart::QuickstartArgs),
+    /// The built-in example agent `switchboard work` can run: claims the
+    /// endpoint's todos over MCP and completes each (reads
+    /// SWITCHBOARD_MCP_URL and SWITCHBOARD_TOKEN, as the runner sets them).
+    ExampleAgent(work::example::ExampleAgentArgs),
     /// Print a shell completion script, e.g.
     /// `switchboard completions bash > ~/.local/share/bash-completion/completions/switchboard`.
     Completions(CompletionsArgs),
@@ -138,13 +147,13 @@ pub struct DatabaseArgs {
     #[arg(
         long,
         env = "SWITCHBOARD_DATABASE_URL",
-        default_value = "switchboard.db"
+        default_value = server::DEFAULT_DATABASE
     )]
     pub database: String,
 }
 
 impl DatabaseArgs {
-    fn location(&self) -> anyhow::Result<DatabaseLocation> {
+    pub(crate) fn location(&self) -> anyhow::Result<DatabaseLocation> {
         DatabaseLocation::parse(&self.database).map_err(|e| anyhow::anyhow!("--database: {e}"))
     }
 }
@@ -361,6 +370,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Token(args) => token::run(args).await,
         Command::Shift(args) => shift::run(args),
         Command::Work(args) => work::run(args).await,
+        Command::Quickstart(args) => quickstart::run(args).await,
+        Command::ExampleAgent(args) => work::example::run(args).await,
         Command::Completions(args) => {
             use clap::CommandFactory;
             clap_complete::generate(

@@ -158,6 +158,21 @@ impl From<StoreError> for ApiError {
     }
 }
 
+/// A lookup by endpoint reference: its `NotFound` names the reference
+/// ([`Answer::unknown_endpoint`]); every other error answers as usual.
+pub trait NamedEndpoint<T> {
+    fn or_unknown_endpoint(self, reference: &str) -> Result<T, ApiError>;
+}
+
+impl<T> NamedEndpoint<T> for Result<T, StoreError> {
+    fn or_unknown_endpoint(self, reference: &str) -> Result<T, ApiError> {
+        self.map_err(|e| match e {
+            StoreError::NotFound => Answer::unknown_endpoint(reference).into(),
+            e => e.into(),
+        })
+    }
+}
+
 /// The one error policy's answer as the API's envelope.
 impl From<Answer> for ApiError {
     fn from(answer: Answer) -> Self {

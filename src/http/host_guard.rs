@@ -199,6 +199,14 @@ fn split_authority(authority: &str) -> Option<(String, &str)> {
     (port_ok && !name.is_empty()).then(|| (name.to_ascii_lowercase(), port))
 }
 
+/// A URL's host naming this machine (`localhost` in any case, `127.0.0.0/8`,
+/// `::1` with or without its brackets): where a local file may stand in for
+/// a secret (`switchboard login`, the first start's banner).
+pub fn is_loopback_host(host: &str) -> bool {
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    is_loopback_name(&bare.to_ascii_lowercase())
+}
+
 /// A `Host` naming the loopback interface: `localhost`, `127.0.0.0/8`, `::1`.
 fn is_loopback_name(name: &str) -> bool {
     name == "localhost"

@@ -53,6 +53,9 @@ pub const REVOKED_MESSAGE: &str = "the endpoint is revoked";
 /// second is soon enough to try again and slow enough not to hammer.
 pub const RETRY_AFTER_SECS: u64 = 1;
 
+/// How much of a reference an answer repeats (a path may be long).
+const REFERENCE_SHOWN_MAX: usize = 80;
+
 impl Answer {
     /// The table.
     pub fn of(err: &StoreError) -> Self {
@@ -90,6 +93,32 @@ impl Answer {
                 log: LogLevel::Error,
                 ..answer("internal", 500, INTERNAL_MESSAGE.into())
             },
+        }
+    }
+
+    /// `not_found` for an endpoint reference (slug or id) that names none of
+    /// the caller's endpoints: it repeats the reference the caller sent and
+    /// says where to find the right one. It depends on nothing but the
+    /// caller's own input, so another human's endpoint still answers exactly
+    /// like a missing one.
+    pub fn unknown_endpoint(reference: &str) -> Self {
+        let shown: String = reference.chars().take(REFERENCE_SHOWN_MAX).collect();
+        let more = if shown.len() < reference.len() {
+            "…"
+        } else {
+            ""
+        };
+        Self {
+            code: "not_found",
+            status: 404,
+            retryable: false,
+            log: LogLevel::Quiet,
+            message: format!(
+                "no endpoint {shown:?}{more} among yours; `switchboard endpoint list` \
+                 (GET /api/v1/endpoints) shows their slugs"
+            ),
+            field: None,
+            state: None,
         }
     }
 
@@ -169,6 +198,25 @@ mod tests {
         let a = Answer::of(&StoreError::unavailable("host 10.0.0.1 refused"));
         assert_eq!(a.message, UNAVAILABLE_MESSAGE);
         assert_eq!(a.log, LogLevel::Warn);
+    }
+
+    #[test]
+    fn an_unknown_endpoint_is_named_and_pointed_at_the_list() {
+        let a = Answer::unknown_endpoint("reviewer-k3x9");
+        assert_eq!((a.code, a.status), ("not_found", 404));
+        assert_eq!(
+            a.message,
+            "no endpoint \"reviewer-k3x9\" among yours; `switchboard endpoint list` \
+             (GET /api/v1/endpoints) shows their slugs"
+        );
+        let long = "x".repeat(500);
+        let a = Answer::unknown_endpoint(&long);
+        assert!(
+            a.message.contains(&format!("\"{}\"…", "x".repeat(80))),
+            "{}",
+            a.message
+        );
+        assert!(!a.message.contains(&"x".repeat(81)));
     }
 
     #[test]

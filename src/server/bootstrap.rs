@@ -3,10 +3,12 @@
 //!
 //! - An orchestrator may supply the token (`SWITCHBOARD_BOOTSTRAP_TOKEN`):
 //!   only its hash is stored and nothing about it is printed.
-//! - On a terminal with text logs, a banner on stderr shows it (never through
-//!   the logger, whose output may be kept).
-//! - Otherwise (stderr piped, or JSON logs) it is written to a file only its
-//!   owner can read, and only the file's path is logged.
+//! - It is written to a file only its owner can read (beside the SQLite
+//!   file by default), where `switchboard login` on this machine finds it
+//!   by itself (`cli::commands::auth`).
+//! - On a terminal with text logs, a banner on stderr also shows it (never
+//!   through the logger, whose output may be kept); otherwise (stderr piped,
+//!   or JSON logs) only the file's path is logged.
 
 use std::fmt;
 use std::fs::OpenOptions;
@@ -17,10 +19,14 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 
 use crate::domain::ids::check_human_token_shape;
+use crate::http::host_guard::is_loopback_host;
 use crate::mint::new_human_token;
 use crate::store::{DatabaseLocation, Store, StoreError, Taken, store_api_token};
 
 pub(super) const FIRST_HUMAN: &str = "admin";
+
+/// `serve`'s database when none is named: `./switchboard.db`.
+pub const DEFAULT_DATABASE: &str = "switchboard.db";
 
 /// Beside the SQLite file, or in the working directory for PostgreSQL.
 const TOKEN_FILE_SUFFIX: &str = ".bootstrap-token";
@@ -56,7 +62,8 @@ pub struct BootstrapConfig {
 /// Where a minted first token goes.
 #[derive(Debug, Clone, Default)]
 pub enum Reveal {
-    /// A banner on stderr: only for a person at a terminal, with text logs.
+    /// A banner on stderr (only for a person at a terminal, with text logs),
+    /// and the file in the default place.
     Banner,
     /// A file of mode 0600 in the default place ([`default_token_file`]).
     #[default]
@@ -101,8 +108,10 @@ pub(super) async fn first_human(
     // gets its final name once the human exists (a concurrent first start of
     // another instance in the same directory cannot clobber it).
     let pending = match (&config.reveal, supplied) {
-        (_, true) | (Reveal::Banner, _) => None,
-        (Reveal::File, false) => Some(PendingFile::write(default_token_file(database), &token)?),
+        (_, true) => None,
+        (Reveal::File | Reveal::Banner, false) => {
+            Some(PendingFile::write(default_token_file(database), &token)?)
+        }
         (Reveal::FileAt(path), false) => Some(PendingFile::write(path.clone(), &token)?),
     };
     let human = match store.create_human(FIRST_HUMAN).await {
@@ -132,25 +141,52 @@ pub(super) async fn first_human(
         );
         return Ok(());
     }
-    match pending {
-        Some(pending) => {
-            let path = pending.commit()?;
-            tracing::warn!(
-                human = FIRST_HUMAN,
-                token_file = %path.display(),
-                "first start: the first human's API token was written to token_file (mode 0600); \
-                 log in with `switchboard login {public_url} --with-token < FILE`, then delete it"
-            );
-        }
-        None => eprintln!(
+    let Some(pending) = pending else {
+        return Ok(());
+    };
+    let path = pending.commit()?;
+    let login = login_command(public_url, &path);
+    if matches!(config.reveal, Reveal::Banner) {
+        eprintln!(
             "\n  Switchboard: first start on an empty database.\n  \
-             Created the human {FIRST_HUMAN:?}. Its API token is shown this once:\n\n    {token}\n\n  \
-             Sign in:  switchboard login {public_url}\n            \
-             (paste the token at the prompt; never put it on a command line)\n  \
-             Board:    {public_url}/\n"
-        ),
+             Created the human {FIRST_HUMAN:?}. Its API token (the board asks for it):\n\n    \
+             {token}\n\n  \
+             It is also in {} (mode 0600), where the CLI on this machine finds it.\n  \
+             Sign in:  {login}\n            \
+             (before `cargo install --locked --path .`: cargo run --release -- login …)\n  \
+             Board:    {public_url}/\n",
+            path.display()
+        );
+    } else {
+        tracing::warn!(
+            human = FIRST_HUMAN,
+            token_file = %path.display(),
+            "first start: the first human's API token was written to token_file (mode 0600); \
+             on this machine `{login}` reads it (before `cargo install --locked --path .`: \
+             `cargo run --release -- login …`); elsewhere `switchboard login {public_url} \
+             --with-token < FILE`; delete it once you have a token of your own"
+        );
     }
     Ok(())
+}
+
+/// The `login` line that works on this machine without a terminal: the
+/// short form where `login` looks by default (beside `./switchboard.db`,
+/// run from the server's directory), else the file on standard input.
+fn login_command(public_url: &str, path: &Path) -> String {
+    let default = default_token_file(&DatabaseLocation::Sqlite(PathBuf::from(DEFAULT_DATABASE)));
+    let here = std::env::current_dir().map(|d| d.join(&default));
+    // `login` reads the file only for a URL on this machine.
+    let loopback = reqwest::Url::parse(public_url)
+        .ok()
+        .is_some_and(|u| u.host_str().is_some_and(is_loopback_host));
+    match here.and_then(std::fs::canonicalize) {
+        Ok(here) if loopback && here == path => format!("switchboard login {public_url}"),
+        _ => format!(
+            "switchboard login {public_url} --with-token < {}",
+            path.display()
+        ),
+    }
 }
 
 /// A token file written under a temporary name, renamed into place once the

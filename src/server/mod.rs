@@ -23,7 +23,9 @@ use axum::Router;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-pub use bootstrap::{BootstrapConfig, BootstrapToken, Reveal};
+pub use bootstrap::{
+    BootstrapConfig, BootstrapToken, DEFAULT_DATABASE, Reveal, default_token_file,
+};
 pub use health::{HealthState, NotReady};
 pub use listen::ServeLimits;
 pub use maintenance::MaintenanceConfig;

@@ -158,7 +158,11 @@ fn bad_configuration_exits_1_and_usage_errors_exit_2() {
 async fn serves_on_postgresql_when_configured() {
     let Ok(admin_url) = std::env::var(PG_ENV) else {
         assert!(std::env::var_os(REQUIRE_PG_ENV).is_none());
-        eprintln!("SKIPPED (PostgreSQL): serves_on_postgresql_when_configured: set {PG_ENV}");
+        crate::support::skips::skipped(
+            crate::support::skips::Kind::PostgreSql,
+            "serves_on_postgresql_when_configured",
+            &format!("set {PG_ENV}"),
+        );
         return;
     };
     let database = ThrowawayDatabase::create(&admin_url, "sb_bin")

@@ -224,23 +224,38 @@ fn children_of(parent: u32) -> Vec<rustix::process::Pid> {
 }
 
 /// On a terminal with text logs, a person sees the banner: the token, the
-/// prompt form of `login` (never the token on a command line), the board.
+/// file it is also in (where `login` on this machine finds it), a `login`
+/// that needs no terminal and one for before the install (never the token
+/// on a command line), the board.
 #[test]
 fn a_terminal_gets_the_banner_without_a_token_on_a_command_line() {
     let dir = tempfile::tempdir().unwrap();
     let text = serve_on_a_terminal(dir.path(), &[]);
     let token = find_token(&text, "sbh_").expect("the banner shows the token");
+    let file = dir.path().join("switchboard.db.bootstrap-token");
+    assert_mode_0600(&file);
+    assert_eq!(std::fs::read_to_string(&file).unwrap().trim(), token);
+    // `script` writes the terminal's CR LF line ends.
+    let text = text.replace("\r\n", "\n");
     assert!(
-        text.contains("switchboard login http://127.0.0.1:"),
+        text.contains(&format!(
+            "It is also in {} (mode 0600)",
+            file.canonicalize().unwrap().display()
+        )),
         "{text}"
     );
+    // Run where the server runs, the short form finds the file itself.
+    assert!(
+        text.contains("Sign in:  switchboard login http://127.0.0.1:"),
+        "{text}"
+    );
+    assert!(text.contains("cargo run --release -- login"), "{text}");
     assert!(!text.contains(&format!("--token {token}")), "{text}");
     assert!(!text.contains("--token sbh_"), "{text}");
     assert!(
         text.contains("Board:    http://127.0.0.1:"),
         "the board is advertised:\n{text}"
     );
-    assert!(!dir.path().join("switchboard.db.bootstrap-token").exists());
 }
 
 /// JSON logs on a terminal are still for a collector: the token goes to the

@@ -155,9 +155,10 @@ fn ready_or_skip(client: &Client, test: &str) -> Option<String> {
                 "{REQUIRE_ENV} is set but {} cannot run here: {why}",
                 client.package
             );
-            eprintln!(
-                "SKIPPED (clients): {test}: {} cannot run here: {why}",
-                client.package
+            crate::support::skips::skipped(
+                crate::support::skips::Kind::Clients,
+                test,
+                &format!("{} cannot run here: {why}", client.package),
             );
             None
         }

@@ -55,7 +55,7 @@ async fn faulty(test: &str, n: usize, maintenance_interval: &str) -> Option<Faul
 /// a superuser unless it is `postgres`), so that a test can refuse one
 /// instance's logins (`ALTER ROLE … NOLOGIN`) and not the others'.
 async fn faulty_as(test: &str, roles: &[&str], maintenance_interval: &str) -> Option<Faulty> {
-    let pg = tokio::task::block_in_place(|| PgCluster::start_new(test))?;
+    let pg = tokio::task::block_in_place(|| crate::support::skips::throwaway_cluster(test))?;
     for role in roles.iter().filter(|r| **r != "postgres") {
         pg.sql(&format!("CREATE ROLE {role} LOGIN SUPERUSER")).await;
     }

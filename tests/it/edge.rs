@@ -497,7 +497,11 @@ fn on_a_terminal(dir: &std::path::Path, no_color: Option<&str>) -> Option<String
 fn no_color_turns_colours_off_on_a_terminal() {
     let dir = tempfile::tempdir().unwrap();
     let Some(coloured) = on_a_terminal(dir.path(), None) else {
-        println!("SKIPPED (no `script` to make a terminal)");
+        crate::support::skips::skipped(
+            crate::support::skips::Kind::Terminal,
+            "no_color_turns_colours_off_on_a_terminal",
+            "no `script` to make a terminal",
+        );
         return;
     };
     assert!(coloured.contains("switchboard is serving"), "{coloured}");

@@ -15,7 +15,6 @@ use tokio::net::TcpStream;
 
 use crate::support::mcp::{Mcp, client};
 use crate::support::server::Process;
-use switchboard::testkit::PgCluster;
 
 /// A `serve` process with generous rates and `extra` flags, and its admin token.
 struct Served {
@@ -145,7 +144,9 @@ impl Served {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_postgres_stopped_every_request_answers_503_within_a_second_then_recovers() {
-    let Some(pg) = tokio::task::block_in_place(|| PgCluster::start_new("faults_pg_stopped")) else {
+    let Some(pg) = tokio::task::block_in_place(|| {
+        crate::support::skips::throwaway_cluster("faults_pg_stopped")
+    }) else {
         return;
     };
     let url = pg.url();

@@ -24,6 +24,7 @@ mod cluster_faults;
 mod delivery;
 mod edge;
 mod faults;
+mod first_doorbell;
 mod hooks;
 mod hostile_http;
 mod intake;

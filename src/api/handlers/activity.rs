@@ -11,7 +11,7 @@ use crate::api::ApiState;
 use crate::api::extract::{ApiPath, ApiQuery, HumanAuth};
 use crate::domain::Invalid;
 use crate::domain::activity::{Activity, ActivityRange, LatencyHistogram, series};
-use crate::http::error::{ApiResult, ErrorBody};
+use crate::http::error::{ApiResult, ErrorBody, NamedEndpoint};
 
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
@@ -108,7 +108,11 @@ pub(crate) async fn show(
         Some(text) => ActivityRange::parse(text)
             .ok_or_else(|| Invalid::new("range", "must be hour, day or week"))?,
     };
-    let endpoint = state.store.get_endpoint(&auth.human.id, &reference).await?;
+    let endpoint = state
+        .store
+        .get_endpoint(&auth.human.id, &reference)
+        .await
+        .or_unknown_endpoint(&reference)?;
     if let Some(queue) = &q.queue
         && !endpoint.scope_queues.contains(queue)
     {

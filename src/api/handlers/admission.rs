@@ -11,7 +11,7 @@ use crate::api::ApiState;
 use crate::api::extract::{ApiJson, ApiPath, HumanAuth};
 use crate::domain::admission::{Limits, held};
 use crate::domain::duration::parse_positive_duration;
-use crate::http::error::{ApiResult, ErrorBody};
+use crate::http::error::{ApiResult, ErrorBody, NamedEndpoint};
 use crate::ops;
 use crate::ops::admission::AdmissionOf;
 
@@ -128,7 +128,9 @@ pub(crate) async fn show(
     auth: HumanAuth,
     ApiPath(reference): ApiPath<String>,
 ) -> ApiResult<Json<AdmissionView>> {
-    let of = ops::admission::read(&state.delivery, &auth.human.id, &reference).await?;
+    let of = ops::admission::read(&state.delivery, &auth.human.id, &reference)
+        .await
+        .or_unknown_endpoint(&reference)?;
     Ok(Json(AdmissionView::of(&of, state.store.clock().now())))
 }
 
@@ -152,7 +154,9 @@ pub(crate) async fn set_endpoint(
     ApiJson(body): ApiJson<SetAdmission>,
 ) -> ApiResult<Json<AdmissionView>> {
     let limits = body.limits()?;
-    let of = ops::admission::set(&state.delivery, &auth.human.id, &reference, None, limits).await?;
+    let of = ops::admission::set(&state.delivery, &auth.human.id, &reference, None, limits)
+        .await
+        .or_unknown_endpoint(&reference)?;
     Ok(Json(AdmissionView::of(&of, state.store.clock().now())))
 }
 
@@ -186,6 +190,7 @@ pub(crate) async fn set_queue(
         Some(&queue),
         limits,
     )
-    .await?;
+    .await
+    .or_unknown_endpoint(&reference)?;
     Ok(Json(AdmissionView::of(&of, state.store.clock().now())))
 }

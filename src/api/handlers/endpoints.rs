@@ -15,7 +15,7 @@ use crate::api::views::{
 };
 use crate::delivery::Doorbells;
 use crate::delivery::fleet::session_statuses;
-use crate::http::error::{ApiResult, ErrorBody};
+use crate::http::error::{ApiResult, ErrorBody, NamedEndpoint};
 use crate::ops;
 use crate::store::{Endpoint, EndpointActivity};
 
@@ -194,7 +194,11 @@ pub(crate) async fn show(
     auth: HumanAuth,
     ApiPath(reference): ApiPath<String>,
 ) -> ApiResult<Json<EndpointView>> {
-    let endpoint = state.store.get_endpoint(&auth.human.id, &reference).await?;
+    let endpoint = state
+        .store
+        .get_endpoint(&auth.human.id, &reference)
+        .await
+        .or_unknown_endpoint(&reference)?;
     Ok(Json(endpoint_view(&state, &endpoint).await?))
 }
 
@@ -228,7 +232,11 @@ pub(crate) async fn edit(
     ApiPath(reference): ApiPath<String>,
     ApiJson(body): ApiJson<EditEndpoint>,
 ) -> ApiResult<Json<EndpointView>> {
-    let endpoint = state.store.get_endpoint(&auth.human.id, &reference).await?;
+    let endpoint = state
+        .store
+        .get_endpoint(&auth.human.id, &reference)
+        .await
+        .or_unknown_endpoint(&reference)?;
     let endpoint = match body.default_lease_ttl_seconds {
         None => endpoint,
         Some(value) => {
@@ -318,7 +326,11 @@ pub(crate) async fn test_ring(
     ApiPath(reference): ApiPath<String>,
     ApiJson(body): ApiJson<TestRingRequest>,
 ) -> ApiResult<Json<TestRingView>> {
-    let endpoint = state.store.get_endpoint(&auth.human.id, &reference).await?;
+    let endpoint = state
+        .store
+        .get_endpoint(&auth.human.id, &reference)
+        .await
+        .or_unknown_endpoint(&reference)?;
     let ring = ops::endpoints::test_ring(&state.delivery, &endpoint, body.wait_seconds).await?;
     Ok(Json(ring.into()))
 }
@@ -340,7 +352,11 @@ pub(crate) async fn revoke(
     auth: HumanAuth,
     ApiPath(reference): ApiPath<String>,
 ) -> ApiResult<Json<EndpointView>> {
-    let endpoint = state.store.get_endpoint(&auth.human.id, &reference).await?;
+    let endpoint = state
+        .store
+        .get_endpoint(&auth.human.id, &reference)
+        .await
+        .or_unknown_endpoint(&reference)?;
     ops::endpoints::revoke(&state.delivery, &auth.human.id, &endpoint).await?;
     let endpoint = state
         .store
@@ -365,7 +381,11 @@ pub(crate) async fn remove(
     auth: HumanAuth,
     ApiPath(reference): ApiPath<String>,
 ) -> ApiResult<StatusCode> {
-    let endpoint = state.store.get_endpoint(&auth.human.id, &reference).await?;
+    let endpoint = state
+        .store
+        .get_endpoint(&auth.human.id, &reference)
+        .await
+        .or_unknown_endpoint(&reference)?;
     ops::endpoints::delete(&state.delivery, &auth.human.id, &endpoint.id).await?;
     Ok(StatusCode::NO_CONTENT)
 }

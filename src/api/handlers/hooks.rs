@@ -8,7 +8,7 @@ use crate::api::ApiState;
 use crate::api::extract::{ApiJson, ApiPath, HumanAuth};
 use crate::api::views::{HookDeliveryView, HookList, HookTestView, HookView, NewHookView};
 use crate::delivery::hooks::Delivered;
-use crate::http::error::{ApiResult, ErrorBody};
+use crate::http::error::{ApiResult, ErrorBody, NamedEndpoint};
 use crate::ops;
 use crate::store::{Hook, HookDelivery};
 
@@ -76,7 +76,11 @@ pub(crate) async fn list(
     auth: HumanAuth,
     ApiPath(reference): ApiPath<String>,
 ) -> ApiResult<Json<HookList>> {
-    let endpoint = state.store.get_endpoint(&auth.human.id, &reference).await?;
+    let endpoint = state
+        .store
+        .get_endpoint(&auth.human.id, &reference)
+        .await
+        .or_unknown_endpoint(&reference)?;
     let hooks = state.store.list_hooks(&auth.human.id, &endpoint.id).await?;
     let mut views = Vec::with_capacity(hooks.len());
     for hook in &hooks {
@@ -119,7 +123,11 @@ pub(crate) async fn add(
     ApiPath(reference): ApiPath<String>,
     ApiJson(body): ApiJson<AddHook>,
 ) -> ApiResult<(StatusCode, Json<NewHookView>)> {
-    let endpoint = state.store.get_endpoint(&auth.human.id, &reference).await?;
+    let endpoint = state
+        .store
+        .get_endpoint(&auth.human.id, &reference)
+        .await
+        .or_unknown_endpoint(&reference)?;
     let issued = ops::hooks::add(&state.delivery, &auth.human.id, &endpoint, &body.url).await?;
     let view = NewHookView {
         secret: issued.secret,

@@ -8,7 +8,7 @@ use crate::api::extract::{ApiJson, ApiPath, HumanAuth};
 use crate::delivery::presence::{self as service, PresenceView};
 use crate::domain::Timestamp;
 use crate::domain::presence::Presence;
-use crate::http::error::{ApiError, ApiResult, ErrorBody};
+use crate::http::error::{ApiError, ApiResult, ErrorBody, NamedEndpoint};
 use crate::ops;
 use crate::store::Endpoint;
 
@@ -60,7 +60,11 @@ pub(crate) async fn show(
     auth: HumanAuth,
     ApiPath(reference): ApiPath<String>,
 ) -> ApiResult<Json<PresenceBody>> {
-    let endpoint = state.store.get_endpoint(&auth.human.id, &reference).await?;
+    let endpoint = state
+        .store
+        .get_endpoint(&auth.human.id, &reference)
+        .await
+        .or_unknown_endpoint(&reference)?;
     body(&state, &endpoint).await
 }
 
@@ -94,7 +98,11 @@ pub(crate) async fn set(
     ApiPath(reference): ApiPath<String>,
     ApiJson(req): ApiJson<SetPresence>,
 ) -> ApiResult<Json<PresenceBody>> {
-    let endpoint = state.store.get_endpoint(&auth.human.id, &reference).await?;
+    let endpoint = state
+        .store
+        .get_endpoint(&auth.human.id, &reference)
+        .await
+        .or_unknown_endpoint(&reference)?;
     let value = Presence::parse(&req.presence)
         .ok_or_else(|| ApiError::invalid("presence", "must be \"in\" or \"out\""))?;
     let until = match req.until.as_deref() {
@@ -126,7 +134,11 @@ pub(crate) async fn clear(
     auth: HumanAuth,
     ApiPath(reference): ApiPath<String>,
 ) -> ApiResult<Json<PresenceBody>> {
-    let endpoint = state.store.get_endpoint(&auth.human.id, &reference).await?;
+    let endpoint = state
+        .store
+        .get_endpoint(&auth.human.id, &reference)
+        .await
+        .or_unknown_endpoint(&reference)?;
     let endpoint =
         ops::presence::operator_clear(&state.delivery, &endpoint, &auth.human.id).await?;
     body(&state, &endpoint).await
@@ -159,7 +171,11 @@ pub(crate) async fn set_shift(
     ApiPath(reference): ApiPath<String>,
     ApiJson(req): ApiJson<SetShift>,
 ) -> ApiResult<Json<PresenceBody>> {
-    let endpoint = state.store.get_endpoint(&auth.human.id, &reference).await?;
+    let endpoint = state
+        .store
+        .get_endpoint(&auth.human.id, &reference)
+        .await
+        .or_unknown_endpoint(&reference)?;
     let endpoint = ops::presence::operator_set_shift(
         &state.delivery,
         &endpoint,

@@ -8,7 +8,7 @@ use utoipa::ToSchema;
 use crate::api::ApiState;
 use crate::api::extract::{ApiJson, ApiPath, HumanAuth};
 use crate::api::views::{ScheduleList, ScheduleView};
-use crate::http::error::{ApiResult, ErrorBody};
+use crate::http::error::{ApiResult, ErrorBody, NamedEndpoint};
 use crate::ops;
 
 /// The schedules of one endpoint, with their next occurrence.
@@ -26,7 +26,11 @@ pub(crate) async fn list(
     auth: HumanAuth,
     ApiPath(reference): ApiPath<String>,
 ) -> ApiResult<Json<ScheduleList>> {
-    let endpoint = state.store.get_endpoint(&auth.human.id, &reference).await?;
+    let endpoint = state
+        .store
+        .get_endpoint(&auth.human.id, &reference)
+        .await
+        .or_unknown_endpoint(&reference)?;
     let schedules = state
         .store
         .list_schedules(&auth.human.id, &endpoint.id)
@@ -81,7 +85,11 @@ pub(crate) async fn add(
     ApiPath(reference): ApiPath<String>,
     ApiJson(body): ApiJson<AddSchedule>,
 ) -> ApiResult<(StatusCode, Json<ScheduleView>)> {
-    let endpoint = state.store.get_endpoint(&auth.human.id, &reference).await?;
+    let endpoint = state
+        .store
+        .get_endpoint(&auth.human.id, &reference)
+        .await
+        .or_unknown_endpoint(&reference)?;
     let add = ops::schedules::AddSchedule {
         queue: body.queue,
         cron: body.cron,

@@ -12,7 +12,7 @@ use crate::api::views::{
     AttemptView, BulkResult, CreatedTodoView, IntakeEventView, TodoDetail, TodoList, TodoView,
 };
 use crate::domain::todo::{KEPT_ATTEMPTS, TodoState, validate_bulk_ids};
-use crate::http::error::{ApiError, ApiResult, ErrorBody};
+use crate::http::error::{ApiError, ApiResult, ErrorBody, NamedEndpoint};
 use crate::ops;
 use crate::store::{BulkTarget, TodoFilter};
 
@@ -77,8 +77,9 @@ pub(crate) async fn push(
         run_at: body.run_at,
         delay: body.delay,
     };
-    let (endpoint, created) =
-        ops::todos::push(&state.delivery, &auth.human.id, &reference, push).await?;
+    let (endpoint, created) = ops::todos::push(&state.delivery, &auth.human.id, &reference, push)
+        .await
+        .or_unknown_endpoint(&reference)?;
     let status = if created.created {
         StatusCode::CREATED
     } else {
@@ -145,7 +146,8 @@ pub(crate) async fn list(
             state
                 .store
                 .get_endpoint(&auth.human.id, reference)
-                .await?
+                .await
+                .or_unknown_endpoint(reference)?
                 .id,
         ),
     };
@@ -388,7 +390,14 @@ impl BulkRequest {
         }
         let endpoint_id = match self.endpoint.as_deref() {
             None => None,
-            Some(reference) => Some(state.store.get_endpoint(human_id, reference).await?.id),
+            Some(reference) => Some(
+                state
+                    .store
+                    .get_endpoint(human_id, reference)
+                    .await
+                    .or_unknown_endpoint(reference)?
+                    .id,
+            ),
         };
         Ok(BulkTarget::Filter(TodoFilter {
             endpoint_id,

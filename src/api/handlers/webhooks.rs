@@ -7,7 +7,7 @@ use utoipa::ToSchema;
 use crate::api::ApiState;
 use crate::api::extract::{ApiJson, ApiPath, HumanAuth};
 use crate::api::views::{NewWebhookView, WebhookList, WebhookView};
-use crate::http::error::{ApiResult, ErrorBody};
+use crate::http::error::{ApiResult, ErrorBody, NamedEndpoint};
 use crate::ops;
 use crate::ops::webhooks::IssuedWebhook;
 use crate::store::Webhook;
@@ -51,7 +51,11 @@ pub(crate) async fn list(
     auth: HumanAuth,
     ApiPath(reference): ApiPath<String>,
 ) -> ApiResult<Json<WebhookList>> {
-    let endpoint = state.store.get_endpoint(&auth.human.id, &reference).await?;
+    let endpoint = state
+        .store
+        .get_endpoint(&auth.human.id, &reference)
+        .await
+        .or_unknown_endpoint(&reference)?;
     let webhooks = state
         .store
         .list_webhooks(&auth.human.id, &endpoint.id)
@@ -91,7 +95,11 @@ pub(crate) async fn create(
     ApiPath(reference): ApiPath<String>,
     ApiJson(body): ApiJson<CreateWebhook>,
 ) -> ApiResult<(StatusCode, Json<NewWebhookView>)> {
-    let endpoint = state.store.get_endpoint(&auth.human.id, &reference).await?;
+    let endpoint = state
+        .store
+        .get_endpoint(&auth.human.id, &reference)
+        .await
+        .or_unknown_endpoint(&reference)?;
     let issued = ops::webhooks::create(
         &state.delivery,
         &state.api.public_url,

@@ -71,6 +71,15 @@ impl Finding {
             fix: None,
         }
     }
+    /// Worth knowing, with something to do if it matters to you.
+    fn note_to_do(check: &'static str, detail: impl Into<String>, fix: impl Into<String>) -> Self {
+        Self {
+            check,
+            level: Level::Note,
+            detail: detail.into(),
+            fix: Some(fix.into()),
+        }
+    }
     fn problem(check: &'static str, detail: impl Into<String>, fix: impl Into<String>) -> Self {
         Self {
             check,
@@ -317,6 +326,22 @@ fn wake_advice(client: Option<&str>, key: &str, mcp_url: &str) -> String {
     }
 }
 
+/// The clients of sessions without a stream, with how long each is idle.
+fn without_stream(rows: &[Value]) -> String {
+    let described: Vec<String> = rows
+        .iter()
+        .filter(|r| r["streaming"] != Value::Bool(true))
+        .map(|r| {
+            format!(
+                "{} idle {}s",
+                r["client_name"].as_str().unwrap_or("unknown client"),
+                r["idle_seconds"].as_i64().unwrap_or(0)
+            )
+        })
+        .collect();
+    described.join(", ")
+}
+
 pub(crate) fn examine_endpoint(e: &Value) -> Vec<Finding> {
     let mut findings = Vec::new();
     let slug = text(e, "slug");
@@ -372,10 +397,22 @@ pub(crate) fn examine_endpoint(e: &Value) -> Vec<Finding> {
             ),
         ));
     } else if streaming == 0 {
-        findings.push(Finding::problem(
+        // What `claude mcp list` (a health check), a one-shot `claude -p`
+        // or an exited client leaves: a session with no stream. Not a fault
+        // of a client that is fine, so not a FAIL; what wakes the agent is
+        // a session that listens, as for no session at all.
+        findings.push(Finding::note_to_do(
             "sessions",
-            format!("{attached} attached, none has its notification stream open"),
-            "the client is not listening for doorbells; restart it (Claude Code opens the stream itself)",
+            format!(
+                "{attached} attached ({}), none with its notification stream open: what a health \
+                 check such as `claude mcp list`, a one-shot `claude -p` or an exited client \
+                 leaves behind; it hears no doorbell and closes by itself",
+                without_stream(&rows)
+            ),
+            format!(
+                "nothing listens for doorbells yet: {}",
+                wake_advice(None, &key, &mcp_url)
+            ),
         ));
     } else {
         let clients: Vec<String> = rows
@@ -388,10 +425,18 @@ pub(crate) fn examine_endpoint(e: &Value) -> Vec<Finding> {
                 }
             })
             .collect();
+        let quiet = if attached > streaming {
+            format!(
+                "; {} without a stream, left by a health check or an exited client, closes by itself",
+                attached - streaming
+            )
+        } else {
+            String::new()
+        };
         findings.push(Finding::ok(
             "sessions",
             format!(
-                "{attached} attached, {streaming} streaming ({})",
+                "{attached} attached, {streaming} streaming ({}){quiet}",
                 clients.join(", ")
             ),
         ));
@@ -501,6 +546,46 @@ mod tests {
             "{fix}"
         );
         assert!(fix.contains("switchboard work"), "{fix}");
+    }
+
+    /// What `claude mcp list` leaves behind (a session that never opened
+    /// its stream, or whose stream it closed) is a note, not a FAIL: no
+    /// client is to be restarted; the note says what would listen.
+    #[test]
+    fn a_session_without_a_stream_is_a_note_not_a_failure() {
+        let mut e = endpoint(None);
+        e["sessions"] = json!({"attached": 1, "streaming": 0, "deaf": 0,
+            "list": [{"id_prefix": "abcd1234", "client_name": "claude-code",
+                      "client_version": "2.1.90", "streaming": false, "deaf_reason": null,
+                      "idle_seconds": 12}]});
+        let findings = examine_endpoint(&e);
+        assert!(
+            findings.iter().all(|f| f.level != Level::Problem),
+            "{findings:#?}"
+        );
+        let note = findings.iter().find(|f| f.check == "sessions").unwrap();
+        assert_eq!(note.level, Level::Note);
+        assert!(note.detail.contains("claude mcp list"), "{}", note.detail);
+        assert!(
+            note.detail.contains("claude-code idle 12s"),
+            "{}",
+            note.detail
+        );
+        let fix = note.fix.as_deref().unwrap();
+        assert!(!fix.contains("restart"), "{fix}");
+        assert!(fix.contains("switchboard work"), "{fix}");
+
+        // Beside a streaming session it is only counted.
+        e["sessions"]["attached"] = json!(2);
+        e["sessions"]["streaming"] = json!(1);
+        e["sessions"]["list"].as_array_mut().unwrap().push(
+            json!({"id_prefix": "efgh5678", "client_name": "switchboard-work",
+                         "streaming": true, "deaf_reason": null, "idle_seconds": 0}),
+        );
+        let findings = examine_endpoint(&e);
+        let ok = findings.iter().find(|f| f.check == "sessions").unwrap();
+        assert_eq!(ok.level, Level::Ok, "{ok:?}");
+        assert!(ok.detail.contains("1 without a stream"), "{}", ok.detail);
     }
 
     /// The advice follows the client: only Claude Code is told about its

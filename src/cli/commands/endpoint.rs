@@ -493,6 +493,40 @@ fn vend_body(vend: &VendArgs) -> Value {
     })
 }
 
+/// The MCP tools a session of the vended endpoint sees (`tools/list`): the
+/// scope's verbs, the tools that come with them, and the self verbs every
+/// session has.
+pub(crate) fn agent_tools(vended: &Value) -> String {
+    use crate::mcp::tools::ToolName;
+    let verbs: Vec<String> = vended
+        .pointer("/scope/verbs")
+        .and_then(Value::as_array)
+        .map(|v| {
+            v.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default();
+    let (scoped, own): (Vec<ToolName>, Vec<ToolName>) = ToolName::ALL
+        .into_iter()
+        .filter(|t| t.visible_with(&verbs))
+        .partition(|t| !t.is_self_verb());
+    let names = |tools: &[ToolName]| {
+        tools
+            .iter()
+            .map(|t| t.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    format!(
+        "{} tools: {}; and the self verbs {}",
+        scoped.len() + own.len(),
+        names(&scoped),
+        names(&own)
+    )
+}
+
 fn print_vended(vended: &Value) -> anyhow::Result<()> {
     let created = if flag(vended, "agent_created") {
         " (agent registered)"
@@ -509,6 +543,7 @@ fn print_vended(vended: &Value) -> anyhow::Result<()> {
         ("server name", text(vended, "server_name")),
         ("queues", joined(vended, "scope.queues")),
         ("verbs", joined(vended, "scope.verbs")),
+        ("agent sees", agent_tools(vended)),
         ("expires", when_exact(vended, "expires_at", "never")),
     ]);
     let client = &vended["client"];

@@ -9,6 +9,7 @@ pub(super) mod delivery;
 pub(super) mod doctor;
 pub(super) mod endpoint;
 pub(super) mod hook;
+pub(super) mod quickstart;
 pub(super) mod schedule;
 pub(super) mod shift;
 pub(super) mod todo;

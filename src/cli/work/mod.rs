@@ -24,6 +24,7 @@
 //! permission, an agent that gave up): it counts as a failed run for the
 //! crash-loop backoff, so a command that cannot drain the queue never spins.
 
+pub(super) mod example;
 mod runs;
 mod session;
 mod sse;
@@ -188,7 +189,48 @@ pub(super) async fn run(args: WorkArgs) -> anyhow::Result<()> {
         return Err(UsageError("--parallel: must be at least 1".into()).into());
     }
     let grace = parse_duration(&args.grace, "grace").map_err(|e| UsageError(format!("--{e}")))?;
+    runner(
+        Runner {
+            url,
+            slug,
+            token,
+            parallel: args.parallel,
+            grace,
+            grace_text: args.grace,
+            json: args.json,
+            command: args.command,
+        },
+        None,
+    )
+    .await
+}
 
+/// A runner, its arguments checked.
+pub(super) struct Runner {
+    pub url: reqwest::Url,
+    pub slug: String,
+    pub token: String,
+    pub parallel: usize,
+    pub grace: Duration,
+    /// `grace` as the user wrote it, for the log.
+    pub grace_text: String,
+    pub json: bool,
+    pub command: Vec<String>,
+}
+
+/// Runs until a signal (or a refused credential). `ready` is told once,
+/// when the session listens and the start check is done: from then on a
+/// push rings it (`switchboard quickstart` pushes its first todo then).
+pub(super) async fn runner(
+    args: Runner,
+    mut ready: Option<tokio::sync::oneshot::Sender<()>>,
+) -> anyhow::Result<()> {
+    let (url, slug, token, grace) = (
+        args.url.clone(),
+        args.slug.clone(),
+        args.token.clone(),
+        args.grace,
+    );
     let log = Log { json: args.json };
     let client = Arc::new(McpClient::new(url.as_str(), &token)?);
     let (tx, mut rx) = unbounded_channel::<Event>();
@@ -227,7 +269,7 @@ pub(super) async fn run(args: WorkArgs) -> anyhow::Result<()> {
             _ = sleep_until_opt(stop_deadline.filter(|_| !killed)) => {
                 log.note("grace_over", &format!(
                     "the grace of {} is over: killing {} running command(s)",
-                    args.grace, children.len()));
+                    args.grace_text, children.len()));
                 kill_all(&children);
                 killed = true;
                 None
@@ -245,7 +287,12 @@ pub(super) async fn run(args: WorkArgs) -> anyhow::Result<()> {
                 }
                 // Logged once the start check is done: from here on, a push rings.
                 match (first, away) {
-                    (true, _) => log.note("connected", "connected; listening for doorbells"),
+                    (true, _) => {
+                        log.note("connected", "connected; listening for doorbells");
+                        if let Some(ready) = ready.take() {
+                            let _ = ready.send(());
+                        }
+                    }
                     (false, Some(away)) => log.note(
                         "reconnected",
                         &format!(
@@ -319,7 +366,7 @@ pub(super) async fn run(args: WorkArgs) -> anyhow::Result<()> {
                             "stopping: clocking the endpoint out; {} running command(s) \
                              may finish within {} (a second signal kills them)",
                             runs.running(),
-                            args.grace
+                            args.grace_text
                         ),
                     );
                     match client.call_tool("clock_out", json!({})).await {

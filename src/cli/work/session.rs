@@ -47,12 +47,18 @@ pub(super) struct McpClient {
     http: reqwest::Client,
     url: String,
     authorization: HeaderValue,
+    client_name: &'static str,
     session: Mutex<Option<String>>,
     next_id: AtomicU64,
 }
 
 impl McpClient {
     pub(super) fn new(url: &str, token: &str) -> anyhow::Result<Self> {
+        Self::named(url, token, CLIENT_NAME)
+    }
+
+    /// A client that introduces itself as `client_name` (`clientInfo.name`).
+    pub(super) fn named(url: &str, token: &str, client_name: &'static str) -> anyhow::Result<Self> {
         let mut authorization = HeaderValue::from_str(&format!("Bearer {token}"))
             .map_err(|_| anyhow::anyhow!("the token has characters a header cannot carry"))?;
         authorization.set_sensitive(true);
@@ -64,6 +70,7 @@ impl McpClient {
             http,
             url: url.to_owned(),
             authorization,
+            client_name,
             session: Mutex::new(None),
             next_id: AtomicU64::new(1),
         })
@@ -124,7 +131,7 @@ impl McpClient {
             "params": {
                 "protocolVersion": PROTOCOL_VERSION,
                 "capabilities": {},
-                "clientInfo": {"name": CLIENT_NAME, "version": env!("CARGO_PKG_VERSION")}
+                "clientInfo": {"name": self.client_name, "version": env!("CARGO_PKG_VERSION")}
             }
         });
         let response = self.post(&body).send().await.map_err(away)?;

@@ -95,7 +95,12 @@ impl ToolName {
     /// scope's verbs, `get_todo` also when `list_todos` is granted, the bulk
     /// tools with the verb that grants them, and the self verbs always.
     pub fn visible_to(self, endpoint: &Endpoint) -> bool {
-        let granted = |v: &str| endpoint.scope_verbs.iter().any(|g| g == v);
+        self.visible_with(&endpoint.scope_verbs)
+    }
+
+    /// [`Self::visible_to`] for a scope's verbs (what vend printed).
+    pub fn visible_with(self, scope_verbs: &[String]) -> bool {
+        let granted = |v: &str| scope_verbs.iter().any(|g| g == v);
         match self.grantable_verb() {
             None => true,
             Some(verb) => {

@@ -35,7 +35,11 @@ pub(super) fn browser_ready() -> bool {
             !required,
             "SWITCHBOARD_REQUIRE_BROWSER is set but {CHROMIUM} is missing (apt-get install chromium)"
         );
-        eprintln!("SKIPPED (browser): {CHROMIUM} is missing; apt-get install chromium");
+        crate::support::skips::skipped(
+            crate::support::skips::Kind::Browser,
+            "board::browser",
+            &format!("{CHROMIUM} is missing; apt-get install chromium"),
+        );
         return false;
     }
     static READY: OnceLock<Result<(), String>> = OnceLock::new();

@@ -3,6 +3,7 @@
 //! Every client run gets its own `SWITCHBOARD_CONFIG_DIR`, so no test reads
 //! or writes the real home.
 
+mod onboarding;
 mod shift;
 mod tls;
 

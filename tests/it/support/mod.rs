@@ -20,6 +20,8 @@ pub mod mcp;
 pub mod npm;
 /// Every way the tests start a server: in process, or the real binary.
 pub mod server;
+/// What a run skipped, summed up where plain `cargo test` shows it.
+pub mod skips;
 /// An MCP notification stream read event by event.
 pub mod sse;
 
@@ -168,7 +170,11 @@ fn postgres_admin_url(test_name: &str) -> Option<String> {
             std::env::var_os(REQUIRE_PG_ENV).is_none(),
             "{REQUIRE_PG_ENV} is set but {PG_ENV} is not: the PostgreSQL suite must run"
         );
-        eprintln!("SKIPPED (PostgreSQL): {test_name}: set {PG_ENV} to run the PostgreSQL suite");
+        skips::skipped(
+            skips::Kind::PostgreSql,
+            test_name,
+            &format!("set {PG_ENV} to run the PostgreSQL suite"),
+        );
         return None;
     };
     Some(admin_url)

@@ -26,6 +26,15 @@ pub fn npm_ci_once(dir: &Path, package: &str) -> Result<(), String> {
     if modules.join(package).exists() && modules.join(".package-lock.json").exists() {
         return Ok(());
     }
+    // The one place the suite uses the network: said where plain `cargo
+    // test` shows it, not only in a failing test's output.
+    super::skips::say(&format!(
+        "note: npm ci --prefix {}: installing its pinned packages from the npm registry \
+         (network; once per checkout)",
+        dir.strip_prefix(env!("CARGO_MANIFEST_DIR"))
+            .unwrap_or(dir)
+            .display()
+    ));
     let out = Command::new("npm")
         .args(["ci", "--no-audit", "--no-fund", "--prefix"])
         .arg(dir)
