@@ -119,6 +119,7 @@ impl Answer {
             ),
             field: None,
             state: None,
+            retry_after_secs: None,
         }
     }
 
