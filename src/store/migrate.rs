@@ -129,6 +129,11 @@ pub static SQLITE_MIGRATIONS: &[Migration] = &[
         name: "queue_activity",
         sql: include_str!("migrations/sqlite/0022_queue_activity.sql"),
     },
+    Migration {
+        version: 24,
+        name: "ring_undo",
+        sql: include_str!("migrations/sqlite/0024_ring_undo.sql"),
+    },
 ];
 
 pub static POSTGRES_MIGRATIONS: &[Migration] = &[
@@ -241,6 +246,11 @@ pub static POSTGRES_MIGRATIONS: &[Migration] = &[
         version: 22,
         name: "queue_activity",
         sql: include_str!("migrations/postgres/0022_queue_activity.sql"),
+    },
+    Migration {
+        version: 24,
+        name: "ring_undo",
+        sql: include_str!("migrations/postgres/0024_ring_undo.sql"),
     },
 ];
 
