@@ -31,10 +31,23 @@ pub async fn run(
     mut subscription: Subscription,
     mut stop: watch::Receiver<bool>,
 ) {
+    // The catch-up runs beside the listener, one at a time: its reads (and
+    // their retries while the database comes back) and its rings never hold
+    // the messages that follow a gap. Gaps during a catch-up make one more.
+    let gap = Arc::new(tokio::sync::Notify::new());
+    let catching_up = tokio::spawn({
+        let (delivery, gap) = (delivery.clone(), gap.clone());
+        async move {
+            loop {
+                gap.notified().await;
+                catch_up(&delivery).await;
+            }
+        }
+    });
     loop {
         let event = tokio::select! {
-            e = subscription.next() => match e { Some(e) => e, None => return },
-            _ = stop.changed() => return,
+            e = subscription.next() => match e { Some(e) => e, None => break },
+            _ = stop.changed() => break,
         };
         match event {
             BusEvent::Message(envelope) => {
@@ -45,10 +58,11 @@ pub async fn run(
             BusEvent::Gap => {
                 // A lost message may have been a revocation.
                 delivery.store().forget_credentials();
-                catch_up(&delivery).await;
+                gap.notify_one();
             }
         }
     }
+    catching_up.abort();
 }
 
 /// Applies one message from another instance without waiting for a
