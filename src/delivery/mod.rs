@@ -382,7 +382,11 @@ impl Delivery {
             tokio::spawn(async move {
                 let _permit = permit;
                 tokio::time::sleep(STREAMLESS_GRACE).await;
-                claim_and_ring(&*store, &doorbells, &hooks, &todo_id, trigger).await;
+                // Shutting down meanwhile: the streams have ended and the
+                // database is closing; the todo stays pullable.
+                if !doorbells.sessions().is_shutting_down() {
+                    claim_and_ring(&*store, &doorbells, &hooks, &todo_id, trigger).await;
+                }
             });
             return;
         }
@@ -438,7 +442,9 @@ impl Delivery {
     /// message was lost, and whenever it was sent: the ledger is the claim
     /// on the row, not the time a message was heard. Returns how many rang
     /// here at once (a streamless endpoint's rings wait for their grace in
-    /// tasks of their own and are not counted in it). One instance alone (no bus between instances)
+    /// tasks of their own and are not counted in it). No more are rung per
+    /// endpoint than its hearers here have room for; the rest stay
+    /// unclaimed, for the sweep. One instance alone (no bus between instances)
     /// rang everything it published itself: nothing to catch up.
     pub async fn ring_missed(&self, endpoint_ids: &[String], since: Timestamp) -> usize {
         if !self.bus.spans_instances() {
@@ -457,11 +463,24 @@ impl Delivery {
             }
         };
         let before = self.doorbells.total_rings();
+        // Paced as the sweep is: no more rings per endpoint than its hearers
+        // here have room for; the rest stay unclaimed for the sweep.
+        let mut room: HashMap<String, usize> = HashMap::new();
         for id in &ids {
             // The endpoint is read again per todo: cheap, and rare.
             if let Ok(Some(todo)) =
                 retry_unavailable(|| self.store().unscoped_ringable_todo(id)).await
             {
+                let left = room.entry(todo.endpoint_id.clone()).or_insert_with(|| {
+                    match self.hooks.hooked(&todo.endpoint_id) {
+                        true => usize::MAX,
+                        false => self.doorbells.room(&todo.endpoint_id),
+                    }
+                });
+                if *left == 0 {
+                    continue;
+                }
+                *left -= 1;
                 self.ring_ready(&todo.endpoint_id, &todo.id, None, None, Trigger::Created)
                     .await;
             }

@@ -630,6 +630,43 @@ async fn a_push_to_an_endpoint_whose_only_session_is_streamless_answers_at_once(
     assert_eq!(distinct.len(), rung.len(), "each rang once: {rung:?}");
     assert_eq!(rung.len(), 16, "the held buffer's 16: {bells:?}");
     assert!(rung.iter().all(|id| ids.iter().any(|i| i == id)));
+
+    // A sequential webhook sender (GitHub delivers one at a time per hook)
+    // is answered as fast: once 4 deliveries a second.
+    let (hooked, hooked_token) = c.vend(0, "hooked-poller").await;
+    let _streamless = c.mcp(0, &hooked, &hooked_token).initialize().await;
+    let webhook = c
+        .api(
+            0,
+            reqwest::Method::POST,
+            &format!("/endpoints/{hooked}/webhooks"),
+            Some(json!({})),
+        )
+        .await;
+    let ingest = webhook["ingest_url"]
+        .as_str()
+        .expect("ingest_url")
+        .to_owned();
+    let mut took = Vec::new();
+    for i in 0..10 {
+        let started = Instant::now();
+        let response = c
+            .http
+            .post(&ingest)
+            .json(&json!({"title": format!("delivery {i}")}))
+            .send()
+            .await
+            .expect("delivery");
+        let status = response.status();
+        assert!(status.is_success(), "delivery {i}: {status}");
+        took.push(started.elapsed());
+    }
+    let median = p50(took.clone());
+    eprintln!("10 webhook deliveries to a streamless endpoint: p50 {median:?}");
+    assert!(
+        median < Duration::from_millis(100),
+        "a delivery never waits for the ring's grace: {took:?}"
+    );
 }
 
 /// 40 retries of a streamless endpoint due together once held another
