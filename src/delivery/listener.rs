@@ -151,7 +151,12 @@ async fn digest_here(delivery: &Delivery, endpoint_id: &str, reason: DigestReaso
             return;
         }
     };
-    if endpoint.is_active() && effective_of(&endpoint, store.clock().now()).presence == Presence::In
+    // A catch-up beside the listener may have digested this return already.
+    let digested = returned_at(&endpoint)
+        .is_some_and(|at| delivery.doorbells().digested_since(endpoint_id, at));
+    if endpoint.is_active()
+        && !digested
+        && effective_of(&endpoint, store.clock().now()).presence == Presence::In
     {
         send_return_digest(delivery, &endpoint, reason, false).await;
     }
