@@ -846,6 +846,7 @@ async fn scenarios(
                     source: Some("operator".into()),
                     ring_attempts: 1,
                     created_at: Timestamp::from_millis(NOW_MS),
+                    last_ringed_at: Some(Timestamp::from_millis(NOW_MS)),
                 })
                 .collect();
             let t0 = Instant::now();

@@ -131,9 +131,18 @@ impl PgBus {
                 return;
             }
         };
-        if self.outbox.try_send(payload).is_err() {
-            self.stats.dropped.inc();
-            tracing::warn!("bus publish queue full; message dropped (the loops catch up)");
+        match self.outbox.try_send(payload) {
+            Ok(()) => {}
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                self.stats.dropped.inc();
+                tracing::warn!("bus publish queue full; message dropped (the loops catch up)");
+            }
+            // The publisher has stopped: the server is shutting down (a
+            // message then is not lost to a full queue, and says so).
+            Err(mpsc::error::TrySendError::Closed(_)) => {
+                self.stats.dropped.inc();
+                tracing::debug!("bus publisher stopped (shutting down); message not sent");
+            }
         }
     }
 }

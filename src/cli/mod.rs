@@ -263,7 +263,8 @@ pub struct ServeArgs {
     pub max_connections: usize,
 
     /// MCP sessions one endpoint may have open on this instance; one more
-    /// closes the endpoint's oldest idle session.
+    /// closes one of the endpoint's sessions: one without a GET stream if
+    /// any, the least recently active first.
     #[arg(long, env = "SWITCHBOARD_MAX_SESSIONS_PER_ENDPOINT", default_value_t = crate::delivery::sessions::DEFAULT_MAX_SESSIONS_PER_ENDPOINT)]
     pub max_sessions_per_endpoint: usize,
 

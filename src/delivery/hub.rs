@@ -11,7 +11,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 
-use crate::delivery::sessions::{SendError, Session, SessionRegistry};
+use crate::delivery::sessions::{RINGS_REMEMBERED, SendError, Session, SessionRegistry};
 use crate::domain::Timestamp;
 use crate::domain::doorbell::{DigestReason, TodoBell, todo_doorbell};
 use crate::store::RingCandidate;
@@ -229,11 +229,17 @@ impl Doorbells {
     /// Why a session counts as deaf, if it does (`docs/doorbells.md`, "Deaf sessions"):
     /// [`DEAF_AFTER`] doorbell writes in a row failed, or [`DEAF_AFTER`]
     /// doorbells were each left without any request from it for
-    /// `unanswered_after`.
+    /// `unanswered_after`, or [`RINGS_REMEMBERED`] doorbells came in a row
+    /// without a single request from it, however recent: a stream that is
+    /// not read (the kernel's socket buffers swallow hundreds of doorbells
+    /// before our own 16 fill) or a client that ignores every ring is deaf
+    /// then, not after its round-robin share of a burst.
     pub fn deaf_reason(&self, session: &Session) -> Option<DeafReason> {
         if session.failed_writes() >= DEAF_AFTER {
             Some(DeafReason::BufferFull)
-        } else if session.unanswered_rings(self.unanswered_after()) >= DEAF_AFTER as usize {
+        } else if session.rings_since_request() >= RINGS_REMEMBERED
+            || session.unanswered_rings(self.unanswered_after()) >= DEAF_AFTER as usize
+        {
             Some(DeafReason::Unanswered)
         } else {
             None
@@ -242,6 +248,20 @@ impl Doorbells {
 
     pub fn is_deaf(&self, session: &Session) -> bool {
         self.deaf_reason(session).is_some()
+    }
+
+    /// How many more doorbells the endpoint's hearers here can take now: the
+    /// free buffer space of the sessions a ring would try (the streaming
+    /// ones if any, else the others). The sweep rings no more than this per
+    /// tick (bounded pacing).
+    pub fn room(&self, endpoint_id: &str) -> usize {
+        let sessions = self.sessions.sessions_of(endpoint_id);
+        let streaming = sessions.iter().any(|s| s.is_streaming());
+        sessions
+            .iter()
+            .filter(|s| !streaming || s.is_streaming())
+            .map(|s| s.free_slots())
+            .sum()
     }
 
     /// Deaf sessions of an endpoint on this instance.
@@ -260,6 +280,13 @@ impl Doorbells {
             let unanswered = session.unanswered_rings(self.unanswered_after());
             if session.note_ring() {
                 self.sessions.count_answers(session.hearer.kind(), false, 1);
+            } else if session.rings_since_request() == RINGS_REMEMBERED {
+                tracing::warn!(
+                    endpoint = %session.slug,
+                    client = session.hearer.client_name.as_deref().unwrap_or("unknown"),
+                    "a session made no request after {RINGS_REMEMBERED} doorbells in a row; it is \
+                     deaf (unanswered) until it makes one — its stream may not be read at all"
+                );
             }
             if unanswered == DEAF_AFTER as usize {
                 tracing::warn!(
@@ -451,6 +478,16 @@ impl Doorbells {
                 true
             }
         }
+    }
+
+    /// Whether this instance sent the endpoint a digest at or after `since`
+    /// (a catch-up does not digest a return twice).
+    pub fn digested_since(&self, endpoint_id: &str, since: Timestamp) -> bool {
+        self.digest_gate
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(endpoint_id)
+            .is_some_and(|at| *at >= since)
     }
 
     /// Re-opens a gate [`Self::reconnect_gate_open`] armed at `armed_at`

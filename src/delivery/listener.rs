@@ -10,7 +10,10 @@
 //! - a gap (the bus reconnected, or this subscriber fell behind): catch up
 //!   from the database — revocations and returns that were missed.
 //!
-//! Its own echo is skipped: the instance acted when it published.
+//! Its own echo is skipped: the instance acted when it published. A
+//! revocation (or a change) is applied at once, in the listener; a ring or
+//! a digest runs in a task of its own ([`dispatch`]), so that no message
+//! ever waits behind another's doorbell.
 
 use std::sync::Arc;
 
@@ -19,7 +22,6 @@ use tokio::sync::watch;
 use super::presence::{effective_of, returned_at, send_return_digest};
 use super::{Delivery, Trigger};
 use crate::bus::{BusEvent, Message, Subscription};
-use crate::domain::Timestamp;
 use crate::domain::doorbell::DigestReason;
 use crate::domain::presence::Presence;
 
@@ -29,30 +31,65 @@ pub async fn run(
     mut subscription: Subscription,
     mut stop: watch::Receiver<bool>,
 ) {
-    // The instant up to which this instance is known to have heard
-    // everything; a gap catches up on what changed since.
-    let mut heard_until = delivery.store().clock().now();
+    // The catch-up runs beside the listener, one at a time: its reads (and
+    // their retries while the database comes back) and its rings never hold
+    // the messages that follow a gap. Gaps during a catch-up make one more.
+    let gap = Arc::new(tokio::sync::Notify::new());
+    let catching_up = tokio::spawn({
+        let (delivery, gap) = (delivery.clone(), gap.clone());
+        async move {
+            loop {
+                gap.notified().await;
+                catch_up(&delivery).await;
+            }
+        }
+    });
     loop {
         let event = tokio::select! {
-            e = subscription.next() => match e { Some(e) => e, None => return },
-            _ = stop.changed() => return,
+            e = subscription.next() => match e { Some(e) => e, None => break },
+            _ = stop.changed() => break,
         };
         match event {
             BusEvent::Message(envelope) => {
                 if &envelope.origin != delivery.bus().instance() {
-                    apply(&delivery, envelope.message).await;
+                    dispatch(&delivery, envelope.message).await;
                 }
-                heard_until = delivery.store().clock().now();
             }
             BusEvent::Gap => {
                 // A lost message may have been a revocation.
                 delivery.store().forget_credentials();
-                let now = delivery.store().clock().now();
-                catch_up(&delivery, heard_until).await;
-                heard_until = now;
+                gap.notify_one();
             }
         }
     }
+    catching_up.abort();
+}
+
+/// Applies one message from another instance without waiting for a
+/// doorbell: a ring or a digest (reads, a claim, a write to a session, for
+/// a streamless one after a grace) goes to a task of its own, bounded; a
+/// revocation, a change or a hook change is applied here, at once, so it is
+/// never queued behind a flood of rings. Past the bound a ring is applied
+/// here too (its statements, never a sleep).
+pub async fn dispatch(delivery: &Arc<Delivery>, message: Message) {
+    let rings = matches!(
+        message,
+        Message::TodoReady { .. }
+            | Message::TransitionClaimed {
+                presence: Presence::In,
+                digest: Some(_),
+                ..
+            }
+    );
+    if rings && let Some(permit) = delivery.ring_task_permit() {
+        let delivery = delivery.clone();
+        tokio::spawn(async move {
+            let _permit = permit;
+            apply(&delivery, message).await;
+        });
+        return;
+    }
+    apply(delivery, message).await;
 }
 
 /// Applies one message from another instance.
@@ -114,7 +151,12 @@ async fn digest_here(delivery: &Delivery, endpoint_id: &str, reason: DigestReaso
             return;
         }
     };
-    if endpoint.is_active() && effective_of(&endpoint, store.clock().now()).presence == Presence::In
+    // A catch-up beside the listener may have digested this return already.
+    let digested = returned_at(&endpoint)
+        .is_some_and(|at| delivery.doorbells().digested_since(endpoint_id, at));
+    if endpoint.is_active()
+        && !digested
+        && effective_of(&endpoint, store.clock().now()).presence == Presence::In
     {
         send_return_digest(delivery, &endpoint, reason, false).await;
     }
@@ -122,9 +164,17 @@ async fn digest_here(delivery: &Delivery, endpoint_id: &str, reason: DigestReaso
 
 /// What a lost message would have done, found in the database: sessions of
 /// endpoints revoked meanwhile end; an endpoint that came back in meanwhile
-/// (claimed by another instance) gets this instance's digest; todos that
-/// became ready meanwhile and never rang ring once.
-pub async fn catch_up(delivery: &Delivery, since: Timestamp) {
+/// (claimed by another instance) and that this instance has not digested
+/// since gets this instance's digest; todos that became ready and whose
+/// ring no instance claimed ring once.
+///
+/// "Meanwhile" is never the time the last message was heard: a todo
+/// committed just before the gap may have been announced after it. What
+/// decides is the database's ledger — the ring claim on the todo's row —
+/// over the catch-up window (the first re-ring step: an older todo nobody
+/// rang is due for the sweep, which rings it at its next tick).
+pub async fn catch_up(delivery: &Delivery) {
+    let since = delivery.catch_up_since();
     // A lost message may have been a hook change.
     delivery.hooks().reload().await;
     let hosted = delivery.doorbells().hosted_endpoints();
@@ -157,8 +207,13 @@ pub async fn catch_up(delivery: &Delivery, since: Timestamp) {
             revoked += delivery.sessions().close_endpoint(&endpoint.id);
             continue;
         }
-        let returned_meanwhile = returned_at(endpoint).is_some_and(|at| at >= since)
-            && !delivery.claimed_here_since(&endpoint.id, since);
+        // A return this instance did not claim and has not digested since
+        // (its message may have been lost, whenever it was sent).
+        let returned_meanwhile = returned_at(endpoint).is_some_and(|at| {
+            at >= since
+                && !delivery.claimed_here_since(&endpoint.id, at)
+                && !delivery.doorbells().digested_since(&endpoint.id, at)
+        });
         if returned_meanwhile {
             let reason = reason_of(endpoint.presence_changed_by.as_deref());
             send_return_digest(delivery, endpoint, reason, false).await;

@@ -34,7 +34,15 @@ use crate::store::{Endpoint, RingCandidate, Store, StoreError, StoreResult, Todo
 
 /// How long an instance whose sessions of an endpoint are all streamless
 /// waits before claiming a ring (04: a streaming session anywhere first).
-const STREAMLESS_GRACE: std::time::Duration = std::time::Duration::from_millis(250);
+/// The wait runs in a task of its own ([`Delivery::ring_ready`]): no
+/// request, maintenance tick or bus message ever waits for it.
+pub const STREAMLESS_GRACE: std::time::Duration = std::time::Duration::from_millis(250);
+
+/// Rings of this instance in tasks of their own at once at most (deferred
+/// streamless rings, and the rings and digests the bus listener hands off).
+/// Past it a ring runs in its caller, without the grace: its claim is one
+/// statement, never a sleep.
+const RING_TASKS: usize = 1024;
 
 /// At most this many missed todos are rung by one catch-up pass (the sweep
 /// re-rings the rest on its schedule).
@@ -58,6 +66,11 @@ pub struct Delivery {
     counters: EventCounters,
     /// The same events per queue and bucket, for the board's charts.
     activity: activity::ActivityRecorder,
+    /// Permits for rings in tasks of their own ([`RING_TASKS`]).
+    ring_tasks: Arc<tokio::sync::Semaphore>,
+    /// How far back a catch-up after a bus gap looks for todos nobody rang:
+    /// the first re-ring step (older ones are the sweep's, due at once).
+    catch_up_window: std::time::Duration,
 }
 
 impl Delivery {
@@ -76,7 +89,23 @@ impl Delivery {
             claimed_here: Mutex::new(HashMap::new()),
             counters: EventCounters::default(),
             activity: activity::ActivityRecorder::default(),
+            ring_tasks: Arc::new(tokio::sync::Semaphore::new(RING_TASKS)),
+            catch_up_window: sweep::DEFAULT_STEPS[0],
         }
+    }
+
+    /// The first re-ring step (`--ring-steps`): a catch-up after a bus gap
+    /// rings the todos nobody rang that are younger than it; the sweep
+    /// rings the older ones, due already.
+    pub fn with_catch_up_window(mut self, window: std::time::Duration) -> Self {
+        self.catch_up_window = window;
+        self
+    }
+
+    /// A permit to run one ring in a task of its own, if fewer than
+    /// [`RING_TASKS`] run now.
+    pub(crate) fn ring_task_permit(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        self.ring_tasks.clone().try_acquire_owned().ok()
     }
 
     /// How notify hooks are delivered (`--allow-private-hooks`).
@@ -106,16 +135,10 @@ impl Delivery {
 
     /// Rings a todo this instance is to ring: one enabled hook of its
     /// endpoint if it has any (the operator wired it on purpose; see
-    /// `docs/decisions.md`), else one session here.
-    pub(crate) fn ring_candidate(&self, candidate: &RingCandidate, trigger: Trigger) {
-        if !self.hooks.hooked(&candidate.endpoint_id) {
-            self.doorbells.ring(candidate, trigger);
-            return;
-        }
-        if self.doorbells.first_time(candidate, trigger) {
-            self.doorbells.count_hook_ring("todo", trigger);
-            self.hooks.ring(candidate, trigger == Trigger::Sweep);
-        }
+    /// `docs/decisions.md`), else one session here. True when a hearer took
+    /// it (false: every buffer refused it, or no session is left).
+    pub(crate) fn ring_candidate(&self, candidate: &RingCandidate, trigger: Trigger) -> bool {
+        ring_candidate(&self.doorbells, &self.hooks, candidate, trigger)
     }
 
     pub fn store(&self) -> &dyn Store {
@@ -274,6 +297,8 @@ impl Delivery {
     /// which an instance with a streaming session of the endpoint tries at
     /// once and one whose sessions are all streamless tries after a short
     /// grace, so that a streaming session anywhere is preferred (`docs/doorbells.md`).
+    /// That grace runs in a task of its own: the caller (a request, the
+    /// maintenance tick, the bus listener) never waits for it.
     /// `endpoint`: the endpoint as the caller read it for this event, if it
     /// did (else it is read here).
     async fn ring_ready(
@@ -338,24 +363,36 @@ impl Delivery {
                 return;
             }
         }
-        let candidate = match local_candidate {
-            Some(candidate) => candidate,
-            None => {
-                if !hooked && !sessions.iter().any(|s| s.is_streaming()) {
-                    tokio::time::sleep(STREAMLESS_GRACE).await;
+        if let Some(candidate) = local_candidate {
+            self.ring_candidate(&candidate, trigger);
+            return;
+        }
+        let streamless = !hooked && !sessions.iter().any(|s| s.is_streaming());
+        if streamless && let Some(permit) = self.ring_task_permit() {
+            // The grace runs in a task of its own, never in the caller (a
+            // request, the maintenance tick, the bus listener): many
+            // deferred rings wait side by side, and the claim below still
+            // decides the one instance that rings.
+            let (store, doorbells, hooks) = (
+                self.store.clone(),
+                self.doorbells.clone(),
+                self.hooks.clone(),
+            );
+            let todo_id = todo_id.to_owned();
+            tokio::spawn(async move {
+                let _permit = permit;
+                tokio::time::sleep(STREAMLESS_GRACE).await;
+                // Shutting down meanwhile: the streams have ended and the
+                // database is closing; the todo stays pullable.
+                if !doorbells.sessions().is_shutting_down() {
+                    claim_and_ring(&*store, &doorbells, &hooks, &todo_id, trigger).await;
                 }
-                match store.unscoped_claim_ready_ring(todo_id).await {
-                    Ok(Some(candidate)) => candidate,
-                    // Another instance rings it, or it is no longer pending.
-                    Ok(None) => return,
-                    Err(e) => {
-                        tracing::warn!(todo = %todo_id, error = %e, "doorbell skipped: ring claim failed");
-                        return;
-                    }
-                }
-            }
-        };
-        self.ring_candidate(&candidate, trigger);
+            });
+            return;
+        }
+        // A streaming session here (or a hook): claim at once. So too when
+        // too many deferred rings wait already: one statement, no grace.
+        claim_and_ring(&*self.store, &self.doorbells, &self.hooks, todo_id, trigger).await;
     }
 
     /// Rings one hearer of the endpoint on this instance with a test
@@ -390,10 +427,29 @@ impl Delivery {
         }
     }
 
-    /// After a gap on the bus: rings, once, todos of these endpoints created
-    /// since `since` that no instance rang (their message may have been
-    /// lost). Returns how many were rung here.
+    /// Where a catch-up after a bus gap starts looking: the catch-up window
+    /// (the first re-ring step) before now.
+    pub(crate) fn catch_up_since(&self) -> Timestamp {
+        self.store
+            .clock()
+            .now()
+            .saturating_sub(self.catch_up_window)
+    }
+
+    /// After a gap on the bus: rings, once in the cluster, the todos of these
+    /// endpoints that became ready (created, or a delayed one come due) at or
+    /// after `since` and whose ring no instance has claimed — whatever
+    /// message was lost, and whenever it was sent: the ledger is the claim
+    /// on the row, not the time a message was heard. Returns how many rang
+    /// here at once (a streamless endpoint's rings wait for their grace in
+    /// tasks of their own and are not counted in it). No more are rung per
+    /// endpoint than its hearers here have room for; the rest stay
+    /// unclaimed, for the sweep. One instance alone (no bus between instances)
+    /// rang everything it published itself: nothing to catch up.
     pub async fn ring_missed(&self, endpoint_ids: &[String], since: Timestamp) -> usize {
+        if !self.bus.spans_instances() {
+            return 0;
+        }
         let ids = match retry_unavailable(|| {
             self.store()
                 .unscoped_unrung_since(endpoint_ids, since, MISSED_RINGS_CAP)
@@ -407,11 +463,24 @@ impl Delivery {
             }
         };
         let before = self.doorbells.total_rings();
+        // Paced as the sweep is: no more rings per endpoint than its hearers
+        // here have room for; the rest stay unclaimed for the sweep.
+        let mut room: HashMap<String, usize> = HashMap::new();
         for id in &ids {
             // The endpoint is read again per todo: cheap, and rare.
             if let Ok(Some(todo)) =
                 retry_unavailable(|| self.store().unscoped_ringable_todo(id)).await
             {
+                let left = room.entry(todo.endpoint_id.clone()).or_insert_with(|| {
+                    match self.hooks.hooked(&todo.endpoint_id) {
+                        true => usize::MAX,
+                        false => self.doorbells.room(&todo.endpoint_id),
+                    }
+                });
+                if *left == 0 {
+                    continue;
+                }
+                *left -= 1;
                 self.ring_ready(&todo.endpoint_id, &todo.id, None, None, Trigger::Created)
                     .await;
             }
@@ -518,6 +587,50 @@ pub enum TestRing {
         hearer_id: String,
         answered_after: Option<std::time::Duration>,
     },
+}
+
+/// Rings a todo this instance is to ring: one enabled hook of its endpoint
+/// if it has any (the operator wired it on purpose; see
+/// `docs/decisions.md`), else one session here. True when it was handed to
+/// a hearer (a session's buffer took it, or a hook's task).
+fn ring_candidate(
+    doorbells: &Doorbells,
+    hooks: &Arc<Hooks>,
+    candidate: &RingCandidate,
+    trigger: Trigger,
+) -> bool {
+    if !hooks.hooked(&candidate.endpoint_id) {
+        return matches!(
+            doorbells.ring(candidate, trigger),
+            RingOutcome::Rung { .. } | RingOutcome::Duplicate
+        );
+    }
+    if doorbells.first_time(candidate, trigger) {
+        doorbells.count_hook_ring("todo", trigger);
+        hooks.ring(candidate, trigger == Trigger::Sweep);
+    }
+    true
+}
+
+/// Claims a ready todo's one ring in the cluster (one guarded statement)
+/// and, when this instance won it, rings it here.
+async fn claim_and_ring(
+    store: &dyn Store,
+    doorbells: &Doorbells,
+    hooks: &Arc<Hooks>,
+    todo_id: &str,
+    trigger: Trigger,
+) {
+    match store.unscoped_claim_ready_ring(todo_id).await {
+        Ok(Some(candidate)) => {
+            ring_candidate(doorbells, hooks, &candidate, trigger);
+        }
+        // Another instance rings it, or it is no longer pending.
+        Ok(None) => {}
+        Err(e) => {
+            tracing::warn!(todo = %todo_id, error = %e, "doorbell skipped: ring claim failed");
+        }
+    }
 }
 
 /// Runs a read of the bus catch-up, again while it fails as `Unavailable`

@@ -104,8 +104,9 @@ struct SessionState {
     stream_closed_at: Option<Instant>,
 }
 
-/// Rings remembered per session for the "unanswered" rule.
-const RINGS_REMEMBERED: usize = 16;
+/// Rings remembered per session for the "unanswered" rule; as many in a row
+/// without a single request make a session deaf at once (`docs/doorbells.md`).
+pub const RINGS_REMEMBERED: usize = 16;
 
 #[derive(Debug)]
 struct StreamSlot {
@@ -210,6 +211,22 @@ impl Session {
         self.lock().last_activity.elapsed()
     }
 
+    /// How many more messages this session can take now: its open stream's
+    /// free buffer, or (no stream) what its held messages leave of theirs.
+    pub fn free_slots(&self) -> usize {
+        let state = self.lock();
+        match state.stream.as_ref() {
+            Some(slot) if !slot.sender.is_closed() => slot.sender.capacity(),
+            _ => STREAM_BUFFER.saturating_sub(state.waiting.len()),
+        }
+    }
+
+    /// Doorbells written to it since its last request (at most
+    /// [`RINGS_REMEMBERED`]).
+    pub fn rings_since_request(&self) -> usize {
+        self.lock().rung_since_request.len()
+    }
+
     /// Queues a message on the open stream without waiting.
     pub fn try_send(&self, message: Value) -> Result<(), SendError> {
         let state = self.lock();
@@ -289,7 +306,8 @@ pub struct SessionCounts {
 pub struct SessionRegistry {
     inner: RwLock<Sessions>,
     generations: AtomicU64,
-    /// Sessions one endpoint may have here; one more closes its oldest idle one.
+    /// Sessions one endpoint may have here; one more closes one of them
+    /// (streamless first, then the least recently active).
     max_per_endpoint: usize,
     /// Set on shutdown: every stream has ended and new ones end at once.
     shutting_down: AtomicBool,
@@ -323,9 +341,13 @@ struct Sessions {
 }
 
 impl Sessions {
-    /// Removes the endpoint's least recently active sessions until one more
-    /// fits under `max`; returns them. A session with a request in flight
-    /// (other than its stream) goes last: it is busy now.
+    /// Removes the endpoint's sessions until one more fits under `max`;
+    /// returns them. Sessions without an open stream go first — they hear
+    /// no doorbell now, while a listening one is how the endpoint is rung
+    /// (63 streamless sessions of one client must never close the one that
+    /// listens) — then, within each kind, the least recently active; a
+    /// session with a request in flight (other than its stream) goes last
+    /// of its kind: it is busy now.
     fn make_room(&mut self, endpoint_id: &str, max: usize) -> Vec<Arc<Session>> {
         let Some(of_endpoint) = self.by_endpoint.get(endpoint_id) else {
             return Vec::new();
@@ -334,20 +356,21 @@ impl Sessions {
         if excess == 0 {
             return Vec::new();
         }
-        let mut ranked: Vec<(bool, Instant, String)> = of_endpoint
+        let mut ranked: Vec<(bool, bool, Instant, String)> = of_endpoint
             .values()
             .map(|s| {
                 let state = s.lock();
                 let stream = usize::from(state.stream.is_some());
                 let busy = state.in_flight > stream;
-                (busy, state.last_activity, s.id.clone())
+                let listening = state.stream.as_ref().is_some_and(|s| !s.sender.is_closed());
+                (listening, busy, state.last_activity, s.id.clone())
             })
             .collect();
         ranked.sort();
         ranked
             .into_iter()
             .take(excess)
-            .filter_map(|(_, _, id)| self.remove(&id))
+            .filter_map(|(_, _, _, id)| self.remove(&id))
             .collect()
     }
 
@@ -376,7 +399,8 @@ impl SessionRegistry {
     }
 
     /// A registry where opening a session beyond `max` for one endpoint
-    /// closes that endpoint's oldest idle session first.
+    /// closes one of that endpoint's sessions first: one without an open
+    /// stream if any, the least recently active of them.
     pub fn with_max_per_endpoint(max: usize) -> Self {
         Self {
             inner: RwLock::new(Sessions::default()),
@@ -507,7 +531,7 @@ impl SessionRegistry {
             tracing::info!(
                 endpoint = %old.slug,
                 max = self.max_per_endpoint,
-                "MCP session closed: the endpoint opened one more than the cap (oldest idle first)"
+                "MCP session closed: the endpoint opened one more than the cap (streamless first, then the least recently active)"
             );
         }
         session
@@ -828,6 +852,24 @@ mod tests {
             1,
             "other endpoints are untouched"
         );
+    }
+
+    #[tokio::test]
+    async fn the_cap_closes_a_streamless_session_before_the_one_that_listens() {
+        let reg = SessionRegistry::with_max_per_endpoint(3);
+        let listener = reg.create("ep_1", "w-1", Hearer::default());
+        let (_guard, _rx) = reg.open_stream(&listener);
+        let quiet = reg.create("ep_1", "w-1", Hearer::default());
+        let asking = reg.create("ep_1", "w-1", Hearer::default());
+        drop(reg.begin_request(&asking));
+        // The listener is the least recently active; a streamless one goes.
+        reg.create("ep_1", "w-1", Hearer::default());
+        assert!(
+            reg.get(&quiet.id).is_none(),
+            "the quiet streamless one goes"
+        );
+        assert!(reg.get(&listener.id).is_some() && reg.get(&asking.id).is_some());
+        assert!(listener.is_streaming());
     }
 
     #[tokio::test]

@@ -1,5 +1,12 @@
 //! The re-ring sweep with delivery accounting: only endpoints hosted here
 //! (and present) are selected and counted, in one statement per tick.
+//!
+//! Bounded pacing: a tick counts no more rings for an endpoint than its
+//! hearers here have buffer room for now (a hook has room always), so a
+//! burst of due rings does not overflow the buffers of clients that read —
+//! the rest stay due for the next tick. A counted ring that every buffer
+//! refused all the same (a push filled it meanwhile) is undone: no ring is
+//! counted that no hearer took.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -61,7 +68,21 @@ pub async fn sweep_tick(delivery: &Delivery, config: &SweepConfig) -> usize {
     if hosted.is_empty() {
         return 0;
     }
-    let present = match present_due_endpoints(store, &hosted, config).await {
+    // Room per endpoint, read once per tick (memory only).
+    let mut rooms: HashMap<String, usize> = HashMap::new();
+    let mut room_of = |id: &str| -> usize {
+        if let Some(room) = rooms.get(id) {
+            return *room;
+        }
+        let room = if delivery.hooks().hooked(id) {
+            usize::MAX
+        } else {
+            doorbells.room(id)
+        };
+        rooms.insert(id.to_owned(), room);
+        room
+    };
+    let present = match present_due_endpoints(store, &hosted, config, &mut room_of).await {
         Ok(present) => present,
         Err(e) => {
             tracing::error!(error = %e, "re-ring sweep failed");
@@ -71,16 +92,27 @@ pub async fn sweep_tick(delivery: &Delivery, config: &SweepConfig) -> usize {
     if present.is_empty() {
         return 0;
     }
+    let room: usize = present
+        .iter()
+        .map(|id| room_of(id))
+        .fold(0, usize::saturating_add);
+    let limit = config.per_tick.min(i64::try_from(room).unwrap_or(i64::MAX));
     match store
-        .unscoped_claim_due_rings(&present, &config.steps, config.per_tick)
+        .unscoped_claim_due_rings(&present, &config.steps, limit)
         .await
     {
         Ok(due) => {
+            let mut taken = 0;
             for todo in &due {
-                // Counted already; a ring lost in delivery is accepted (`docs/doorbells.md`).
-                delivery.ring_candidate(todo, Trigger::Sweep);
+                if delivery.ring_candidate(todo, Trigger::Sweep) {
+                    taken += 1;
+                    continue;
+                }
+                // Every buffer refused it: not counted after all (it is
+                // due again at the next tick).
+                uncount(store, todo).await;
             }
-            due.len()
+            taken
         }
         Err(e) => {
             tracing::error!(error = %e, "re-ring sweep failed");
@@ -89,8 +121,25 @@ pub async fn sweep_tick(delivery: &Delivery, config: &SweepConfig) -> usize {
     }
 }
 
+/// Puts back a ring the sweep counted that no hearer took.
+async fn uncount(store: &dyn Store, todo: &crate::store::RingCandidate) {
+    let Some(counted_at) = todo.last_ringed_at else {
+        return;
+    };
+    match store
+        .unscoped_uncount_ring(&todo.id, todo.ring_attempts, counted_at)
+        .await
+    {
+        Ok(_) => {}
+        Err(e) => {
+            tracing::warn!(todo = %todo.id, error = %e, "a refused ring stays counted: undo failed");
+        }
+    }
+}
+
 /// The hosted endpoints with a ring due that are present (neither out nor
-/// revoked), at most `per_tick` of them, the first in the claim's order.
+/// revoked) and whose hearers here have room for a doorbell, at most
+/// `per_tick` of them, the first in the claim's order.
 ///
 /// Work in proportion to what one tick can ring, not to what is due: the
 /// claim rings each endpoint's first due todo before anyone's second, so
@@ -103,6 +152,7 @@ async fn present_due_endpoints(
     store: &dyn Store,
     hosted: &[String],
     config: &SweepConfig,
+    room_of: &mut impl FnMut(&str) -> usize,
 ) -> StoreResult<Vec<String>> {
     let wanted = usize::try_from(config.per_tick).unwrap_or(0);
     if wanted == 0 {
@@ -130,9 +180,11 @@ async fn present_due_endpoints(
                 verdicts.insert(e.id.clone(), present);
             }
         }
+        // An endpoint whose hearers here have no room now is passed over
+        // like one that is out: its rings stay due, uncounted.
         let present: Vec<String> = due
             .iter()
-            .filter(|id| verdicts.get(*id).copied().unwrap_or(false))
+            .filter(|id| verdicts.get(*id).copied().unwrap_or(false) && room_of(id) > 0)
             .take(wanted)
             .cloned()
             .collect();

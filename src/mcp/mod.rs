@@ -45,7 +45,7 @@ pub struct McpConfig {
     /// `get_todo` returns it whole). Default 16 KiB.
     pub claim_payload_inline_max: usize,
     /// Sessions one endpoint may hold open on this instance; one more
-    /// closes its oldest idle session (`--max-sessions-per-endpoint`).
+    /// closes one of them, streamless first (`--max-sessions-per-endpoint`).
     pub max_sessions_per_endpoint: usize,
 }
 

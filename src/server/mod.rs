@@ -214,7 +214,17 @@ pub async fn serve_on(
     let doorbells = Arc::new(Doorbells::new(sessions.clone()));
     let delivery = Arc::new(
         Delivery::new(store.clone(), doorbells.clone(), bus.clone())
-            .with_hook_config(config.hooks.clone()),
+            .with_hook_config(config.hooks.clone())
+            // A catch-up rings what nobody rang within the first re-ring
+            // step; the sweep rings anything older (due already).
+            .with_catch_up_window(
+                config
+                    .sweep
+                    .steps
+                    .first()
+                    .copied()
+                    .unwrap_or(crate::delivery::sweep::DEFAULT_STEPS[0]),
+            ),
     );
     if config.hooks.allow_private {
         tracing::warn!(

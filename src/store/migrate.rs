@@ -134,6 +134,11 @@ pub static SQLITE_MIGRATIONS: &[Migration] = &[
         name: "board_sessions_bound",
         sql: include_str!("migrations/sqlite/0023_board_sessions_bound.sql"),
     },
+    Migration {
+        version: 24,
+        name: "ring_undo",
+        sql: include_str!("migrations/sqlite/0024_ring_undo.sql"),
+    },
 ];
 
 pub static POSTGRES_MIGRATIONS: &[Migration] = &[
@@ -251,6 +256,11 @@ pub static POSTGRES_MIGRATIONS: &[Migration] = &[
         version: 23,
         name: "board_sessions_bound",
         sql: include_str!("migrations/postgres/0023_board_sessions_bound.sql"),
+    },
+    Migration {
+        version: 24,
+        name: "ring_undo",
+        sql: include_str!("migrations/postgres/0024_ring_undo.sql"),
     },
 ];
 

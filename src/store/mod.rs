@@ -524,14 +524,27 @@ pub trait RingStore: Send + Sync {
         steps: &[std::time::Duration],
         limit: i64,
     ) -> StoreResult<Vec<RingCandidate>>;
+    /// Undoes one ring [`Self::unscoped_claim_due_rings`] counted and no
+    /// hearer could take (every buffer refused it): `ring_attempts` back by
+    /// one and the ring clock back to what it was, so the ring is due again
+    /// at the next tick. Only while the row still holds that count
+    /// (`ring_attempts`, written at `counted_at`); true when undone.
+    async fn unscoped_uncount_ring(
+        &self,
+        id: &str,
+        ring_attempts: i64,
+        counted_at: crate::domain::Timestamp,
+    ) -> StoreResult<bool>;
     /// Claims the one ring of a todo that became ready (created, or pending
     /// again after a retry) for the calling instance: true for exactly one
     /// caller per readiness across instances, and only while the todo is
     /// pending, push-eligible and on an active endpoint.
     async fn unscoped_claim_ready_ring(&self, id: &str) -> StoreResult<Option<RingCandidate>>;
-    /// Ids of these endpoints' pending push-eligible todos created at or
-    /// after `since` that no instance has rung at all, oldest first (what a
-    /// lost bus message would have rung).
+    /// Ids of these endpoints' pending push-eligible todos that became
+    /// ready (created, or a delayed one come due: `run_at`) at or after
+    /// `since` and that no instance has rung at all — no ring claimed, none
+    /// counted, no digest — oldest first (what a lost bus message would have
+    /// rung).
     async fn unscoped_unrung_since(
         &self,
         endpoint_ids: &[String],

@@ -558,6 +558,9 @@ pub struct RingCandidate {
     pub source: Option<String>,
     pub ring_attempts: i64,
     pub created_at: Timestamp,
+    /// Its ring clock's last ring or digest (for a ring the sweep just
+    /// counted: that count's instant, which undoing it is guarded by).
+    pub last_ringed_at: Option<Timestamp>,
 }
 
 impl From<&Todo> for RingCandidate {
@@ -571,6 +574,7 @@ impl From<&Todo> for RingCandidate {
             source: t.source.clone(),
             ring_attempts: t.ring_attempts,
             created_at: t.created_at,
+            last_ringed_at: t.last_ringed_at,
         }
     }
 }

@@ -15,6 +15,7 @@ use tokio::net::TcpStream;
 
 use crate::support::mcp::{Mcp, client};
 use crate::support::server::Process;
+use crate::support::sse::{Stream, todo_id};
 
 /// A `serve` process with generous rates and `extra` flags, and its admin token.
 struct Served {
@@ -499,22 +500,28 @@ async fn sigterm_ends_every_notification_stream_cleanly_and_exits_within_a_secon
     eprintln!("SIGTERM: 3 streams ended cleanly within {ended:?}, exit 0 after {exited:?}");
 }
 
+/// The session cap never closes the session that listens while a streamless
+/// one could go (issue #48: 63 streamless sessions of one client closed the
+/// one that heard the doorbells): the 65th closes the least recently active
+/// session **without** a stream, even when the listening one is the oldest
+/// and least recently active of all; and the listener still hears a push.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_65th_session_of_an_endpoint_closes_its_oldest_idle_one() {
+async fn the_65th_session_of_an_endpoint_closes_a_streamless_one_before_the_listener() {
     let s = serve(None, &[]);
     let (slug, token) = s.vend("crowded").await;
     let mcp = s.mcp(&slug, &token);
-    let oldest = mcp.initialize().await;
-    let mut oldest_stream = mcp.open_stream(&oldest).await;
+    let listener = mcp.initialize().await;
+    let mut listening = Stream::attach(mcp.clone(), listener.clone()).await;
     let mut others = Vec::new();
     for _ in 1..64 {
         others.push(mcp.initialize().await);
     }
-    let tools = mcp.rpc(&oldest, 2, "tools/list", json!({})).await;
+    let tools = mcp.rpc(&listener, 2, "tools/list", json!({})).await;
     assert_eq!(tools.status, 200, "64 sessions fit");
 
-    // Make the oldest the least recently active again (its tools/list
-    // above counted), then one more session: it goes.
+    // Make the listener the least recently active of all (its tools/list
+    // above counted), then one more session: a streamless one goes, the
+    // least recently active of those (the first of the others).
     for session in &others {
         assert_eq!(
             mcp.rpc(session, 3, "tools/list", json!({})).await.status,
@@ -522,34 +529,55 @@ async fn the_65th_session_of_an_endpoint_closes_its_oldest_idle_one() {
         );
     }
     let newest = mcp.initialize().await;
-    let ended = tokio::time::timeout(Duration::from_secs(2), async {
-        loop {
-            match oldest_stream.chunk().await {
-                Ok(Some(_)) => continue,
-                Ok(None) => return true,
-                Err(_) => return false,
-            }
-        }
-    })
-    .await;
-    assert_eq!(ended, Ok(true), "the oldest session's stream ends cleanly");
-    let gone = mcp.rpc(&oldest, 4, "tools/list", json!({})).await;
+    let gone = mcp.rpc(&others[0], 4, "tools/list", json!({})).await;
     assert_eq!(
         gone.status,
         404,
-        "as for an expired session: {}",
+        "the least recently active streamless session is closed: {}",
         gone.text()
     );
-    for session in others.iter().chain([&newest]) {
+    for session in others[1..].iter().chain([&newest]) {
         assert_eq!(
             mcp.rpc(session, 5, "tools/list", json!({})).await.status,
             200
         );
     }
-    let sessions = s.get(&format!("/api/v1/endpoints/{slug}/sessions")).await;
-    if sessions.status == 200 {
-        eprintln!("sessions: {}", sessions.body);
+    // The listener is still there, and still hears the endpoint's doorbells.
+    let id = s
+        .post(
+            &format!("/api/v1/endpoints/{slug}/todos"),
+            json!({"title": "for the listener"}),
+        )
+        .await
+        .body["id"]
+        .as_str()
+        .expect("pushed")
+        .to_owned();
+    let bell = listening
+        .next(Duration::from_secs(5))
+        .await
+        .expect("the listening session is still open and rung");
+    assert_eq!(todo_id(&bell), Some(id.as_str()), "{bell}");
+    let still = mcp.rpc(&listener, 6, "tools/list", json!({})).await;
+    assert_eq!(still.status, 200, "the listener was not closed");
+
+    // Every session listening: then the least recently active one goes, as
+    // before (others[1] opened its stream first, and the listener asks again
+    // after the last one opened).
+    let mut streams = Vec::new();
+    for session in others[1..].iter().chain([&newest]) {
+        streams.push(mcp.open_stream(session).await);
     }
+    let again = mcp.rpc(&listener, 8, "tools/list", json!({})).await;
+    assert_eq!(again.status, 200);
+    let _one_more = mcp.initialize().await;
+    let closed = mcp.rpc(&others[1], 7, "tools/list", json!({})).await;
+    assert_eq!(
+        closed.status,
+        404,
+        "all listening: the least recently active goes: {}",
+        closed.text()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -718,4 +746,118 @@ async fn a_request_that_moves_no_byte_for_the_idle_timeout_is_closed_as_stalled(
     assert_eq!(s.metric(stalled).await, 1.0);
     let agents = s.get("/api/v1/agents").await;
     assert_eq!(agents.body["agents"].as_array().map(Vec::len), Some(0));
+}
+
+/// A stream that is never read still "takes" every doorbell: the kernel's
+/// socket buffers swallow hundreds before our 16-message buffer fills, so
+/// it once kept its round-robin share of every burst (a reader heard 100 of
+/// 600). It is deaf after 16 doorbells without a request now, and the
+/// session that reads and answers hears the rest.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_that_is_not_read_is_deaf_before_it_swallows_its_share_of_rings() {
+    let s = serve(None, &[]);
+    let (slug, token) = s.vend("two-streams").await;
+    let mcp = s.mcp(&slug, &token);
+    let unread_session = mcp.initialize().await;
+    let _unread = mcp.open_stream(&unread_session).await; // never read
+    let mut reader = Stream::open(mcp.clone()).await;
+    let (answer, session) = (mcp.clone(), reader.session.clone());
+    const N: usize = 100;
+    let reading = async {
+        let mut heard = 0;
+        let mut id = 10;
+        while let Some(bell) = reader.next(Duration::from_secs(2)).await {
+            if todo_id(&bell).is_some() {
+                heard += 1;
+                // A listening agent acts on its doorbells: a request each.
+                id += 1;
+                assert_eq!(
+                    answer.rpc(&session, id, "ping", json!({})).await.status,
+                    200
+                );
+            }
+        }
+        heard
+    };
+    let pushing = async {
+        for i in 0..N {
+            let got = s
+                .post(
+                    &format!("/api/v1/endpoints/{slug}/todos"),
+                    json!({"title": format!("t{i}")}),
+                )
+                .await;
+            assert_eq!(got.status, 201, "{got:?}");
+            // Paced so that the reader keeps up: this is about who is rung.
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    };
+    let (heard, ()) = tokio::join!(reading, pushing);
+    eprintln!("the reader heard {heard} of {N}; the unread stream the rest");
+    assert!(
+        heard >= N - 20,
+        "the unread stream is deaf after 16: the reader heard only {heard} of {N}"
+    );
+}
+
+/// A sweep burst once wrote every due ring at once: the reader's 16-message
+/// buffer overflowed although it read, and the dropped rings were counted
+/// all the same. Now a tick rings no more than the buffers have room for,
+/// and a ring no buffer took is not counted: every counted ring is heard.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sweep_burst_counts_exactly_the_rings_its_reader_heard() {
+    let s = serve(
+        None,
+        &["--ring-steps", "1s,1s", "--maintenance-interval", "1s"],
+    );
+    let (slug, token) = s.vend("burst").await;
+    const N: usize = 40;
+    // Pushed while no session is attached: nothing rings at creation.
+    for i in 0..N {
+        let got = s
+            .post(
+                &format!("/api/v1/endpoints/{slug}/todos"),
+                json!({"title": format!("t{i}")}),
+            )
+            .await;
+        assert_eq!(got.status, 201, "{got:?}");
+    }
+    // A reader attaches: 40 rings fall due together, twice over.
+    let mut reader = Stream::open(s.mcp(&slug, &token)).await;
+    let started = Instant::now();
+    let mut heard = 0;
+    let spent = loop {
+        while let Some(bell) = reader.next(Duration::from_millis(100)).await {
+            if todo_id(&bell).is_some() {
+                heard += 1;
+            }
+        }
+        let list = s
+            .get(&format!("/api/v1/todos?endpoint={slug}&limit=200"))
+            .await;
+        let todos = list.body["todos"].as_array().expect("todos").clone();
+        let counted: i64 = todos
+            .iter()
+            .map(|t| t["ring_attempts"].as_i64().unwrap())
+            .sum();
+        if counted == 2 * N as i64 || started.elapsed() > Duration::from_secs(40) {
+            break counted;
+        }
+    };
+    heard += reader
+        .drain(Duration::from_millis(1_500))
+        .await
+        .iter()
+        .filter(|b| todo_id(b).is_some())
+        .count();
+    let rung = s
+        .metric(r#"switchboard_doorbells_rung_total{kind="todo",trigger="sweep"}"#)
+        .await;
+    eprintln!(
+        "{N} todos, 2 rings each: {spent} counted, {rung} rung, {heard} heard in {:?}",
+        started.elapsed()
+    );
+    assert_eq!(spent, 2 * N as i64, "every budget spent");
+    assert_eq!(rung as i64, spent, "every counted ring was written");
+    assert_eq!(heard as i64, spent, "and heard");
 }

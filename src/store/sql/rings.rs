@@ -84,7 +84,7 @@ fn due_by_clock(steps_at: usize, steps: usize) -> String {
 }
 
 /// A ring candidate from a row with its columns (`id, endpoint_id, queue,
-/// title, kind, source, ring_attempts, created_at`).
+/// title, kind, source, ring_attempts, created_at, last_ringed_at`).
 fn ring_candidate(row: &sqlx::any::AnyRow) -> StoreResult<RingCandidate> {
     Ok(RingCandidate {
         id: row.try_get("id")?,
@@ -95,6 +95,9 @@ fn ring_candidate(row: &sqlx::any::AnyRow) -> StoreResult<RingCandidate> {
         source: row.try_get("source")?,
         ring_attempts: row.try_get("ring_attempts")?,
         created_at: Timestamp::from_millis(row.try_get("created_at")?),
+        last_ringed_at: row
+            .try_get::<Option<i64>, _>("last_ringed_at")?
+            .map(Timestamp::from_millis),
     })
 }
 
@@ -147,7 +150,7 @@ impl RingStore for SqlStore {
     async fn unscoped_ringable_todo(&self, id: &str) -> StoreResult<Option<RingCandidate>> {
         let row = sqlx::query(AssertSqlSafe(format!(
             "SELECT todos.id, todos.endpoint_id, todos.queue, todos.title, todos.kind, \
-               todos.source, todos.ring_attempts, todos.created_at \
+               todos.source, todos.ring_attempts, todos.created_at, todos.last_ringed_at \
              FROM todos JOIN endpoints e ON e.id = todos.endpoint_id \
              WHERE todos.id = $1 AND todos.state = 'pending' AND todos.event_id IS NOT NULL \
                AND e.state = 'active' AND {}",
@@ -204,7 +207,8 @@ impl RingStore for SqlStore {
         let ids_at = 4 + steps.len();
         let ids_list = self.dialect.json_text_list(ids_at);
         let sql = format!(
-            "UPDATE todos SET ring_attempts = ring_attempts + 1, last_ringed_at = $1 \
+            "UPDATE todos SET ring_attempts = ring_attempts + 1, last_ringed_at = $1, \
+               prev_ringed_at = last_ringed_at \
              WHERE id IN ( \
                SELECT id FROM ( \
                  SELECT id, {RING_CLOCK} AS clock, \
@@ -264,13 +268,37 @@ impl RingStore for SqlStore {
                AND (ready_rung_attempt IS NULL OR ready_rung_attempt <> attempt) \
                AND endpoint_id IN (SELECT id FROM endpoints WHERE state = 'active') \
                AND {not_paused} \
-             RETURNING id, endpoint_id, queue, title, kind, source, ring_attempts, created_at",
+             RETURNING id, endpoint_id, queue, title, kind, source, ring_attempts, created_at, \
+               last_ringed_at",
             not_paused = statements::NOT_PAUSED,
         )))
         .bind(id)
         .fetch_optional(self.writer()?)
         .await?;
         row.as_ref().map(ring_candidate).transpose()
+    }
+
+    /// Guarded by the count and the instant the sweep's statement wrote: a
+    /// ring counted since (another tick) or a digest since (its own clock)
+    /// is left alone.
+    async fn unscoped_uncount_ring(
+        &self,
+        id: &str,
+        ring_attempts: i64,
+        counted_at: Timestamp,
+    ) -> StoreResult<bool> {
+        let done = sqlx::query(
+            "UPDATE todos SET ring_attempts = ring_attempts - 1, \
+               last_ringed_at = prev_ringed_at, prev_ringed_at = NULL \
+             WHERE id = $1 AND state = 'pending' AND ring_attempts = $2 \
+               AND ring_attempts > 0 AND last_ringed_at = $3",
+        )
+        .bind(id)
+        .bind(ring_attempts)
+        .bind(counted_at.as_millis())
+        .execute(self.writer()?)
+        .await?;
+        Ok(done.rows_affected() == 1)
     }
 
     async fn unscoped_unrung_since(
@@ -285,8 +313,9 @@ impl RingStore for SqlStore {
         let sql = format!(
             "SELECT id FROM {todos} WHERE endpoint_id IN ({ids}) AND state = 'pending' \
                AND event_id IS NOT NULL AND ready_rung_attempt IS NULL \
-               AND ring_attempts = 0 AND last_ringed_at IS NULL AND created_at >= $1 \
-             ORDER BY created_at, id LIMIT $2",
+               AND ring_attempts = 0 AND last_ringed_at IS NULL \
+               AND COALESCE(run_at, created_at) >= $1 \
+             ORDER BY COALESCE(run_at, created_at), id LIMIT $2",
             todos = self.dialect.pending_todos_by_endpoint(),
             ids = self.dialect.json_text_list(3),
         );

@@ -409,12 +409,127 @@ async fn the_unrung_read_names_todos_created_since_that_nobody_rang(
     );
 }
 
+/// What a catch-up rings is decided by the row, not by when it was made: a
+/// delayed todo made before `since` that came due after it is named; one a
+/// digest summarised, or counted by the sweep, is not.
+async fn the_unrung_read_goes_by_readiness_and_the_ledger(store: &dyn Store, ts: &TestStore) {
+    let f = fixture(store, "ada").await;
+    let hosted = vec![f.endpoint.id.clone()];
+    let due_at = ts.clock_now().saturating_add(Duration::from_secs(60));
+    let delayed = create(
+        store,
+        NewTodo {
+            run_at: Some(due_at),
+            ..rung_todo(&f.endpoint.id, "delayed")
+        },
+    )
+    .await;
+    let swept = create(store, rung_todo(&f.endpoint.id, "swept")).await;
+    advance_secs(ts, 30);
+    let since = ts.clock_now();
+    let digested = create(store, rung_todo(&f.endpoint.id, "digested")).await;
+    store
+        .unscoped_mark_rung(std::slice::from_ref(&digested.id), ts.clock_now())
+        .await
+        .unwrap();
+    advance_secs(ts, 31);
+    assert_eq!(
+        store.unscoped_promote_due_delayed(10).await.unwrap().len(),
+        1
+    );
+    let unrung = store
+        .unscoped_unrung_since(&hosted, since, 100)
+        .await
+        .unwrap();
+    assert_eq!(unrung, vec![delayed.id.clone()], "not {}", digested.id);
+    advance_secs(ts, 5 * 60);
+    let counted = due(ts, &hosted).await;
+    assert!(counted.iter().any(|c| c.id == swept.id));
+    let later = store
+        .unscoped_unrung_since(&hosted, switchboard::domain::Timestamp::from_millis(0), 100)
+        .await
+        .unwrap();
+    assert!(
+        !later.contains(&swept.id),
+        "a todo the sweep counted was rung: {later:?}"
+    );
+}
+
+/// A ring the sweep counted and no hearer took is put back: the count and
+/// the ring clock it replaced (none, or a digest's), so it is due again at
+/// once; only while the row still holds that count.
+async fn a_counted_ring_nobody_took_is_put_back(store: &dyn Store, ts: &TestStore) {
+    let f = fixture(store, "ada").await;
+    let hosted = vec![f.endpoint.id.clone()];
+    let fresh = create(store, rung_todo(&f.endpoint.id, "never rung")).await;
+    let digested = create(store, rung_todo(&f.endpoint.id, "digested")).await;
+    advance_secs(ts, 60);
+    let digest_at = ts.clock_now();
+    store
+        .unscoped_mark_rung(std::slice::from_ref(&digested.id), digest_at)
+        .await
+        .unwrap();
+    advance_secs(ts, 5 * 60);
+    let counted = due(ts, &hosted).await;
+    assert_eq!(counted.len(), 2, "both first rings due");
+    let counted_at = ts.clock_now();
+    for c in &counted {
+        assert_eq!(c.ring_attempts, 1);
+        assert_eq!(c.last_ringed_at, Some(counted_at), "the count's instant");
+    }
+    advance_secs(ts, 1);
+    for c in &counted {
+        assert!(
+            store
+                .unscoped_uncount_ring(&c.id, c.ring_attempts, counted_at)
+                .await
+                .unwrap(),
+            "undone"
+        );
+        assert!(
+            !store
+                .unscoped_uncount_ring(&c.id, c.ring_attempts, counted_at)
+                .await
+                .unwrap(),
+            "once"
+        );
+    }
+    let row = get(store, &f.caller, &fresh.id).await;
+    assert_eq!((row.ring_attempts, row.last_ringed_at), (0, None));
+    let row = get(store, &f.caller, &digested.id).await;
+    assert_eq!(
+        (row.ring_attempts, row.last_ringed_at),
+        (0, Some(digest_at))
+    );
+    // Due again at once: the fresh one by its creation; the digested one
+    // a step after its digest, which has passed.
+    let again = due(ts, &hosted).await;
+    assert_eq!(again.len(), 2, "due again: {again:?}");
+    // A digest since the count: that count is no longer the row's to undo.
+    let recount_at = ts.clock_now();
+    advance_secs(ts, 1);
+    store
+        .unscoped_mark_rung(std::slice::from_ref(&fresh.id), ts.clock_now())
+        .await
+        .unwrap();
+    assert!(
+        !store
+            .unscoped_uncount_ring(&fresh.id, 1, recount_at)
+            .await
+            .unwrap(),
+        "a digest since: left alone"
+    );
+    assert_eq!(get(store, &f.caller, &fresh.id).await.ring_attempts, 1);
+}
+
 exercise_on_both_backends!(
     the_longest_waiting_ring_goes_first,
     the_due_read_looks_past_a_busy_endpoint_and_unnamed_ones,
     a_ready_todo_is_claimed_for_ringing_once_per_readiness,
     pull_only_claimed_and_revoked_todos_are_never_claimed_for_ringing,
     the_unrung_read_names_todos_created_since_that_nobody_rang,
+    the_unrung_read_goes_by_readiness_and_the_ledger,
+    a_counted_ring_nobody_took_is_put_back,
     only_endpoints_with_a_due_ring_are_named,
     due_endpoints_come_in_the_order_the_claim_rings_them,
     a_never_claimed_todo_is_rerung_on_schedule_then_never,

@@ -28,6 +28,17 @@ impl Stream {
         }
     }
 
+    /// The stream of a session already initialized, opened now.
+    pub async fn attach(mcp: Mcp, session: String) -> Stream {
+        let response = mcp.open_stream(&session).await;
+        Stream {
+            response,
+            buffered: String::new(),
+            mcp,
+            session,
+        }
+    }
+
     /// The next JSON message, or `None` once `within` passes (or it ends).
     pub async fn next(&mut self, within: Duration) -> Option<Value> {
         let deadline = Instant::now() + within;
