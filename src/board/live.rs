@@ -244,7 +244,8 @@ impl Watcher {
                 | Message::TransitionClaimed { endpoint_id, .. }
                 | Message::EndpointRevoked { endpoint_id }
                 | Message::EndpointChanged { endpoint_id }
-                | Message::HooksChanged { endpoint_id } => endpoint_id,
+                | Message::HooksChanged { endpoint_id }
+                | Message::ClaimsResumed { endpoint_id } => endpoint_id,
                 Message::Keepalive => return false,
             },
         };

@@ -54,6 +54,10 @@ pub enum Message {
         digest: Option<DigestReason>,
         instance: InstanceId,
     },
+    /// Claims on an endpoint (or one of its queues) were resumed with work
+    /// waiting: each other instance hosting it sends its sessions its own
+    /// digest (`reason: resumed`), as for a return.
+    ClaimsResumed { endpoint_id: String },
     /// An endpoint was revoked or expired: its sessions end everywhere.
     EndpointRevoked { endpoint_id: String },
     /// An endpoint's settings that its sessions see (the default lease)

@@ -75,6 +75,7 @@ pub async fn dispatch(delivery: &Arc<Delivery>, message: Message) {
     let rings = matches!(
         message,
         Message::TodoReady { .. }
+            | Message::ClaimsResumed { .. }
             | Message::TransitionClaimed {
                 presence: Presence::In,
                 digest: Some(_),
@@ -117,6 +118,7 @@ pub async fn apply(delivery: &Delivery, message: Message) {
             digest: Some(reason),
             ..
         } => digest_here(delivery, &endpoint_id, reason).await,
+        Message::ClaimsResumed { endpoint_id } => resumed_here(delivery, &endpoint_id).await,
         Message::TodoReady {
             endpoint_id,
             todo_id,
@@ -159,6 +161,24 @@ async fn digest_here(delivery: &Delivery, endpoint_id: &str, reason: DigestReaso
         && effective_of(&endpoint, store.clock().now()).presence == Presence::In
     {
         send_return_digest(delivery, &endpoint, reason, false).await;
+    }
+}
+
+/// One digest on this instance of what waits, for claims resumed on
+/// another, if it hosts the endpoint (a hook's digest is the resuming
+/// instance's alone).
+async fn resumed_here(delivery: &Delivery, endpoint_id: &str) {
+    if !delivery.doorbells().hosts(endpoint_id) {
+        return;
+    }
+    match delivery.store().unscoped_get_endpoint(endpoint_id).await {
+        Ok(endpoint) if endpoint.is_active() => {
+            super::presence::send_resumed_digest_here(delivery, &endpoint).await;
+        }
+        Ok(_) => {}
+        Err(e) => {
+            tracing::warn!(endpoint = %endpoint_id, error = %e, "digest skipped: endpoint unreadable");
+        }
     }
 }
 

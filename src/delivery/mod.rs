@@ -535,6 +535,9 @@ impl Delivery {
     /// of the work that waited, on this instance (`docs/queue.md`,
     /// "Admission").
     pub(crate) async fn claims_resumed(&self, endpoint: &crate::store::Endpoint) -> bool {
+        self.bus.publish(Message::ClaimsResumed {
+            endpoint_id: endpoint.id.clone(),
+        });
         presence::send_resumed_digest(self, endpoint).await
     }
 

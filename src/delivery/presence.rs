@@ -455,10 +455,20 @@ pub async fn view(store: &dyn Store, endpoint: &Endpoint, now: Timestamp) -> Pre
 /// what waits, to one hearer, when the endpoint is in; never a ring per
 /// todo. Returns whether a digest was written.
 pub(crate) async fn send_resumed_digest(delivery: &Delivery, endpoint: &Endpoint) -> bool {
+    resumed_digest(delivery, endpoint, true).await
+}
+
+/// [`send_resumed_digest`] on an instance told of it by the bus: its own
+/// sessions' digest (a hook's is the resuming instance's).
+pub(crate) async fn send_resumed_digest_here(delivery: &Delivery, endpoint: &Endpoint) -> bool {
+    resumed_digest(delivery, endpoint, false).await
+}
+
+async fn resumed_digest(delivery: &Delivery, endpoint: &Endpoint, resumer: bool) -> bool {
     let now = delivery.store().clock().now();
     if effective_of(endpoint, now).presence != Presence::In {
         return false;
     }
     let cutoff = now.saturating_add(std::time::Duration::from_millis(1));
-    send_digest(delivery, endpoint, DigestReason::Resumed, cutoff, true).await
+    send_digest(delivery, endpoint, DigestReason::Resumed, cutoff, resumer).await
 }

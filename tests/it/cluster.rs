@@ -607,3 +607,54 @@ async fn a_delayed_todo_rings_once_in_the_cluster_when_it_comes_due() {
     assert_eq!(ids, [id], "one ring in the cluster: {rings:?}");
     c.finish().await;
 }
+
+/// Resuming claims through one instance digests what waited on every
+/// instance hosting the endpoint — once each, `reason: resumed` — and
+/// paused work rang nowhere meanwhile (docs/queue.md, "Admission").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resuming_claims_through_one_instance_digests_once_on_each_hosting_instance() {
+    let Some(c) = cluster("cluster_resumed", 2).await else {
+        return;
+    };
+    let (slug, token) = c.vend(0, "paused").await;
+    let mut on_a = c.listen(0, &slug, &token).await;
+    let mut on_b = c.listen(1, &slug, &token).await;
+    let admission = format!("/endpoints/{slug}/admission");
+    c.api(
+        0,
+        reqwest::Method::PUT,
+        &admission,
+        Some(json!({"paused": true})),
+    )
+    .await;
+    for n in 0..3 {
+        c.push(n % 2, &slug, &format!("held {n}")).await;
+    }
+    let held: Vec<Value> = on_a
+        .drain(Duration::from_millis(1_000))
+        .await
+        .into_iter()
+        .chain(on_b.drain(Duration::from_millis(10)).await)
+        .collect();
+    assert!(held.is_empty(), "paused work rings nowhere: {held:?}");
+    // Resumed through A: B, which hosts a session too, digests as well.
+    c.api(
+        0,
+        reqwest::Method::PUT,
+        &admission,
+        Some(json!({"paused": false})),
+    )
+    .await;
+    let a = on_a.drain(Duration::from_millis(1_500)).await;
+    let b = on_b.drain(Duration::from_millis(500)).await;
+    for (name, got) in [("A", &a), ("B", &b)] {
+        let digests: Vec<_> = got.iter().filter(|v| is_digest(v)).collect();
+        assert_eq!(digests.len(), 1, "{name} gets one digest: {got:?}");
+        assert_eq!(digests[0]["params"]["meta"]["reason"], "resumed");
+        assert!(
+            got.iter().all(|v| todo_id(v).is_none()),
+            "{name}: no ring per todo: {got:?}"
+        );
+    }
+    c.finish().await;
+}
