@@ -45,7 +45,7 @@ use crate::http::error::{ErrorBody, ErrorDetail};
         IntakeEventView, WebhookView, NewWebhookView, WebhookList,
         HookView, HookDeliveryView, NewHookView, HookList, HookTestView, hooks::AddHook,
         ScheduleView, ScheduleList, schedules::AddSchedule,
-        activity::ActivityView, activity::ActivityBucket, activity::ActivityNumbers,
+        activity::QueueActivityView, activity::QueueActivityBucket, activity::QueueActivityNumbers,
         admission::SetAdmission, admission::AdmissionView, admission::AdmissionLevel,
         tokens::CreateToken, agents::RegisterAgent, agents::EditAgent,
         endpoints::VendRequest, endpoints::EditEndpoint, endpoints::TestRingRequest, endpoints::TestRingView, todos::PushTodo, todos::EditTodo,
@@ -192,4 +192,29 @@ pub fn document() -> utoipa::openapi::OpenApi {
 
 pub async fn serve() -> Json<utoipa::openapi::OpenApi> {
     Json(document())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    /// utoipa keys component schemas by the type's bare name, so two types
+    /// of one name (`views::ActivityView` and an `activity::ActivityView`
+    /// once) silently share one schema, and responses of the one are
+    /// documented as the other: every name in `schemas(…)` must be unique.
+    #[test]
+    fn every_component_schema_has_a_name_of_its_own() {
+        let source = include_str!("openapi.rs");
+        let start = source.find("components(schemas(").expect("the schemas list");
+        let list = &source[start + "components(schemas(".len()..];
+        let list = &list[..list.find("))").expect("its end")];
+        let mut seen: HashMap<&str, &str> = HashMap::new();
+        for path in list.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let name = path.rsplit("::").next().unwrap_or(path);
+            if let Some(first) = seen.insert(name, path) {
+                panic!("{first} and {path} would share the schema {name}");
+            }
+        }
+        assert!(seen.len() > 50, "the list was read: {}", seen.len());
+    }
 }

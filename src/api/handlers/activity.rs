@@ -26,7 +26,7 @@ pub(crate) struct ActivityQuery {
 
 /// What happened in one interval, or over the whole range.
 #[derive(Debug, Serialize, ToSchema)]
-pub(crate) struct ActivityNumbers {
+pub(crate) struct QueueActivityNumbers {
     pub created: u64,
     pub completed: u64,
     /// `fail` calls and lapsed leases (retried or not).
@@ -44,7 +44,7 @@ pub(crate) struct ActivityNumbers {
     pub complete_p99_ms: Option<i64>,
 }
 
-impl ActivityNumbers {
+impl QueueActivityNumbers {
     fn of(a: &Activity) -> Self {
         let p = |h: &LatencyHistogram, q| h.percentile(q);
         Self {
@@ -63,24 +63,24 @@ impl ActivityNumbers {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub(crate) struct ActivityBucket {
+pub(crate) struct QueueActivityBucket {
     /// When the interval starts (RFC 3339, UTC).
     pub at: String,
     #[serde(flatten)]
-    pub numbers: ActivityNumbers,
+    pub numbers: QueueActivityNumbers,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub(crate) struct ActivityView {
+pub(crate) struct QueueActivityView {
     pub endpoint: String,
     /// The queue, or null for all the endpoint's queues.
     pub queue: Option<String>,
     pub range: String,
     pub bucket_seconds: i64,
     /// Every interval of the range, oldest first (empty ones included).
-    pub buckets: Vec<ActivityBucket>,
+    pub buckets: Vec<QueueActivityBucket>,
     /// The whole range.
-    pub totals: ActivityNumbers,
+    pub totals: QueueActivityNumbers,
 }
 
 /// An endpoint's activity over the last hour, day or week: todos created,
@@ -91,7 +91,7 @@ pub(crate) struct ActivityView {
     params(("reference" = String, Path, description = "Endpoint slug or id"), ActivityQuery),
     security(("bearer" = [])),
     responses(
-        (status = 200, body = ActivityView),
+        (status = 200, body = QueueActivityView),
         (status = 400, body = ErrorBody),
         (status = 401, body = ErrorBody),
         (status = 404, body = ErrorBody),
@@ -102,7 +102,7 @@ pub(crate) async fn show(
     auth: HumanAuth,
     ApiPath(reference): ApiPath<String>,
     ApiQuery(q): ApiQuery<ActivityQuery>,
-) -> ApiResult<Json<ActivityView>> {
+) -> ApiResult<Json<QueueActivityView>> {
     let range = match q.range.as_deref() {
         None => ActivityRange::Hour,
         Some(text) => ActivityRange::parse(text)
@@ -141,18 +141,18 @@ pub(crate) async fn show(
     for (_, a) in &buckets {
         totals.merge(a);
     }
-    Ok(Json(ActivityView {
+    Ok(Json(QueueActivityView {
         endpoint: endpoint.slug,
         queue: q.queue,
         range: range.as_str().to_owned(),
         bucket_seconds: range.span_seconds(),
         buckets: buckets
             .iter()
-            .map(|(at, a)| ActivityBucket {
+            .map(|(at, a)| QueueActivityBucket {
                 at: at.to_rfc3339(),
-                numbers: ActivityNumbers::of(a),
+                numbers: QueueActivityNumbers::of(a),
             })
             .collect(),
-        totals: ActivityNumbers::of(&totals),
+        totals: QueueActivityNumbers::of(&totals),
     }))
 }
