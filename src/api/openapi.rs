@@ -205,7 +205,9 @@ mod tests {
     #[test]
     fn every_component_schema_has_a_name_of_its_own() {
         let source = include_str!("openapi.rs");
-        let start = source.find("components(schemas(").expect("the schemas list");
+        let start = source
+            .find("components(schemas(")
+            .expect("the schemas list");
         let list = &source[start + "components(schemas(".len()..];
         let list = &list[..list.find("))").expect("its end")];
         let mut seen: HashMap<&str, &str> = HashMap::new();

@@ -13,49 +13,9 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::support::mcp::{Mcp, client};
-use crate::support::server::Process;
+use crate::support::mcp::client;
+use crate::support::served::{Served, serve, start_in};
 use crate::support::sse::{Stream, todo_id};
-
-/// A `serve` process with generous rates and `extra` flags, and its admin token.
-struct Served {
-    process: Process,
-    admin: String,
-    http: reqwest::Client,
-    dir: tempfile::TempDir,
-}
-
-const FAST: [&str; 6] = [
-    "--api-write-rate",
-    "1000",
-    "--api-read-rate",
-    "1000",
-    "--mcp-rate",
-    "1000",
-];
-
-fn serve(database: Option<&str>, extra: &[&str]) -> Served {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let process = start_in(&dir, database, extra);
-    let admin = process
-        .first_token()
-        .expect("the first start prints the admin token");
-    Served {
-        process,
-        admin,
-        http: client(),
-        dir,
-    }
-}
-
-fn start_in(dir: &tempfile::TempDir, database: Option<&str>, extra: &[&str]) -> Process {
-    let mut args: Vec<&str> = FAST.to_vec();
-    if let Some(url) = database {
-        args.extend(["--database", url]);
-    }
-    args.extend(extra);
-    Process::start(dir.path(), &args)
-}
 
 /// An answer and how long it took; status 0 when no answer came at all.
 #[derive(Debug)]
@@ -66,14 +26,6 @@ struct Got {
 }
 
 impl Served {
-    fn mcp(&self, slug: &str, token: &str) -> Mcp {
-        Mcp {
-            http: self.http.clone(),
-            url: self.process.url(&format!("/mcp/{slug}")),
-            authorization: format!("Bearer {token}"),
-        }
-    }
-
     async fn send(&self, request: reqwest::RequestBuilder) -> Got {
         let started = Instant::now();
         match request.send().await {
@@ -123,23 +75,6 @@ impl Served {
             got.body["slug"].as_str().unwrap().to_owned(),
             got.body["token"].as_str().unwrap().to_owned(),
         )
-    }
-
-    /// One sample of a `/metrics` series (full name with labels).
-    async fn metric(&self, series: &str) -> f64 {
-        let text = self
-            .http
-            .get(self.process.url("/metrics"))
-            .send()
-            .await
-            .expect("GET /metrics")
-            .text()
-            .await
-            .unwrap();
-        text.lines()
-            .find_map(|l| l.strip_prefix(&format!("{series} ")))
-            .and_then(|n| n.trim().parse::<f64>().ok())
-            .unwrap_or_else(|| panic!("{series} in /metrics:\n{text}"))
     }
 }
 

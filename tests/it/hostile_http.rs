@@ -11,45 +11,10 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::support::mcp::{Answer, Mcp, client};
+use crate::support::mcp::{Answer, client};
+use crate::support::served::{Served, serve};
 use crate::support::server::Process;
 use switchboard::testkit::PgCluster;
-
-/// A `serve` process with generous rates and `extra` flags, and its admin token.
-struct Served {
-    process: Process,
-    admin: String,
-    http: reqwest::Client,
-    dir: tempfile::TempDir,
-}
-
-const FAST: [&str; 6] = [
-    "--api-write-rate",
-    "1000",
-    "--api-read-rate",
-    "1000",
-    "--mcp-rate",
-    "1000",
-];
-
-fn serve(database: Option<&str>, extra: &[&str]) -> Served {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let mut args: Vec<&str> = FAST.to_vec();
-    if let Some(url) = database {
-        args.extend(["--database", url]);
-    }
-    args.extend(extra);
-    let process = Process::start(dir.path(), &args);
-    let admin = process
-        .first_token()
-        .expect("the first start prints the admin token");
-    Served {
-        process,
-        admin,
-        http: client(),
-        dir,
-    }
-}
 
 /// An answer and how long it took.
 #[derive(Debug)]
@@ -59,15 +24,7 @@ struct Timed {
 }
 
 impl Served {
-    fn mcp(&self, slug: &str, token: &str) -> Mcp {
-        Mcp {
-            http: self.http.clone(),
-            url: self.process.url(&format!("/mcp/{slug}")),
-            authorization: format!("Bearer {token}"),
-        }
-    }
-
-    async fn send(&self, request: reqwest::RequestBuilder) -> Timed {
+    async fn send_timed(&self, request: reqwest::RequestBuilder) -> Timed {
         let started = Instant::now();
         let response = tokio::time::timeout(Duration::from_secs(20), request.send())
             .await
@@ -81,12 +38,12 @@ impl Served {
     }
 
     async fn get_as(&self, path: &str, token: &str) -> Timed {
-        self.send(self.http.get(self.process.url(path)).bearer_auth(token))
+        self.send_timed(self.http.get(self.process.url(path)).bearer_auth(token))
             .await
     }
 
     async fn post_as(&self, path: &str, token: &str, body: Value) -> Timed {
-        self.send(
+        self.send_timed(
             self.http
                 .post(self.process.url(path))
                 .bearer_auth(token)
@@ -96,7 +53,7 @@ impl Served {
     }
 
     /// Vends an endpoint; returns (slug, token).
-    async fn vend(&self, agent: &str) -> (String, String) {
+    async fn vend_timed(&self, agent: &str) -> (String, String) {
         let got = self
             .post_as("/api/v1/endpoints", &self.admin, json!({"agent": agent}))
             .await;
@@ -106,23 +63,6 @@ impl Served {
             v["slug"].as_str().unwrap().to_owned(),
             v["token"].as_str().unwrap().to_owned(),
         )
-    }
-
-    /// One sample of a `/metrics` series (full name with labels).
-    async fn metric(&self, series: &str) -> f64 {
-        let text = self
-            .http
-            .get(self.process.url("/metrics"))
-            .send()
-            .await
-            .expect("GET /metrics")
-            .text()
-            .await
-            .unwrap();
-        text.lines()
-            .find_map(|l| l.strip_prefix(&format!("{series} ")))
-            .and_then(|n| n.trim().parse::<f64>().ok())
-            .unwrap_or_else(|| panic!("{series} in /metrics:\n{text}"))
     }
 }
 
@@ -157,7 +97,7 @@ fn assert_unavailable(what: &str, got: &Timed, within: Duration) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_sqlite_a_write_lock_held_outside_answers_503_with_retry_after_promptly() {
     let s = serve(None, &["--db-acquire-timeout", "500ms"]);
-    let (slug, token) = s.vend("worker").await;
+    let (slug, token) = s.vend_timed("worker").await;
     let mcp = s.mcp(&slug, &token);
     let session = mcp.initialize().await;
     let push = format!("/api/v1/endpoints/{slug}/todos");
@@ -242,7 +182,7 @@ async fn silent_connections_neither_hold_the_cap_nor_outlive_the_header_timeout(
 
     // The cap is full of silent sockets: a new client is still answered,
     // once one of them has been silent for a second, not after 60 s.
-    let fresh = s.send(client().get(s.process.url("/healthz"))).await;
+    let fresh = s.send_timed(client().get(s.process.url("/healthz"))).await;
     assert_eq!(fresh.answer.status, 200);
     assert!(
         fresh.took < Duration::from_millis(2_500),
@@ -360,7 +300,7 @@ async fn still_usable(stream: &mut TcpStream, what: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn early_refusals_keep_the_connection_usable_or_say_connection_close() {
     let s = serve(None, &[]);
-    let (slug, token) = s.vend("worker").await;
+    let (slug, token) = s.vend_timed("worker").await;
     let addr = s.process.addr.clone();
     let body = format!("{{\"agent\": \"{}\"}}", "x".repeat(8_000));
     let cases: Vec<(&str, u16, String)> = vec![
@@ -504,7 +444,7 @@ async fn the_circuit_stays_closed_when_only_connection_slots_are_taken() {
     pg.sql("CREATE DATABASE sb OWNER sb").await;
     let url = format!("postgres://sb@127.0.0.1:{}/sb", pg.port);
     let s = serve(Some(&url), &["--db-max-connections", "9"]);
-    let (slug, token) = s.vend("worker").await;
+    let (slug, token) = s.vend_timed("worker").await;
     let mcp = s.mcp(&slug, &token);
     let session = mcp.initialize().await;
     let push = format!("/api/v1/endpoints/{slug}/todos");

@@ -10,37 +10,14 @@ use reqwest::header::{COOKIE, SET_COOKIE};
 use serde_json::{Value, json};
 
 use super::{Board, Page, open_events};
+use crate::support::served::{Served, serve};
 use crate::support::server::{BIN, Process};
 
-const FAST: [&str; 6] = [
-    "--api-write-rate",
-    "1000",
-    "--api-read-rate",
-    "1000",
-    "--mcp-rate",
-    "1000",
-];
-
-struct Real {
-    process: Process,
-    admin: String,
-    dir: tempfile::TempDir,
-    http: reqwest::Client,
+fn start() -> Served {
+    serve(None, &[])
 }
 
-fn start() -> Real {
-    let dir = tempfile::tempdir().unwrap();
-    let process = Process::start(dir.path(), &FAST);
-    let admin = process.first_token().expect("the first start's token");
-    Real {
-        process,
-        admin,
-        dir,
-        http: reqwest::Client::builder().no_proxy().build().unwrap(),
-    }
-}
-
-impl Real {
+impl Served {
     async fn api(
         &self,
         method: reqwest::Method,

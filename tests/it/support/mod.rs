@@ -18,6 +18,8 @@ pub mod delivery;
 pub mod mcp;
 /// `npm ci` for the Node helpers, one install at a time across test processes.
 pub mod npm;
+/// A real `serve` with generous rates and its admin token (faults, abuse).
+pub mod served;
 /// Every way the tests start a server: in process, or the real binary.
 pub mod server;
 /// What a run skipped, summed up where plain `cargo test` shows it.
