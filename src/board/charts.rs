@@ -5,7 +5,7 @@
 //! hours. A bucket with no sample leaves a gap in a latency line.
 
 use crate::domain::Timestamp;
-use crate::domain::activity::{Activity, ActivityRange, LatencyHistogram};
+use crate::domain::activity::{Activity, ActivityRange, LatencyHistogram, latency_label};
 
 const WIDTH: f64 = 720.0;
 const HEIGHT: f64 = 180.0;
@@ -74,27 +74,6 @@ fn nice_ceiling(n: u64) -> u64 {
             }
         }
         scale *= 10;
-    }
-}
-
-/// `850 ms`, `4.2 s`, `3 min`, `2.5 h`, `1.5 d`.
-pub(crate) fn latency_label(ms: i64) -> String {
-    let ms = ms.max(0) as f64;
-    let (value, unit) = if ms < 1_000.0 {
-        return format!("{} ms", ms.round());
-    } else if ms < 60_000.0 {
-        (ms / 1_000.0, "s")
-    } else if ms < 3_600_000.0 {
-        (ms / 60_000.0, "min")
-    } else if ms < 86_400_000.0 {
-        (ms / 3_600_000.0, "h")
-    } else {
-        (ms / 86_400_000.0, "d")
-    };
-    if value < 10.0 && value.fract() >= 0.05 {
-        format!("{value:.1} {unit}")
-    } else {
-        format!("{} {unit}", value.round())
     }
 }
 
@@ -296,16 +275,6 @@ fn bucket_name(range: ActivityRange) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn latencies_read_in_the_unit_an_operator_thinks_in() {
-        assert_eq!(latency_label(850), "850 ms");
-        assert_eq!(latency_label(4_200), "4.2 s");
-        assert_eq!(latency_label(45_000), "45 s");
-        assert_eq!(latency_label(180_000), "3 min");
-        assert_eq!(latency_label(9_000_000), "2.5 h");
-        assert_eq!(latency_label(86_400_000 * 3), "3 d");
-    }
 
     #[test]
     fn a_count_axis_ends_at_a_round_number() {

@@ -202,6 +202,28 @@ impl Activity {
     }
 }
 
+/// A latency as an operator reads it: `850 ms`, `4.2 s`, `3 min`, `2.5 h`,
+/// `1.5 d` (the board's charts, `switchboard endpoint activity`).
+pub fn latency_label(ms: i64) -> String {
+    let ms = ms.max(0) as f64;
+    let (value, unit) = if ms < 1_000.0 {
+        return format!("{} ms", ms.round());
+    } else if ms < 60_000.0 {
+        (ms / 1_000.0, "s")
+    } else if ms < 3_600_000.0 {
+        (ms / 60_000.0, "min")
+    } else if ms < 86_400_000.0 {
+        (ms / 3_600_000.0, "h")
+    } else {
+        (ms / 86_400_000.0, "d")
+    };
+    if value < 10.0 && value.fract() >= 0.05 {
+        format!("{value:.1} {unit}")
+    } else {
+        format!("{} {unit}", value.round())
+    }
+}
+
 /// When a todo became ready to be claimed: its creation, or its `run_at`
 /// when it was delayed past it.
 pub fn ready_at(created_at: Timestamp, run_at: Option<Timestamp>) -> Timestamp {
@@ -310,6 +332,16 @@ mod tests {
         assert_eq!(s[59].0, last);
         assert_eq!(s[59].1.created, 5);
         assert_eq!(s.iter().map(|(_, a)| a.created).sum::<u64>(), 6);
+    }
+
+    #[test]
+    fn latencies_read_in_the_unit_an_operator_thinks_in() {
+        assert_eq!(latency_label(850), "850 ms");
+        assert_eq!(latency_label(4_200), "4.2 s");
+        assert_eq!(latency_label(45_000), "45 s");
+        assert_eq!(latency_label(180_000), "3 min");
+        assert_eq!(latency_label(9_000_000), "2.5 h");
+        assert_eq!(latency_label(86_400_000 * 3), "3 d");
     }
 
     #[test]

@@ -361,11 +361,9 @@ async fn set_admission(
 
 /// The range's totals, then each interval with activity, newest first.
 fn print_activity(body: &Value) -> anyhow::Result<()> {
-    let ms = |v: &Value| match v.as_i64() {
-        Some(ms) if ms >= 60_000 => format!("{:.1} min", ms as f64 / 60_000.0),
-        Some(ms) if ms >= 1_000 => format!("{:.1} s", ms as f64 / 1_000.0),
-        Some(ms) => format!("{ms} ms"),
-        None => "-".to_owned(),
+    let ms = |v: &Value| {
+        v.as_i64()
+            .map_or_else(|| "-".to_owned(), crate::domain::activity::latency_label)
     };
     let line = |n: &Value| {
         format!(
