@@ -409,7 +409,8 @@ async fn check(
         Mode::Off => ensure!(admission_rows == 0, "off: {admission_rows} admission rows"),
         Mode::On if limits.contains(&Limit::Window) => {
             let charged: i64 = sqlx::query(
-                "SELECT window_claims FROM admission WHERE endpoint_id = $1 AND queue = ''",
+                "SELECT CAST(COALESCE(SUM(claims), 0) AS BIGINT) FROM admission_windows \
+                 WHERE endpoint_id = $1 AND queue = ''",
             )
             .bind(&reg.caller.endpoint_id)
             .fetch_one(pool)

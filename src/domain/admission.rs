@@ -140,6 +140,33 @@ pub fn held(limits: &Limits, usage: &Usage, now: Timestamp) -> Option<Held> {
     None
 }
 
+/// A window's budget is kept in `shards` rows that claims charge one at a
+/// time (PostgreSQL: concurrent claims charge different rows instead of
+/// waiting for each other's commits on one). Shard `k` may take this many
+/// of the window's `budget` claims; the shares add up to the budget, so the
+/// budget holds while every shard stays within its share. The claim
+/// statements compute the same share in SQL (`statements::shard_share`).
+pub fn shard_share(budget: i64, shards: i64, k: i64) -> i64 {
+    let shards = shards.max(1);
+    budget / shards + i64::from(k < budget % shards)
+}
+
+/// `claims` already charged to a window, spread over its `shards` so that
+/// each holds at most its share, the first shards filled first: how a
+/// limit change rewrites the count without losing it or lending a shard
+/// room the budget does not have. Claims beyond the budget are dropped
+/// (every shard is full, which already holds the window).
+pub fn spread_window_claims(claims: i64, budget: i64, shards: i64) -> Vec<i64> {
+    let mut left = claims.max(0);
+    (0..shards.max(1))
+        .map(|k| {
+            let take = left.min(shard_share(budget, shards, k));
+            left -= take;
+            take
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -236,5 +263,26 @@ mod tests {
             ..Limits::default()
         };
         assert_eq!(negative.validate().unwrap_err().field, "max_in_flight");
+    }
+
+    #[test]
+    fn the_shards_shares_add_up_to_the_budget() {
+        for budget in [0, 1, 5, 15, 16, 17, 100, 10_000_000] {
+            for shards in [1, 4, 16] {
+                let total: i64 = (0..shards).map(|k| shard_share(budget, shards, k)).sum();
+                assert_eq!(total, budget, "budget {budget} over {shards} shards");
+            }
+        }
+        assert_eq!(shard_share(5, 16, 4), 1);
+        assert_eq!(shard_share(5, 16, 5), 0);
+    }
+
+    #[test]
+    fn spread_claims_fill_the_first_shards_and_keep_the_count() {
+        assert_eq!(spread_window_claims(7, 8, 4), vec![2, 2, 2, 1]);
+        assert_eq!(spread_window_claims(0, 8, 4), vec![0, 0, 0, 0]);
+        // More claims than the budget: every shard full, none over.
+        assert_eq!(spread_window_claims(20, 8, 4), vec![2, 2, 2, 2]);
+        assert_eq!(spread_window_claims(3, 10, 1), vec![3]);
     }
 }

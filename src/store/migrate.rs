@@ -139,6 +139,11 @@ pub static SQLITE_MIGRATIONS: &[Migration] = &[
         name: "ring_undo",
         sql: include_str!("migrations/sqlite/0024_ring_undo.sql"),
     },
+    Migration {
+        version: 25,
+        name: "window_shards",
+        sql: include_str!("migrations/sqlite/0025_window_shards.sql"),
+    },
 ];
 
 pub static POSTGRES_MIGRATIONS: &[Migration] = &[
@@ -261,6 +266,11 @@ pub static POSTGRES_MIGRATIONS: &[Migration] = &[
         version: 24,
         name: "ring_undo",
         sql: include_str!("migrations/postgres/0024_ring_undo.sql"),
+    },
+    Migration {
+        version: 25,
+        name: "window_shards",
+        sql: include_str!("migrations/postgres/0025_window_shards.sql"),
     },
 ];
 

@@ -5,12 +5,13 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use sqlx::any::AnyRow;
-use sqlx::{AssertSqlSafe, Row};
+use sqlx::{Any, AssertSqlSafe, Row, Transaction};
 
 use super::SqlStore;
+use super::statements;
 use crate::domain::Invalid;
 use crate::domain::Timestamp;
-use crate::domain::admission::{Limits, Usage};
+use crate::domain::admission::{Limits, Usage, spread_window_claims};
 use crate::store::dialect::Dialect;
 use crate::store::model::Admission;
 use crate::store::prelude::*;
@@ -78,14 +79,19 @@ impl AdmissionStore for SqlStore {
         }
         let queue_key = queue.unwrap_or(WHOLE_ENDPOINT);
         if limits.is_open() {
-            sqlx::query("DELETE FROM admission WHERE endpoint_id = $1 AND queue = $2")
+            for table in ["admission", "admission_windows"] {
+                sqlx::query(AssertSqlSafe(format!(
+                    "DELETE FROM {table} WHERE endpoint_id = $1 AND queue = $2"
+                )))
                 .bind(endpoint_id)
                 .bind(queue_key)
                 .execute(&mut *tx)
                 .await?;
+            }
             tx.commit().await?;
             return Ok(None);
         }
+        let spent = self.window_spent(&mut tx, endpoint_id, queue_key).await?;
         let window_ms = limits.window.map(|w| w.as_millis() as i64);
         // The window's count survives a change of its limit (a new limit is
         // no fresh budget); a new length starts a new window.
@@ -97,8 +103,6 @@ impl AdmissionStore for SqlStore {
                max_claims_per_window = excluded.max_claims_per_window, \
                window_started_at = CASE WHEN admission.window_ms = excluded.window_ms \
                  THEN admission.window_started_at END, \
-               window_claims = CASE WHEN admission.window_ms = excluded.window_ms \
-                 THEN admission.window_claims ELSE 0 END, \
                window_ms = excluded.window_ms, updated_at = excluded.updated_at",
         )
         .bind(endpoint_id)
@@ -110,6 +114,8 @@ impl AdmissionStore for SqlStore {
         .bind(self.now().as_millis())
         .execute(&mut *tx)
         .await?;
+        self.respread_window(&mut tx, endpoint_id, queue_key, limits, spent)
+            .await?;
         let row = sqlx::query(AssertSqlSafe(select(self.dialect, true)))
             .bind(endpoint_id)
             .bind(queue_key)
@@ -141,13 +147,95 @@ impl AdmissionStore for SqlStore {
     }
 }
 
+impl SqlStore {
+    /// The claims charged to a level's running window, its shard rows
+    /// locked first (PostgreSQL) so that no claim charges them between this
+    /// read and [`Self::respread_window`]'s rewrite.
+    async fn window_spent(
+        &self,
+        tx: &mut Transaction<'static, Any>,
+        endpoint_id: &str,
+        queue: &str,
+    ) -> StoreResult<i64> {
+        sqlx::query(
+            "UPDATE admission_windows SET claims = claims WHERE endpoint_id = $1 AND queue = $2",
+        )
+        .bind(endpoint_id)
+        .bind(queue)
+        .execute(&mut **tx)
+        .await?;
+        let spent = sqlx::query(AssertSqlSafe(format!(
+            "SELECT {claims} AS spent FROM admission a WHERE a.endpoint_id = $1 AND a.queue = $2",
+            claims = statements::window_claims("a"),
+        )))
+        .bind(endpoint_id)
+        .bind(queue)
+        .fetch_optional(&mut **tx)
+        .await?;
+        Ok(match spent {
+            Some(row) => row.try_get("spent")?,
+            None => 0,
+        })
+    }
+
+    /// Rewrites a level's window shards for its limits as set: the claims
+    /// the running window has spent (`spent`; none when a new window
+    /// length started a new window) spread over the shards by their new
+    /// shares (`domain::admission::spread_window_claims`), so a limit change
+    /// neither forgets claims nor lets the shards take more than the budget.
+    async fn respread_window(
+        &self,
+        tx: &mut Transaction<'static, Any>,
+        endpoint_id: &str,
+        queue: &str,
+        limits: &Limits,
+        spent: i64,
+    ) -> StoreResult<()> {
+        sqlx::query("DELETE FROM admission_windows WHERE endpoint_id = $1 AND queue = $2")
+            .bind(endpoint_id)
+            .bind(queue)
+            .execute(&mut **tx)
+            .await?;
+        let (Some(_), Some(budget)) = (limits.window, limits.max_claims_per_window) else {
+            return Ok(());
+        };
+        let started: Option<i64> = sqlx::query(
+            "SELECT window_started_at FROM admission WHERE endpoint_id = $1 AND queue = $2",
+        )
+        .bind(endpoint_id)
+        .bind(queue)
+        .fetch_one(&mut **tx)
+        .await?
+        .try_get("window_started_at")?;
+        let spent = if started.is_some() { spent } else { 0 };
+        let shards = statements::window_shards(self.dialect);
+        for (shard, claims) in spread_window_claims(spent, budget, shards)
+            .into_iter()
+            .enumerate()
+        {
+            sqlx::query(
+                "INSERT INTO admission_windows (endpoint_id, queue, shard, window_started_at, \
+                   claims) VALUES ($1, $2, $3, $4, $5)",
+            )
+            .bind(endpoint_id)
+            .bind(queue)
+            .bind(shard as i64)
+            .bind(started)
+            .bind(claims)
+            .execute(&mut **tx)
+            .await?;
+        }
+        Ok(())
+    }
+}
+
 /// An admission row's columns and its level's live claims (read through the
 /// claimed index, never the history).
 macro_rules! admission_select {
     ($where:literal) => {
         concat!(
             "SELECT a.queue, a.paused, a.max_in_flight, a.window_ms, a.max_claims_per_window, \
-               a.window_started_at, a.window_claims, a.updated_at, \
+               a.window_started_at, {window_claims} AS window_claims, a.updated_at, \
                (SELECT count(*) FROM {claimed} WHERE f.endpoint_id = a.endpoint_id \
                  AND f.state = 'claimed' AND (a.queue = '' OR f.queue = a.queue)) AS in_flight \
              FROM admission a WHERE ",
@@ -169,4 +257,5 @@ fn select(dialect: Dialect, one: bool) -> String {
         admission_select!("a.endpoint_id = $1 ORDER BY a.queue")
     };
     sql.replace("{claimed}", claimed)
+        .replace("{window_claims}", &statements::window_claims("a"))
 }

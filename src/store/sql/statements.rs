@@ -48,7 +48,7 @@ pub const TAKEOVER_CONDITION: &str = concat!(
 /// limit (the todo itself not counted, so a lapsed lease can be taken over
 /// at the limit), or out of its window's claims; a limit of 0 pauses
 /// (`docs/queue.md`, "Admission"). The window's count is charged by
-/// [`CHARGE_WINDOW`] in the claim's own statement or transaction, the
+/// [`charge_window`] in the claim's own statement or transaction, the
 /// in-flight limit is held across instances by the slots the claim takes;
 /// what this condition read before another instance's claim committed is
 /// caught by those two and the claim read again.
@@ -72,8 +72,71 @@ fn level_held(dialect: Dialect, endpoint: &str, other: Option<&str>) -> String {
              AND (a.queue = '' OR f.queue = a.queue))) \
            OR a.max_claims_per_window = 0 \
            OR (a.max_claims_per_window IS NOT NULL AND a.window_started_at + a.window_ms > $1 \
-             AND a.window_claims >= a.max_claims_per_window))",
+             AND {spent} >= a.max_claims_per_window))",
         claimed = indexed(dialect, "f", "todos_claimed_by_endpoint"),
+        spent = window_claims("a"),
+    )
+}
+
+/// The claims charged to the running window of level row `level`: the sum
+/// of its shards' counts for that window ([`charge_window`]).
+pub fn window_claims(level: &str) -> String {
+    format!(
+        "(SELECT CAST(COALESCE(sum(s.claims), 0) AS BIGINT) FROM admission_windows s \
+           WHERE s.endpoint_id = {level}.endpoint_id AND s.queue = {level}.queue \
+           AND s.window_started_at = {level}.window_started_at)"
+    )
+}
+
+/// How many shard rows a level's window count is spread over. PostgreSQL's
+/// concurrent claims of one endpoint each charge a shard of their own rather
+/// than wait on one row for each other's commits (B10); SQLite's one writer
+/// runs one claim at a time and needs one.
+pub fn window_shards(dialect: Dialect) -> i64 {
+    match dialect {
+        Dialect::Sqlite => 1,
+        Dialect::Postgres => 16,
+    }
+}
+
+/// Shard `shard`'s share of level `level`'s budget, as
+/// `domain::admission::shard_share` computes it.
+fn shard_share(dialect: Dialect, level: &str, shard: &str) -> String {
+    let n = window_shards(dialect);
+    format!(
+        "({level}.max_claims_per_window / {n} \
+           + CASE WHEN {shard} < {level}.max_claims_per_window % {n} THEN 1 ELSE 0 END)"
+    )
+}
+
+/// Whether shard row `s` may take one more claim of the window that level
+/// `level` says starts at `start`: its count is of an older window (a fresh
+/// one starts at this claim) or below its share. A shard already counting a
+/// newer window than `start` (another claim rolled the window after this
+/// one read it) has no room here.
+fn shard_has_room(dialect: Dialect, s: &str, level: &str, start: &str) -> String {
+    let share = shard_share(dialect, level, &format!("{s}.shard"));
+    format!(
+        "{share} > 0 AND ({s}.window_started_at IS NULL OR {s}.window_started_at < {start} \
+           OR ({s}.window_started_at = {start} AND {s}.claims < {share}))"
+    )
+}
+
+/// The shard a claim of todo `todo_id` charges: the first with room at or
+/// after one picked by the todo's id, wrapping round, so concurrent claims
+/// rarely pick the same one (as [`spread_free_slot`]).
+fn pick_shard(dialect: Dialect, level: &str, start: &str, todo_id: &str) -> String {
+    let n = window_shards(dialect);
+    let order = match dialect {
+        Dialect::Postgres => {
+            format!("(p.shard + {n} - (hashtext({todo_id}) & 2147483647) % {n}) % {n}")
+        }
+        Dialect::Sqlite => "p.shard".to_owned(),
+    };
+    format!(
+        "(SELECT p.shard FROM admission_windows p WHERE p.endpoint_id = {level}.endpoint_id \
+           AND p.queue = {level}.queue AND {room} ORDER BY {order} LIMIT 1)",
+        room = shard_has_room(dialect, "p", level, start),
     )
 }
 
@@ -168,30 +231,56 @@ fn spread_free_slot(column: &str, admission_queue: &str, g_queue: &str) -> Strin
     )
 }
 
-/// One more claim in a level's window (`$1` now): an ended window (or
-/// none yet) starts anew at this claim.
-macro_rules! window_charge {
-    () => {
-        "window_claims = CASE WHEN window_started_at IS NULL OR window_started_at + window_ms <= $1 \
-           THEN 1 ELSE window_claims + 1 END, \
-         window_started_at = CASE WHEN window_started_at IS NULL OR window_started_at + window_ms <= $1 \
-           THEN $1 ELSE window_started_at END"
-    };
+/// Starts a new window at this claim (`$1` now) on the levels of endpoint
+/// `$2` and queue `$3` whose window has ended (or never began). The
+/// window's start is on the level's `admission` row, written once per
+/// window; the claims are counted in its shards ([`charge_window`]).
+pub const ROLL_WINDOW: &str = "UPDATE admission SET window_started_at = $1 \
+     WHERE endpoint_id = $2 AND queue IN ('', $3) AND max_claims_per_window IS NOT NULL \
+       AND window_ms IS NOT NULL \
+       AND (window_started_at IS NULL OR window_started_at + window_ms <= $1)";
+
+/// The levels of endpoint `$1` and queue `$2` with a window budget: how many
+/// shards [`charge_window`] must charge.
+pub const WINDOW_LEVELS: &str = "SELECT count(*) AS levels FROM admission \
+     WHERE endpoint_id = $1 AND queue IN ('', $2) AND max_claims_per_window IS NOT NULL \
+       AND window_ms IS NOT NULL";
+
+/// Charges a claim of todo `$4` (PostgreSQL; SQLite's one shard needs no
+/// pick) to one shard of its endpoint's (`$2`) and
+/// queue's (`$3`) windows, after [`ROLL_WINDOW`]: one row returned per
+/// level charged. Fewer rows than [`WINDOW_LEVELS`] means another claim
+/// spent the shards' room after this one read it: the claim is undone and
+/// read again (on PostgreSQL's fused claim, [`OVER_BUDGET`]).
+pub fn charge_window(dialect: Dialect) -> &'static str {
+    &CHARGE_WINDOW[dialect_index(dialect)]
 }
 
-/// Charges a claim to its endpoint's and queue's windows: `$1` now, `$2` the
-/// endpoint, `$3` the claimed todo's queue. A window that has ended starts
-/// anew at this claim. Returns each charged window's count and limit: a
-/// count above its limit means another instance spent the window first,
-/// and the claim must be undone (on PostgreSQL the claim's statement fails,
-/// [`OVER_BUDGET`]).
-pub const CHARGE_WINDOW: &str = concat!(
-    "UPDATE admission SET ",
-    window_charge!(),
-    " WHERE endpoint_id = $2 AND queue IN ('', $3) AND max_claims_per_window IS NOT NULL \
-       AND window_ms IS NOT NULL \
-     RETURNING window_claims, max_claims_per_window"
-);
+static CHARGE_WINDOW: LazyLock<[String; 2]> = LazyLock::new(|| {
+    [Dialect::Sqlite, Dialect::Postgres].map(|d| {
+        format!(
+            "UPDATE admission_windows SET {charge} FROM admission l \
+             WHERE l.endpoint_id = $2 AND l.queue IN ('', $3) \
+               AND l.max_claims_per_window IS NOT NULL AND l.window_ms IS NOT NULL \
+               AND admission_windows.endpoint_id = l.endpoint_id \
+               AND admission_windows.queue = l.queue \
+               AND admission_windows.shard = {pick} AND {room} \
+             RETURNING admission_windows.queue",
+            charge = shard_charge("l.window_started_at"),
+            pick = pick_shard(d, "l", "l.window_started_at", "$4"),
+            room = shard_has_room(d, "admission_windows", "l", "l.window_started_at"),
+        )
+    })
+});
+
+/// One more claim on shard row `admission_windows`, in the window starting
+/// at `start`: a count of an older window starts anew.
+fn shard_charge(start: &str) -> String {
+    format!(
+        "claims = CASE WHEN admission_windows.window_started_at = {start} \
+           THEN admission_windows.claims + 1 ELSE 1 END, window_started_at = {start}"
+    )
+}
 
 /// The SQLSTATE PostgreSQL's fused claim raises when its window charge went
 /// over the limit (`switchboard_over_budget()`, migration 0017).
@@ -278,37 +367,58 @@ pub fn claim_pending(dialect: Dialect, scope: ClaimScope) -> &'static str {
 }
 
 static CLAIM_PENDING_WITH_ATTEMPT: LazyLock<[String; 2]> = LazyLock::new(|| {
+    let pg = Dialect::Postgres;
     [ClaimScope::AnyQueue, ClaimScope::OneQueue].map(|scope| {
         format!(
             concat!(
                 "WITH c AS ({claim}), a AS (INSERT INTO todo_attempts ",
                 "(todo_id, seq, attempt, claimant, claimed_at) ",
                 "SELECT id, attempts_total, attempt, ${claimant}, $1 FROM c), ",
-                "w AS ({charge}) SELECT ",
+                "{windows} SELECT ",
                 todo_columns!(),
-                " FROM c WHERE NOT EXISTS (SELECT 1 FROM w WHERE CASE ",
-                "WHEN w.window_claims > w.max_claims_per_window ",
-                "THEN switchboard_over_budget() ELSE 0 END = 1)"
+                " FROM c WHERE CASE WHEN (SELECT count(*) FROM w) < (SELECT count(*) FROM lv) ",
+                "OR (SELECT count(*) FROM r) < (SELECT count(*) FROM lv WHERE lv.rolls) ",
+                "THEN switchboard_over_budget() ELSE 0 END = 0"
             ),
-            claim = claim_pending(Dialect::Postgres, scope),
+            claim = claim_pending(pg, scope),
             // The claimant follows the claim's own parameters.
             claimant = match scope {
                 ClaimScope::AnyQueue => 6,
                 ClaimScope::OneQueue => 7,
             },
-            charge = CHARGE_CLAIMED_WINDOW,
+            windows = CHARGE_CLAIMED_WINDOW.as_str(),
         )
     })
 });
 
-/// [`CHARGE_WINDOW`] for the todo claimed in the CTE `c`.
-const CHARGE_CLAIMED_WINDOW: &str = concat!(
-    "UPDATE admission SET ",
-    window_charge!(),
-    " FROM c WHERE admission.endpoint_id = c.endpoint_id AND admission.queue IN ('', c.queue) \
-       AND admission.max_claims_per_window IS NOT NULL AND admission.window_ms IS NOT NULL \
-     RETURNING admission.window_claims, admission.max_claims_per_window"
-);
+/// [`ROLL_WINDOW`] and [`charge_window`] for the todo claimed in the CTE
+/// `c`, as CTEs: `lv` the levels with a window (`rolls` when this claim
+/// starts a new one), `r` the windows rolled, `w` the shards charged. All
+/// read one snapshot, so a window another claim rolled or a shard another
+/// claim filled in the meantime shows as a row missing from `r` or `w`.
+static CHARGE_CLAIMED_WINDOW: LazyLock<String> = LazyLock::new(|| {
+    let pg = Dialect::Postgres;
+    let ended = "(l.window_started_at IS NULL OR l.window_started_at + l.window_ms <= $1)";
+    format!(
+        "lv AS (SELECT l.endpoint_id, l.queue, l.max_claims_per_window, {ended} AS rolls, \
+           CASE WHEN {ended} THEN $1 ELSE l.window_started_at END AS window_started_at, \
+           c.id AS todo_id \
+         FROM admission l JOIN c ON l.endpoint_id = c.endpoint_id AND l.queue IN ('', c.queue) \
+         WHERE l.max_claims_per_window IS NOT NULL AND l.window_ms IS NOT NULL), \
+         r AS (UPDATE admission SET window_started_at = $1 FROM lv \
+           WHERE lv.rolls AND admission.endpoint_id = lv.endpoint_id \
+           AND admission.queue = lv.queue AND (admission.window_started_at IS NULL \
+             OR admission.window_started_at + admission.window_ms <= $1) \
+           RETURNING admission.queue), \
+         w AS (UPDATE admission_windows SET {charge} FROM lv \
+           WHERE admission_windows.endpoint_id = lv.endpoint_id \
+           AND admission_windows.queue = lv.queue AND admission_windows.shard = {pick} \
+           AND {room} RETURNING admission_windows.queue)",
+        charge = shard_charge("lv.window_started_at"),
+        pick = pick_shard(pg, "lv", "lv.window_started_at", "lv.todo_id"),
+        room = shard_has_room(pg, "admission_windows", "lv", "lv.window_started_at"),
+    )
+});
 
 /// PostgreSQL: [`claim_pending`], its attempt record ([`OPEN_ATTEMPT`]) and
 /// its window charge as one data-modifying statement; the claimant is the

@@ -282,6 +282,65 @@ async fn concurrent_claims_never_exceed_the_window_budget(store: &dyn Store, ts:
     assert_eq!(rows[0].usage.window_claims, 5, "no charge left behind");
 }
 
+/// A budget smaller than PostgreSQL's shard count leaves most shards no
+/// share, and a budget of a few per shard fills them unevenly: claims whose
+/// own shard is spent must find another, and the total must come out exact,
+/// window after window (a new window recounts every shard).
+async fn concurrent_claims_spend_a_budget_spread_over_shards_exactly(
+    store: &dyn Store,
+    ts: &TestStore,
+) {
+    let f = fixture(store, "ada").await;
+    for n in 0..(2 * RACERS) {
+        add_todo(store, &f, &format!("todo {n}")).await;
+    }
+    set(store, &f, None, per_hour(12)).await;
+    assert_eq!(race_claims(ts, &f.caller).await, 12);
+    assert!(next(store, &f.caller, None).await.is_none());
+
+    advance_secs(ts, 3600);
+    assert_eq!(race_claims(ts, &f.caller).await, 12, "a new window");
+    let rows = store.unscoped_admission(&f.endpoint.id).await.unwrap();
+    assert_eq!(rows[0].usage.window_claims, 12);
+    assert_eq!(
+        rows[0].usage.window_started_at,
+        Some(ts.clock.now()),
+        "the window began at its first claim"
+    );
+}
+
+/// A limit change keeps what the running window has spent (a new limit is
+/// no fresh budget), lowered or raised; a new window length starts afresh.
+async fn a_limit_change_keeps_the_windows_count(store: &dyn Store, _ts: &TestStore) {
+    let f = fixture(store, "ada").await;
+    for n in 0..20 {
+        add_todo(store, &f, &format!("todo {n}")).await;
+    }
+    let caller = &f.caller;
+    // Claims up to `most` todos; how many it got.
+    let take = |most: usize| async move {
+        let mut got = 0;
+        while got < most && next(store, caller, None).await.is_some() {
+            got += 1;
+        }
+        got
+    };
+    set(store, &f, None, per_hour(10)).await;
+    assert_eq!(take(7).await, 7);
+    set(store, &f, None, per_hour(8)).await;
+    assert_eq!(take(5).await, 1, "lowered to 8: one left");
+    let rows = store.unscoped_admission(&f.endpoint.id).await.unwrap();
+    assert_eq!(rows[0].usage.window_claims, 8);
+    set(store, &f, None, per_hour(11)).await;
+    assert_eq!(take(5).await, 3, "raised to 11: three more");
+    let two_hours = Limits {
+        window: Some(Duration::from_secs(7200)),
+        ..per_hour(4)
+    };
+    set(store, &f, None, two_hours).await;
+    assert_eq!(take(5).await, 4, "a new length: a fresh window of 4");
+}
+
 async fn limits_are_validated_and_scoped(store: &dyn Store, _ts: &TestStore) {
     let f = fixture(store, "ada").await;
     let other = fixture(store, "bob").await;
@@ -330,5 +389,7 @@ exercise_on_every_path!(
     a_limit_of_zero_pauses,
     concurrent_claims_never_exceed_the_in_flight_limit,
     concurrent_claims_never_exceed_the_window_budget,
+    concurrent_claims_spend_a_budget_spread_over_shards_exactly,
+    a_limit_change_keeps_the_windows_count,
     limits_are_validated_and_scoped,
 );

@@ -55,22 +55,40 @@ fn over_budget() -> StoreError {
 
 impl SqlStore {
     /// Charges a claim of `todo` to its endpoint's and queue's windows (in
-    /// the claim's transaction). `false` when a charge went over its limit:
-    /// the caller rolls the claim back.
+    /// the claim's transaction): a window that ended starts anew, then one
+    /// shard of each level takes the claim. `false` when a level had no
+    /// shard with room left (another claim spent it after this one read the
+    /// window as open): the caller rolls the claim back.
     async fn charge_window(
         tx: &mut Transaction<'static, Any>,
+        dialect: Dialect,
         todo: &Todo,
         now: Timestamp,
     ) -> StoreResult<bool> {
-        let charged = sqlx::query(statements::CHARGE_WINDOW)
+        let levels: i64 = sqlx::query(statements::WINDOW_LEVELS)
+            .bind(&todo.endpoint_id)
+            .bind(&todo.queue)
+            .fetch_one(&mut **tx)
+            .await?
+            .try_get("levels")?;
+        if levels == 0 {
+            return Ok(true);
+        }
+        sqlx::query(statements::ROLL_WINDOW)
             .bind(now.as_millis())
             .bind(&todo.endpoint_id)
             .bind(&todo.queue)
-            .fetch_all(&mut **tx)
+            .execute(&mut **tx)
             .await?;
-        Ok(charged.iter().all(|row| {
-            row.get::<i64, _>("window_claims") <= row.get::<i64, _>("max_claims_per_window")
-        }))
+        let mut charge = sqlx::query(AssertSqlSafe(statements::charge_window(dialect)))
+            .bind(now.as_millis())
+            .bind(&todo.endpoint_id)
+            .bind(&todo.queue);
+        if dialect == Dialect::Postgres {
+            charge = charge.bind(&todo.id);
+        }
+        let charged = charge.fetch_all(&mut **tx).await?;
+        Ok(charged.len() as i64 == levels)
     }
 
     pub(super) async fn claim_target(
@@ -212,7 +230,7 @@ impl SqlStore {
             return Ok(None);
         };
         let mut todo = rows::todo(&row)?;
-        if !Self::charge_window(&mut tx, &todo, now).await? {
+        if !Self::charge_window(&mut tx, self.dialect, &todo, now).await? {
             // Another claim spent the window first: undone, read again.
             tx.rollback().await?;
             return Err(over_budget());
