@@ -139,6 +139,16 @@ pub static SQLITE_MIGRATIONS: &[Migration] = &[
         name: "ring_undo",
         sql: include_str!("migrations/sqlite/0024_ring_undo.sql"),
     },
+    Migration {
+        version: 26,
+        name: "oauth_clients",
+        sql: include_str!("migrations/sqlite/0026_oauth_clients.sql"),
+    },
+    Migration {
+        version: 27,
+        name: "oauth_grants",
+        sql: include_str!("migrations/sqlite/0027_oauth_grants.sql"),
+    },
 ];
 
 pub static POSTGRES_MIGRATIONS: &[Migration] = &[
@@ -261,6 +271,16 @@ pub static POSTGRES_MIGRATIONS: &[Migration] = &[
         version: 24,
         name: "ring_undo",
         sql: include_str!("migrations/postgres/0024_ring_undo.sql"),
+    },
+    Migration {
+        version: 26,
+        name: "oauth_clients",
+        sql: include_str!("migrations/postgres/0026_oauth_clients.sql"),
+    },
+    Migration {
+        version: 27,
+        name: "oauth_grants",
+        sql: include_str!("migrations/postgres/0027_oauth_grants.sql"),
     },
 ];
 
