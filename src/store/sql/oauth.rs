@@ -365,7 +365,8 @@ impl OAuthStore for SqlStore {
         }
         let generation = self.auth_cache.generation();
         let row = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "SELECT g.id AS grant_id, g.last_used_at AS grant_last_used_at, {columns} \
+            "SELECT g.id AS grant_id, g.last_used_at AS grant_last_used_at, \
+               t.expires_at AS token_expires_at, {columns} \
              JOIN oauth_grants g ON g.endpoint_id = e.id \
              JOIN oauth_tokens t ON t.grant_id = g.id \
              WHERE t.token_hash = $1 AND t.kind = 'access' AND t.expires_at > $2 AND {LIVE_GRANT}",
@@ -378,9 +379,8 @@ impl OAuthStore for SqlStore {
         let Some(row) = row else {
             return Ok(None);
         };
-        // A token that expires while cached is served at most the cache's
-        // age bound (2 s) longer.
         let endpoint = rows::endpoint(&row)?;
+        let token_expires_at = Timestamp::from_millis(row.try_get("token_expires_at")?);
         let last_used: Option<i64> = row.try_get("grant_last_used_at")?;
         if last_used.is_none_or(|t| now.as_millis() - t >= LAST_USED_GRANULARITY_MS) {
             let grant_id: String = row.try_get("grant_id")?;
@@ -390,8 +390,12 @@ impl OAuthStore for SqlStore {
                 .execute(self.writer()?)
                 .await?;
         }
-        self.auth_cache
-            .put(access_hash, endpoint.clone(), generation);
+        self.auth_cache.put_until(
+            access_hash,
+            endpoint.clone(),
+            generation,
+            Some(token_expires_at),
+        );
         Ok(Some(endpoint))
     }
 
