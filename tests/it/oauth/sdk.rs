@@ -1,0 +1,1 @@
+//! Placeholder: the TypeScript SDK end to end.
