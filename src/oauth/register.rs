@@ -50,19 +50,24 @@ pub(super) async fn register(State(state): State<OAuthState>, request: Request) 
         }
     };
     match ops::oauth::register(&state.delivery, input).await {
-        Ok(client) => json(
-            StatusCode::CREATED,
-            json!({
+        Ok(client) => {
+            let mut body = json!({
                 "client_id": client.id,
                 "client_id_issued_at": client.created_at.as_millis() / 1000,
-                "client_name": client.name,
-                "client_uri": client.client_uri,
                 "redirect_uris": client.redirect_uris,
                 "grant_types": ["authorization_code", "refresh_token"],
                 "response_types": ["code"],
                 "token_endpoint_auth_method": "none",
-            }),
-        ),
+            });
+            // Absent, not null: clients validate these as optional strings.
+            if let Some(name) = client.name {
+                body["client_name"] = name.into();
+            }
+            if let Some(uri) = client.client_uri {
+                body["client_uri"] = uri.into();
+            }
+            json(StatusCode::CREATED, body)
+        }
         Err(StoreError::InvalidArgument(invalid)) => {
             let code = if invalid.field == "redirect_uris" {
                 "invalid_redirect_uri"
