@@ -73,6 +73,11 @@ async fn the_sdks_oauth_provider_connects_works_refreshes_and_is_revoked() {
     let access = result["access_token"].as_str().unwrap();
     assert_eq!(mcp_status(&server, &ep.slug, access).await, 200);
     let id = listed[0]["id"].as_str().unwrap();
+    // The CLI lists it too.
+    let table = cli(&server, &admin, &["endpoint", "oauth-clients", &ep.slug]);
+    for shown in ["SDK end-to-end", id, "no"] {
+        assert!(table.contains(shown), "{shown}: {table}");
+    }
     let csrf = crate::board::csrf_of(&page.body);
     let revoked = board
         .post(
@@ -83,4 +88,29 @@ async fn the_sdks_oauth_provider_connects_works_refreshes_and_is_revoked() {
     assert_eq!(revoked.status, 303, "{}", revoked.body);
     assert_eq!(mcp_status(&server, &ep.slug, access).await, 401);
     assert!(connections(&server, &admin, &ep.slug).await.is_empty());
+    let table = cli(&server, &admin, &["endpoint", "oauth-clients", &ep.slug]);
+    assert!(table.contains("No OAuth clients are connected."), "{table}");
+    let refused = std::process::Command::new(crate::support::server::BIN)
+        .args(["endpoint", "oauth-revoke", &ep.slug, id])
+        .env("SWITCHBOARD_URL", server.url(""))
+        .env("SWITCHBOARD_TOKEN", &admin)
+        .output()
+        .unwrap();
+    assert!(!refused.status.success(), "revoked already");
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("already revoked"),
+        "{refused:?}"
+    );
+}
+
+/// `switchboard ARGS` against the server as `token`: its stdout.
+fn cli(server: &Server, token: &str, args: &[&str]) -> String {
+    let out = std::process::Command::new(crate::support::server::BIN)
+        .args(args)
+        .env("SWITCHBOARD_URL", server.url(""))
+        .env("SWITCHBOARD_TOKEN", token)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "switchboard {args:?}: {out:?}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
