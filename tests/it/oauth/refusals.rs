@@ -88,6 +88,18 @@ async fn a_401_leads_to_the_metadata_and_the_metadata_to_this_server() {
     assert_eq!(mcp_status(&server, &ep.slug, &ep.credential).await, 200);
 }
 
+async fn endpoint_of(server: &Server, token: &str, slug: &str) -> Value {
+    server
+        .expect(
+            200,
+            Method::GET,
+            &format!("/api/v1/endpoints/{slug}"),
+            token,
+            Body::None,
+        )
+        .await
+}
+
 fn as_refs(v: &[(String, String)]) -> Vec<(&str, &str)> {
     v.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect()
 }
@@ -315,7 +327,12 @@ async fn every_step_refuses_what_oauth_2_1_refuses() {
     assert!(first["expires_in"].as_i64().unwrap() > 3_500);
     let access = first["access_token"].as_str().unwrap();
     assert!(access.starts_with("sbo_"));
+    let before = endpoint_of(&server, &admin, &ep.slug).await;
+    assert!(before["liveness"]["last_seen_at"].is_null(), "{before}");
     assert_eq!(mcp_status(&server, &ep.slug, access).await, 200);
+    // A sign of life, stamped as for the endpoint's own credential.
+    let after = endpoint_of(&server, &admin, &ep.slug).await;
+    assert!(after["liveness"]["last_seen_at"].is_string(), "{after}");
     // Another endpoint's MCP URL: the credential is not its.
     let other_ep = vend(&server, &admin, serde_json::json!({"agent": "other"})).await;
     assert_eq!(mcp_status(&server, &other_ep.slug, access).await, 403);
