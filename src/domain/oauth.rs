@@ -20,6 +20,10 @@ pub const ACCESS_TTL_MS: i64 = 3_600_000;
 pub const REFRESH_TTL_MS: i64 = 30 * 86_400_000;
 /// A client metadata document fetched is trusted this long before it is fetched again.
 pub const METADATA_CACHE_MS: i64 = 3_600_000;
+/// A registered client that never got a code this long after registering
+/// is deleted (registration is open to anyone: the table must not grow
+/// with abandoned or hostile registrations).
+pub const UNUSED_CLIENT_MS: i64 = 86_400_000;
 /// A client metadata document may be at most this large.
 pub const MAX_METADATA_BYTES: usize = 5 * 1024;
 

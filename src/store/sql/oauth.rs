@@ -10,7 +10,8 @@ use sqlx::any::AnyRow;
 use super::SqlStore;
 use crate::domain::Timestamp;
 use crate::domain::oauth::{
-    CODE_TTL_MS, ClientMetadata, REFRESH_TTL_MS, REGISTERED_CLIENT_PREFIX, access_expiry,
+    CODE_TTL_MS, ClientMetadata, REFRESH_TTL_MS, REGISTERED_CLIENT_PREFIX, UNUSED_CLIENT_MS,
+    access_expiry,
 };
 use crate::mint::new_id;
 use crate::store::model::*;
@@ -466,16 +467,27 @@ impl OAuthStore for SqlStore {
     async fn unscoped_prune_oauth(&self) -> StoreResult<u64> {
         let now = self.now().as_millis();
         let mut pruned = 0;
-        for sql in [
-            "DELETE FROM oauth_codes WHERE expires_at <= $1",
+        for (sql, at) in [
+            ("DELETE FROM oauth_codes WHERE expires_at <= $1", now),
             // A spent refresh token is kept while it could still be
             // presented (reuse detection), then goes with the others.
-            "DELETE FROM oauth_tokens WHERE expires_at <= $1",
-            "DELETE FROM oauth_tokens WHERE expires_at > $1 AND grant_id IN \
-               (SELECT id FROM oauth_grants WHERE revoked_at IS NOT NULL)",
+            ("DELETE FROM oauth_tokens WHERE expires_at <= $1", now),
+            (
+                "DELETE FROM oauth_tokens WHERE expires_at > $1 AND grant_id IN \
+                   (SELECT id FROM oauth_grants WHERE revoked_at IS NOT NULL)",
+                now,
+            ),
+            // Clients nobody used: registrations (open to anyone) and
+            // documents fetched for an authorization never granted.
+            (
+                "DELETE FROM oauth_clients WHERE created_at <= $1 \
+                   AND NOT EXISTS (SELECT 1 FROM oauth_grants g WHERE g.client_id = oauth_clients.id) \
+                   AND NOT EXISTS (SELECT 1 FROM oauth_codes k WHERE k.client_id = oauth_clients.id)",
+                now - UNUSED_CLIENT_MS,
+            ),
         ] {
             pruned += sqlx::query(sql)
-                .bind(now)
+                .bind(at)
                 .execute(self.writer()?)
                 .await?
                 .rows_affected();

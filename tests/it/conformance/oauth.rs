@@ -279,9 +279,16 @@ async fn connections_are_listed_and_revoked_by_their_human_only(store: &dyn Stor
             .await,
         Err(StoreError::Conflict(_))
     ));
-    // Pruning takes the revoked grant's tokens and nothing of the live.
+    // Pruning takes the revoked grant's tokens, and a day on, clients that
+    // never got a code; a client with a grant (even a revoked one) stays.
+    let unused = store.register_oauth_client(&metadata()).await.unwrap();
     advance_secs(ts, 1);
     assert!(store.unscoped_prune_oauth().await.unwrap() >= 2);
+    assert!(store.get_oauth_client(&unused.id).await.unwrap().is_some());
+    advance_secs(ts, 86_400);
+    assert_eq!(store.unscoped_prune_oauth().await.unwrap(), 1);
+    assert!(store.get_oauth_client(&unused.id).await.unwrap().is_none());
+    assert!(store.get_oauth_client(&client.id).await.unwrap().is_some());
 }
 
 async fn a_metadata_document_client_is_cached_and_refreshed(store: &dyn Store, _ts: &TestStore) {
