@@ -1,9 +1,11 @@
 //! OAuth 2.1 on vended endpoints (`docs/oauth.md`), against the real
 //! binary over HTTP: the conformance checklist as refusals
 //! (`refusals.rs`), client metadata documents behind the SSRF guard
-//! (`documents.rs`), and the MCP TypeScript SDK's OAuth client provider
-//! end to end (`sdk.rs`).
+//! (`documents.rs`), the MCP TypeScript SDK's OAuth client provider end to
+//! end (`sdk.rs`), and a revocation seen at once by another instance
+//! (`cluster.rs`).
 
+mod cluster;
 mod documents;
 mod refusals;
 mod sdk;
@@ -14,13 +16,32 @@ use switchboard::domain::oauth::s256_challenge;
 
 use crate::board::{Board, Page, field_of};
 use crate::support::api::{Body, Server};
+use crate::support::server::Process;
+
+/// A running server the helpers below can address: the real binary in
+/// `support::api` or a bare process (a cluster's instance).
+pub trait Base {
+    fn url(&self, path: &str) -> String;
+}
+
+impl Base for Server {
+    fn url(&self, path: &str) -> String {
+        Server::url(self, path)
+    }
+}
+
+impl Base for Process {
+    fn url(&self, path: &str) -> String {
+        Process::url(self, path)
+    }
+}
 
 pub const REDIRECT: &str = "https://client.example/callback";
 /// A verifier of 43 unreserved characters.
 pub const VERIFIER: &str = "a-verifier-of-at-least-43-characters_0123456789";
 
 /// Registers a client (DCR) with `redirect_uris`; its `client_id`.
-pub async fn register(server: &Server, redirect_uris: &[&str]) -> String {
+pub async fn register(server: &impl Base, redirect_uris: &[&str]) -> String {
     let resp = crate::support::mcp::client()
         .post(server.url("/oauth/register"))
         .json(&json!({
@@ -130,7 +151,7 @@ pub async fn code_for(board: &Board, request: &Authorize<'_>) -> String {
 }
 
 /// `POST /oauth/token` with `fields`: (status, JSON body).
-pub async fn token(server: &Server, fields: &[(&str, &str)]) -> (u16, Value) {
+pub async fn token(server: &impl Base, fields: &[(&str, &str)]) -> (u16, Value) {
     let resp = crate::support::mcp::client()
         .post(server.url("/oauth/token"))
         .header("content-type", "application/x-www-form-urlencoded")
@@ -149,7 +170,7 @@ pub async fn token(server: &Server, fields: &[(&str, &str)]) -> (u16, Value) {
 }
 
 /// Redeems `code`: the token answer, which must succeed.
-pub async fn redeem(server: &Server, client_id: &str, code: &str) -> Value {
+pub async fn redeem(server: &impl Base, client_id: &str, code: &str) -> Value {
     let (status, body) = token(
         server,
         &[
@@ -166,7 +187,7 @@ pub async fn redeem(server: &Server, client_id: &str, code: &str) -> Value {
 }
 
 /// An MCP `initialize` with `token`: the HTTP status.
-pub async fn mcp_status(server: &Server, slug: &str, token: &str) -> u16 {
+pub async fn mcp_status(server: &impl Base, slug: &str, token: &str) -> u16 {
     crate::support::mcp::client()
         .post(server.url(&format!("/mcp/{slug}")))
         .header("authorization", format!("Bearer {token}"))
