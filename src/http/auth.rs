@@ -1,7 +1,8 @@
 //! Who is calling, for every surface: the credential a request carries (an
 //! `Authorization: Bearer …` header, or the board's cookie) and what it
 //! authenticates — a signed-in human (an `sbh_` API token, whichever way it
-//! came) or an endpoint (an `sbk_` credential). A surface that needs a
+//! came) or an endpoint (an `sbk_` credential, or an OAuth access token of
+//! one of its connections: `docs/oauth.md`). A surface that needs a
 //! signed-in human (the API, the board, a consent page) asks here, and
 //! answers a refusal in its own shape.
 
