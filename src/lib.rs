@@ -16,7 +16,9 @@
 //!   limits, the edge (host guard, client address, access log).
 //! - The surfaces, each with its own state and `router(state)`: [`api`]
 //!   (`/api/v1`), [`mcp`] (`/mcp/{slug}`), [`intake`] (webhooks),
-//!   [`metrics`] (`/metrics`), [`board`] (the web board at `/`).
+//!   [`metrics`] (`/metrics`), [`board`] (the web board at `/`), [`oauth`]
+//!   (the OAuth 2.1 authorization server's metadata, registration and
+//!   token routes; its consent page is the board's).
 //! - [`server`] — wiring: config → store → bus → delivery → surfaces → loops.
 //! - [`cli`] — the command line (the server and the REST client).
 #![warn(unreachable_pub)]
@@ -33,6 +35,7 @@ pub mod intake;
 pub mod mcp;
 pub mod metrics;
 pub mod mint;
+pub mod oauth;
 pub mod ops;
 pub mod server;
 pub mod store;

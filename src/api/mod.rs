@@ -94,6 +94,11 @@ fn routes() -> Router<ApiState> {
         )
         .route("/endpoints/{reference}/todos", post(todos::push))
         .route("/endpoints/{reference}/activity", get(activity::show))
+        .route("/endpoints/{reference}/oauth-clients", get(oauth::list))
+        .route(
+            "/endpoints/{reference}/oauth-clients/{id}",
+            delete(oauth::revoke),
+        )
         .route(
             "/endpoints/{reference}/admission",
             get(admission::show).put(admission::set_endpoint),

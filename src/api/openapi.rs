@@ -9,8 +9,8 @@ use utoipa::openapi::{ContentBuilder, ObjectBuilder, RefOr, ResponseBuilder, Typ
 use utoipa::{Modify, OpenApi};
 
 use super::handlers::{
-    activity, admission, agents, deliveries, endpoints, hooks, me, presence, rules, schedules,
-    todos, tokens, webhooks,
+    activity, admission, agents, deliveries, endpoints, hooks, me, oauth, presence, rules,
+    schedules, todos, tokens, webhooks,
 };
 use super::views::*;
 use crate::http::error::{ErrorBody, ErrorDetail};
@@ -27,6 +27,7 @@ use crate::http::error::{ErrorBody, ErrorDetail};
         agents::list, agents::register, agents::show, agents::edit,
         endpoints::list, endpoints::vend, endpoints::show, endpoints::edit,
         endpoints::revoke, endpoints::remove, endpoints::test_ring,
+        oauth::list, oauth::revoke,
         presence::show, presence::set, presence::clear, presence::set_shift,
         todos::push, todos::list, todos::show, todos::edit, todos::event, todos::retry, todos::release,
         todos::cancel, todos::remove, todos::bulk_retry, todos::bulk_cancel,
@@ -54,6 +55,7 @@ use crate::http::error::{ErrorBody, ErrorDetail};
         rules::RulesBody, rules::TestRules, rules::RuleTraceView, rules::DryRunView,
         rules::ReplayBatch, rules::ReplayBatchView,
         presence::PresenceBody, presence::SetPresence, presence::SetShift,
+        oauth::OAuthClientView, oauth::OAuthClientList,
     )),
     modifiers(&BearerAuth, &CommonResponses),
     tags(

@@ -30,6 +30,7 @@ use tokio::sync::watch;
 
 use crate::delivery::Delivery;
 use crate::http::ratelimit::{Rate, RateLimiter};
+use crate::ops::oauth::OAuthServer;
 use crate::store::Store;
 
 /// What the board needs besides the store and the event path.
@@ -57,6 +58,8 @@ pub struct BoardContext {
     pub sign_ins: RateLimiter,
     /// The live streams open on this instance, per human.
     pub live: Arc<live::LiveHub>,
+    /// The OAuth authorization server the consent page answers for.
+    pub oauth: Arc<OAuthServer>,
 }
 
 /// Sign-in attempts per client address: 10 at once, then one every 6 s
@@ -81,7 +84,15 @@ impl BoardContext {
             reads: RateLimiter::new(reads),
             sign_ins: RateLimiter::new(SIGN_IN_RATE),
             live: Arc::default(),
+            oauth: Arc::new(OAuthServer::new(&public_url, false)),
         }
+    }
+
+    /// The authorization server the consent page answers for (the one the
+    /// OAuth routes share).
+    pub fn with_oauth(mut self, oauth: Arc<OAuthServer>) -> Self {
+        self.oauth = oauth;
+        self
     }
 
     /// Cookies are `Secure` when humans reach the board over https.
@@ -139,6 +150,10 @@ pub fn router(state: BoardState) -> Router {
             post(endpoint::delete_webhook),
         )
         .route("/board/hooks/{id}/enable", post(endpoint::enable_hook))
+        .route(
+            "/board/endpoints/{slug}/oauth-clients/{id}/revoke",
+            post(endpoint::revoke_oauth_client),
+        )
         .route("/board/webhooks/{id}", get(pages::intake::page))
         .route("/board/queues", get(pages::queues::page))
         .route(
@@ -168,6 +183,10 @@ pub fn router(state: BoardState) -> Router {
         .route("/board/agents/{name}", post(agents::edit))
         .route("/board/tokens", get(tokens::page).post(tokens::create))
         .route("/board/tokens/{id}/revoke", post(tokens::revoke))
+        .route(
+            "/oauth/authorize",
+            get(pages::consent::authorize).post(pages::consent::answer),
+        )
         .route("/board/{*rest}", get(not_found).post(not_found))
         .with_state(state)
 }

@@ -9,6 +9,17 @@ use axum::response::{Html, IntoResponse, Response};
 const CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
                    connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'";
 
+/// The board's policy with `form-action` also allowing `origin`: the
+/// consent page's answer redirects to the OAuth client, and browsers hold
+/// a form's redirects to `form-action` too.
+pub(crate) fn csp_with_form_action(origin: &str) -> String {
+    let origin: String = origin
+        .chars()
+        .filter(|c| !c.is_whitespace() && *c != ';' && *c != ',' && *c != '\'')
+        .collect();
+    format!("{CSP} {origin}")
+}
+
 /// Renders a template as a page that is never cached (it holds a CSRF token
 /// and live data).
 pub(crate) fn render<T: Template>(page: &T) -> Response {

@@ -319,6 +319,13 @@ pub struct ServeArgs {
     /// refused when dialled (after DNS resolution) and recorded as refused.
     #[arg(long, env = "SWITCHBOARD_ALLOW_PRIVATE_HOOKS")]
     pub allow_private_hooks: bool,
+
+    /// Let OAuth client metadata documents (an https client_id) be fetched
+    /// from loopback, private and link-local addresses, and over http on
+    /// loopback. Off, such addresses are refused when dialled. For tests
+    /// and closed networks.
+    #[arg(long, env = "SWITCHBOARD_ALLOW_PRIVATE_CLIENT_METADATA")]
+    pub allow_private_client_metadata: bool,
 }
 
 #[derive(Debug, Args)]
@@ -476,6 +483,7 @@ async fn serve(args: ServeArgs, log_format: LogFormat) -> anyhow::Result<()> {
             allow_private: args.allow_private_hooks,
             ..Default::default()
         },
+        allow_private_client_metadata: args.allow_private_client_metadata,
     };
     if config.limits.idle_timeout <= config.mcp.keepalive {
         anyhow::bail!(

@@ -15,6 +15,7 @@ pub mod invalid;
 pub mod lease;
 pub mod liveness;
 pub mod names;
+pub mod oauth;
 pub mod presence;
 pub mod registry;
 pub mod rules;

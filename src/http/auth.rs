@@ -1,7 +1,8 @@
 //! Who is calling, for every surface: the credential a request carries (an
 //! `Authorization: Bearer …` header, or the board's cookie) and what it
 //! authenticates — a signed-in human (an `sbh_` API token, whichever way it
-//! came) or an endpoint (an `sbk_` credential). A surface that needs a
+//! came) or an endpoint (an `sbk_` credential, or an OAuth access token of
+//! one of its connections: `docs/oauth.md`). A surface that needs a
 //! signed-in human (the API, the board, a consent page) asks here, and
 //! answers a refusal in its own shape.
 
@@ -9,7 +10,9 @@ use axum::http::{HeaderMap, header};
 
 use crate::domain::Timestamp;
 use crate::domain::ids::sha256_hex;
-use crate::store::{ApiToken, Endpoint, Human, Store, StoreResult};
+use crate::domain::oauth::ACCESS_TOKEN_PREFIX;
+use crate::store::prelude::*;
+use crate::store::{ApiToken, Endpoint, Human, StoreResult};
 
 /// The cookie that holds a board session's own API token.
 pub const BOARD_COOKIE: &str = "sb_board";
@@ -71,12 +74,17 @@ pub async fn human(store: &dyn Store, secret: &str) -> StoreResult<Option<Signed
         }))
 }
 
-/// The live endpoint whose credential `secret` is; `None` for anything else.
+/// The live endpoint whose credential `secret` is: its `sbk_` credential,
+/// or an OAuth access token of one of its grants (`sbo_`, `docs/oauth.md`),
+/// which authenticates exactly as the endpoint does. `None` for anything else.
 pub async fn endpoint(store: &dyn Store, secret: &str) -> StoreResult<Option<Endpoint>> {
-    if !secret.starts_with("sbk_") {
-        return Ok(None);
+    if secret.starts_with("sbk_") {
+        store.authenticate_endpoint(&sha256_hex(secret)).await
+    } else if secret.starts_with(ACCESS_TOKEN_PREFIX) {
+        store.authenticate_oauth_token(&sha256_hex(secret)).await
+    } else {
+        Ok(None)
     }
-    store.authenticate_endpoint(&sha256_hex(secret)).await
 }
 
 #[cfg(test)]

@@ -19,6 +19,7 @@ use super::response::{rpc_response, with_security_headers};
 use super::{MAX_BODY_BYTES, McpContext, McpState, PROTOCOL_VERSIONS};
 use crate::delivery::sessions::Session;
 use crate::domain::Timestamp;
+use crate::domain::oauth::resource_metadata_url;
 use crate::http::auth;
 use crate::ops;
 use crate::store::Endpoint;
@@ -37,7 +38,12 @@ pub(super) enum McpRejection {
     /// 401 with `WWW-Authenticate`: no, or no live, `sbk_` credential. One
     /// body whatever was wrong; the header adds `error="invalid_token"`
     /// when a bearer token was presented (RFC 6750 section 3.1).
-    Unauthenticated { token_presented: bool },
+    Unauthenticated {
+        token_presented: bool,
+        /// Where the MCP URL's protected-resource metadata is (RFC 9728):
+        /// how an OAuth client finds the authorization server.
+        resource_metadata: String,
+    },
     /// 403: the credential is another endpoint's.
     ForeignCredential,
     /// 503: the store could not authenticate.
@@ -81,20 +87,28 @@ impl IntoResponse for McpRejection {
         let (status, code, message) = match self {
             Self::Path(rejection) => return rejection.into_response(),
             Self::Rpc { status, body } => return rpc_response(status, body),
-            Self::Unauthenticated { token_presented } => {
+            Self::Unauthenticated {
+                token_presented,
+                resource_metadata,
+            } => {
                 let mut response = http_error(
                     StatusCode::UNAUTHORIZED,
                     "unauthenticated",
                     "a valid endpoint credential is required (Authorization: Bearer sbk_…)",
                 );
-                response.headers_mut().insert(
-                    header::WWW_AUTHENTICATE,
-                    HeaderValue::from_static(if token_presented {
-                        "Bearer realm=\"switchboard\", error=\"invalid_token\""
-                    } else {
-                        "Bearer realm=\"switchboard\""
-                    }),
+                let error = if token_presented {
+                    ", error=\"invalid_token\""
+                } else {
+                    ""
+                };
+                let challenge = format!(
+                    "Bearer realm=\"switchboard\"{error}, resource_metadata=\"{resource_metadata}\""
                 );
+                if let Ok(value) = HeaderValue::from_str(&challenge) {
+                    response
+                        .headers_mut()
+                        .insert(header::WWW_AUTHENTICATE, value);
+                }
                 return response;
             }
             Self::UnsupportedProtocolVersion { id, newer_method } => {
@@ -209,6 +223,7 @@ async fn authenticate(
     let bearer = auth::bearer(headers);
     let refused = McpRejection::Unauthenticated {
         token_presented: bearer.is_some(),
+        resource_metadata: resource_metadata_url(&state.mcp.public_url, slug),
     };
     let Some(secret) = bearer else {
         return Err(refused);
@@ -440,14 +455,16 @@ mod tests {
 
     #[tokio::test]
     async fn rejections_answer_with_status_headers_and_envelope() {
+        let prm = "https://sb.example/.well-known/oauth-protected-resource/mcp/w";
         let r = McpRejection::Unauthenticated {
             token_presented: false,
+            resource_metadata: prm.into(),
         }
         .into_response();
         assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
         assert_eq!(
             r.headers()[header::WWW_AUTHENTICATE],
-            "Bearer realm=\"switchboard\""
+            format!("Bearer realm=\"switchboard\", resource_metadata=\"{prm}\"").as_str()
         );
         assert_eq!(r.headers()[header::CACHE_CONTROL], "no-store");
         assert_eq!(r.headers()["x-accel-buffering"], "no");
@@ -455,11 +472,15 @@ mod tests {
 
         let r = McpRejection::Unauthenticated {
             token_presented: true,
+            resource_metadata: prm.into(),
         }
         .into_response();
         assert_eq!(
             r.headers()[header::WWW_AUTHENTICATE],
-            "Bearer realm=\"switchboard\", error=\"invalid_token\""
+            format!(
+                "Bearer realm=\"switchboard\", error=\"invalid_token\", resource_metadata=\"{prm}\""
+            )
+            .as_str()
         );
         assert_eq!(body(r).await["error"]["code"], "unauthenticated");
 

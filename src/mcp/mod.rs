@@ -65,6 +65,9 @@ impl Default for McpConfig {
 #[derive(Debug)]
 pub struct McpContext {
     pub config: McpConfig,
+    /// The URL clients reach this server at: a 401 names the MCP URL's
+    /// protected-resource metadata under it.
+    pub public_url: String,
     pub sessions: Arc<SessionRegistry>,
     rate: RateLimiter,
     /// When each endpoint's `last_seen_at` was last written (ms), to write at
@@ -78,9 +81,20 @@ impl McpContext {
         Self {
             rate: RateLimiter::new(config.rate),
             config,
+            public_url: String::new(),
             sessions,
             last_stamp: Mutex::new(HashMap::new()),
         }
+    }
+}
+
+impl McpContext {
+    /// The public URL the 401's `resource_metadata` is under.
+    pub fn with_public_url(mut self, public_url: &str) -> Self {
+        public_url
+            .trim_end_matches('/')
+            .clone_into(&mut self.public_url);
+        self
     }
 }
 

@@ -35,6 +35,7 @@ pub mod error;
 pub mod forms;
 pub mod hooks;
 pub mod intake;
+pub mod oauth;
 pub mod presence;
 pub mod rules;
 pub mod schedules;

@@ -153,6 +153,9 @@ pub fn spawn_loops(bg: Background, stop: watch::Receiver<bool>) -> Vec<JoinHandl
             if let Err(e) = crate::ops::activity::prune(&delivery).await {
                 tracing::error!(error = %e, "queue activity retention failed");
             }
+            if let Err(e) = crate::ops::oauth::prune(&delivery).await {
+                tracing::error!(error = %e, "oauth codes and tokens retention failed");
+            }
         })
         .await;
     });

@@ -48,6 +48,8 @@ use crate::intake::IntakeState;
 use crate::mcp::{McpConfig, McpContext, McpState};
 use crate::metrics::Metrics;
 use crate::metrics::http::MetricsState;
+use crate::oauth::{OAuthContext, OAuthState};
+use crate::ops::oauth::OAuthServer;
 use crate::store::lock::ServerLock;
 use crate::store::{DatabaseLocation, SqlStore, Store, StoreBase, StoreOptions};
 
@@ -83,6 +85,9 @@ pub struct ServerConfig {
     pub limits: ServeLimits,
     /// How notify hooks are delivered (`--allow-private-hooks`).
     pub hooks: HookConfig,
+    /// `--allow-private-client-metadata`: OAuth client metadata documents
+    /// may be fetched from loopback and private addresses.
+    pub allow_private_client_metadata: bool,
 }
 
 /// Every surface with its own state; only the server sees them all.
@@ -92,6 +97,7 @@ pub struct Surfaces {
     pub mcp: McpState,
     pub intake: IntakeState,
     pub metrics: MetricsState,
+    pub oauth: OAuthState,
     pub edge: Edge,
     pub board: BoardState,
 }
@@ -117,6 +123,7 @@ pub fn router(surfaces: Surfaces) -> Router {
         .merge(crate::intake::router(surfaces.intake))
         .merge(crate::metrics::http::router(surfaces.metrics))
         .merge(crate::board::router(surfaces.board))
+        .merge(crate::oauth::router(surfaces.oauth))
         .layer(axum::middleware::from_fn_with_state(
             edge.hosts,
             crate::http::host_guard::guard,
@@ -233,7 +240,23 @@ pub async fn serve_on(
     }
     // Endpoints with an enabled hook are hosted here too (the sweep, the ring claim).
     delivery.hooks().reload().await;
-    let mcp = Arc::new(McpContext::new(config.mcp.clone(), sessions.clone()));
+    let public_url = config
+        .public_url
+        .clone()
+        .unwrap_or_else(|| format!("http://{local}"));
+    let mcp = Arc::new(
+        McpContext::new(config.mcp.clone(), sessions.clone()).with_public_url(&public_url),
+    );
+    let oauth_server = Arc::new(OAuthServer::new(
+        &public_url,
+        config.allow_private_client_metadata,
+    ));
+    if config.allow_private_client_metadata {
+        tracing::warn!(
+            "--allow-private-client-metadata: OAuth client metadata may be fetched from loopback, \
+             private and link-local addresses"
+        );
+    }
     let connection_stats = Arc::new(ConnectionStats::new());
     let mut metrics = Metrics::new(
         &doorbells,
@@ -282,10 +305,6 @@ pub async fn serve_on(
         .chain(circuit_probe)
         .collect();
 
-    let public_url = config
-        .public_url
-        .clone()
-        .unwrap_or_else(|| format!("http://{local}"));
     bootstrap::first_human(&*store, &config.database, &config.bootstrap, &public_url).await?;
     tracing::info!(
         listen = %local,
@@ -301,12 +320,15 @@ pub async fn serve_on(
     let board = BoardState {
         store: store.clone(),
         delivery: delivery.clone(),
-        board: Arc::new(BoardContext::new(
-            public_url.clone(),
-            board_stopped,
-            config.api_rates.write,
-            config.api_rates.read,
-        )),
+        board: Arc::new(
+            BoardContext::new(
+                public_url.clone(),
+                board_stopped,
+                config.api_rates.write,
+                config.api_rates.read,
+            )
+            .with_oauth(oauth_server.clone()),
+        ),
     };
     let app = router(Surfaces {
         health: HealthState {
@@ -329,6 +351,10 @@ pub async fn serve_on(
             store: store.clone(),
             delivery: delivery.clone(),
             limiter: Arc::new(RateLimiter::new(config.api_rates.intake)),
+        },
+        oauth: OAuthState {
+            delivery: delivery.clone(),
+            oauth: Arc::new(OAuthContext::new(oauth_server)),
         },
         metrics: MetricsState {
             metrics,

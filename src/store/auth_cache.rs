@@ -44,6 +44,9 @@ struct Entry {
     endpoint: Endpoint,
     loaded_at: Instant,
     generation: u64,
+    /// When the credential itself expires, if before its endpoint (an
+    /// OAuth access token).
+    until: Option<Timestamp>,
 }
 
 impl AuthCache {
@@ -58,11 +61,23 @@ impl AuthCache {
         let entry = entries.get(credential_hash)?;
         let fresh = entry.loaded_at.elapsed() < AUTH_CACHE_TTL
             && entry.generation == self.generation()
-            && entry.endpoint.expires_at.is_none_or(|at| at > now);
+            && entry.endpoint.expires_at.is_none_or(|at| at > now)
+            && entry.until.is_none_or(|at| at > now);
         fresh.then(|| entry.endpoint.clone())
     }
 
     pub fn put(&self, credential_hash: &str, endpoint: Endpoint, generation: u64) {
+        self.put_until(credential_hash, endpoint, generation, None);
+    }
+
+    /// [`Self::put`] a credential that expires at `until` (by the store's clock).
+    pub fn put_until(
+        &self,
+        credential_hash: &str,
+        endpoint: Endpoint,
+        generation: u64,
+        until: Option<Timestamp>,
+    ) {
         let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
         if entries.len() >= MAX_ENTRIES {
             entries.clear();
@@ -73,6 +88,7 @@ impl AuthCache {
                 endpoint,
                 loaded_at: Instant::now(),
                 generation,
+                until,
             },
         );
     }
@@ -147,6 +163,19 @@ mod tests {
         cache.invalidate();
         cache.put("h", endpoint(None), generation);
         assert!(cache.get("h", NOW).is_none());
+    }
+
+    #[test]
+    fn an_expired_credential_is_not_served_from_the_cache() {
+        let cache = AuthCache::default();
+        cache.put_until(
+            "h",
+            endpoint(None),
+            cache.generation(),
+            Some(Timestamp::from_millis(1_500)),
+        );
+        assert!(cache.get("h", NOW).is_some());
+        assert!(cache.get("h", Timestamp::from_millis(1_500)).is_none());
     }
 
     #[test]

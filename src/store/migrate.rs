@@ -144,6 +144,16 @@ pub static SQLITE_MIGRATIONS: &[Migration] = &[
         name: "window_shards",
         sql: include_str!("migrations/sqlite/0025_window_shards.sql"),
     },
+    Migration {
+        version: 26,
+        name: "oauth_clients",
+        sql: include_str!("migrations/sqlite/0026_oauth_clients.sql"),
+    },
+    Migration {
+        version: 27,
+        name: "oauth_grants",
+        sql: include_str!("migrations/sqlite/0027_oauth_grants.sql"),
+    },
 ];
 
 pub static POSTGRES_MIGRATIONS: &[Migration] = &[
@@ -271,6 +281,16 @@ pub static POSTGRES_MIGRATIONS: &[Migration] = &[
         version: 25,
         name: "window_shards",
         sql: include_str!("migrations/postgres/0025_window_shards.sql"),
+    },
+    Migration {
+        version: 26,
+        name: "oauth_clients",
+        sql: include_str!("migrations/postgres/0026_oauth_clients.sql"),
+    },
+    Migration {
+        version: 27,
+        name: "oauth_grants",
+        sql: include_str!("migrations/postgres/0027_oauth_grants.sql"),
     },
 ];
 

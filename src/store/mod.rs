@@ -686,6 +686,66 @@ pub trait ActivityStore: Send + Sync {
     ) -> StoreResult<Vec<(String, i64)>>;
 }
 
+/// OAuth 2.1 (`docs/oauth.md`): clients, codes, grants and their tokens.
+/// Every token is a credential of one endpoint, live only while the
+/// endpoint is active and unexpired and the grant unrevoked.
+#[async_trait]
+pub trait OAuthStore: Send + Sync {
+    async fn get_oauth_client(&self, client_id: &str) -> StoreResult<Option<OAuthClient>>;
+    /// Registers a client (RFC 7591) under a minted `oc_…` id.
+    async fn register_oauth_client(
+        &self,
+        metadata: &crate::domain::oauth::ClientMetadata,
+    ) -> StoreResult<OAuthClient>;
+    /// Writes (or refreshes) the cached metadata of a client known by the
+    /// URL of its metadata document.
+    async fn put_oauth_document_client(
+        &self,
+        client_id: &str,
+        metadata: &crate::domain::oauth::ClientMetadata,
+    ) -> StoreResult<OAuthClient>;
+    /// Writes a code for one of the human's active endpoints: `NotFound`
+    /// when the endpoint is not the human's or not active (one statement).
+    async fn create_oauth_code(&self, new: NewOAuthCode) -> StoreResult<()>;
+    /// Takes a code: it is deleted whatever happens next (single use; two
+    /// redeemers race, one gets it). `None`: unknown or taken already.
+    async fn take_oauth_code(&self, code_hash: &str) -> StoreResult<Option<OAuthCode>>;
+    /// Creates a grant with its first tokens, for an active endpoint of the
+    /// code's human (`NotFound` otherwise).
+    async fn create_oauth_grant(
+        &self,
+        code: &OAuthCode,
+        tokens: NewOAuthTokens,
+    ) -> StoreResult<OAuthIssued>;
+    /// Spends a refresh token of `client_id` and writes a new pair, or
+    /// revokes the grant when the token was spent already.
+    async fn refresh_oauth_grant(
+        &self,
+        client_id: &str,
+        refresh_hash: &str,
+        tokens: NewOAuthTokens,
+    ) -> StoreResult<OAuthRefresh>;
+    /// The endpoint a live access token is a credential of.
+    async fn authenticate_oauth_token(&self, access_hash: &str) -> StoreResult<Option<Endpoint>>;
+    /// The live grants of one of the human's endpoints, newest first.
+    async fn list_oauth_connections(
+        &self,
+        human_id: &str,
+        endpoint_id: &str,
+    ) -> StoreResult<Vec<OAuthConnection>>;
+    /// Revokes one of the human's grants of that endpoint (`NotFound`
+    /// otherwise; `Conflict` when revoked already).
+    async fn revoke_oauth_grant(
+        &self,
+        human_id: &str,
+        endpoint_id: &str,
+        grant_id: &str,
+    ) -> StoreResult<OAuthGrant>;
+    /// Deletes codes and tokens past their expiry, and revoked grants'
+    /// tokens; returns how many rows went.
+    async fn unscoped_prune_oauth(&self) -> StoreResult<u64>;
+}
+
 /// The registry: humans, agents, endpoints and webhooks.
 pub trait RegistryStore:
     HumanStore + AgentStore + EndpointStore + WebhookStore + DeliveryStore
@@ -705,6 +765,7 @@ pub trait Store:
     + TodoStore
     + RegistryStore
     + TokenStore
+    + OAuthStore
     + HookStore
     + ScheduleStore
     + AdmissionStore
@@ -721,6 +782,7 @@ impl<T> Store for T where
         + TodoStore
         + RegistryStore
         + TokenStore
+        + OAuthStore
         + HookStore
         + ScheduleStore
         + AdmissionStore
@@ -737,7 +799,7 @@ impl<T> Store for T where
 pub mod prelude {
     pub use super::{
         ActivityStore, AdmissionStore, AgentStore, DeliveryStore, EndpointStore, HookStore,
-        HumanStore, PresenceStore, RegistryStore, RingStore, ScheduleStore, StatsStore, Store,
-        StoreBase, SweepStore, TodoStore, TokenStore, WebhookStore,
+        HumanStore, OAuthStore, PresenceStore, RegistryStore, RingStore, ScheduleStore, StatsStore,
+        Store, StoreBase, SweepStore, TodoStore, TokenStore, WebhookStore,
     };
 }

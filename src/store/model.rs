@@ -881,3 +881,95 @@ pub struct QueueActivity {
     pub bucket_at: Timestamp,
     pub activity: crate::domain::activity::Activity,
 }
+
+/// An OAuth client (`docs/oauth.md`): registered (RFC 7591, id `oc_…`) or
+/// known by its metadata document (the id is the document's URL).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OAuthClient {
+    pub id: String,
+    /// Whether the client's metadata was fetched from its own URL
+    /// (`true`) or asserted by whoever registered it (`false`).
+    pub verified: bool,
+    pub name: Option<String>,
+    pub client_uri: Option<String>,
+    pub redirect_uris: Vec<String>,
+    pub created_at: Timestamp,
+    /// A metadata document's last fetch.
+    pub fetched_at: Option<Timestamp>,
+}
+
+/// What an authorization writes: a code for one of the human's endpoints.
+/// The code arrives hashed.
+#[derive(Debug, Clone)]
+pub struct NewOAuthCode {
+    pub code_hash: String,
+    pub client_id: String,
+    pub human_id: String,
+    pub endpoint_id: String,
+    pub redirect_uri: String,
+    pub code_challenge: String,
+    pub resource: String,
+}
+
+/// A code as it was taken (deleted) from the store.
+#[derive(Debug, Clone)]
+pub struct OAuthCode {
+    pub client_id: String,
+    pub human_id: String,
+    pub endpoint_id: String,
+    pub redirect_uri: String,
+    pub code_challenge: String,
+    pub resource: String,
+    pub expires_at: Timestamp,
+}
+
+/// A pair of tokens to write, hashed; the store decides their expiry (an
+/// access token never outlives its endpoint: `domain::oauth::access_expiry`).
+#[derive(Debug, Clone)]
+pub struct NewOAuthTokens {
+    pub access_hash: String,
+    pub refresh_hash: String,
+}
+
+/// A connection of a client to an endpoint, with its tokens' expiry as
+/// last minted.
+#[derive(Debug, Clone)]
+pub struct OAuthGrant {
+    pub id: String,
+    pub client_id: String,
+    pub human_id: String,
+    pub endpoint_id: String,
+    pub resource: String,
+    pub created_at: Timestamp,
+    pub last_used_at: Option<Timestamp>,
+    pub revoked_at: Option<Timestamp>,
+}
+
+/// Tokens just minted for a grant.
+#[derive(Debug, Clone)]
+pub struct OAuthIssued {
+    pub grant: OAuthGrant,
+    pub access_expires_at: Timestamp,
+    pub refresh_expires_at: Timestamp,
+}
+
+/// What presenting a refresh token came to.
+#[derive(Debug, Clone)]
+pub enum OAuthRefresh {
+    /// Spent, and a new pair written.
+    Rotated(OAuthIssued),
+    /// Unknown, expired, another client's, or its grant or endpoint is gone.
+    Refused,
+    /// Spent already: its grant (the whole family) is revoked now.
+    Reused {
+        grant_id: String,
+        endpoint_id: String,
+    },
+}
+
+/// A client connected to an endpoint, as the board and the API list it.
+#[derive(Debug, Clone)]
+pub struct OAuthConnection {
+    pub grant: OAuthGrant,
+    pub client: OAuthClient,
+}

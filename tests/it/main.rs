@@ -33,6 +33,7 @@ mod intake_rules;
 mod maintenance;
 mod mcp;
 mod metrics;
+mod oauth;
 mod ops;
 mod runner;
 mod schedules;

@@ -41,6 +41,8 @@ mod leases;
 mod lifecycle;
 #[path = "conformance/migrations.rs"]
 mod migrations;
+#[path = "conformance/oauth.rs"]
+mod oauth;
 #[path = "conformance/operator.rs"]
 mod operator;
 #[path = "conformance/plans.rs"]

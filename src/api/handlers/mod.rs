@@ -7,6 +7,7 @@ pub(super) mod deliveries;
 pub(super) mod endpoints;
 pub(super) mod hooks;
 pub(super) mod me;
+pub(super) mod oauth;
 pub(super) mod presence;
 pub(super) mod rules;
 pub(super) mod schedules;

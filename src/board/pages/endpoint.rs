@@ -46,6 +46,7 @@ struct EndpointPage {
     webhooks: Vec<WebhookRow>,
     revealed: Option<WebhookReveal>,
     hooks: Vec<HookRow>,
+    oauth_clients: Vec<OAuthClientRow>,
     schedules: Vec<ScheduleRow>,
     quarantined: Vec<QuarantineRow>,
     /// The push form's one-time token (`ops::forms`).
@@ -166,6 +167,20 @@ async fn show(
             deliveries,
         });
     }
+    let oauth_clients = state
+        .store
+        .list_oauth_connections(&signed.human.id, &endpoint.id)
+        .await?
+        .into_iter()
+        .map(|c| OAuthClientRow {
+            id: c.grant.id,
+            name: c.client.name.unwrap_or_else(|| c.client.id.clone()),
+            client_id: c.client.id,
+            verified: c.client.verified,
+            created: When::at(c.grant.created_at, now, &zone),
+            last_used: c.grant.last_used_at.map(|t| When::at(t, now, &zone)),
+        })
+        .collect();
     let mut quarantined = Vec::new();
     for webhook in state
         .store
@@ -240,6 +255,7 @@ async fn show(
         webhooks,
         revealed,
         hooks,
+        oauth_clients,
         schedules,
         quarantined,
         push_nonce: ops::forms::mint_nonce(),
@@ -350,6 +366,31 @@ pub(crate) struct HookDeliveryRow {
     /// `HTTP 500`, or what went wrong.
     pub(crate) detail: String,
     pub(crate) attempt: i64,
+}
+
+/// An OAuth client connected to the endpoint.
+pub(crate) struct OAuthClientRow {
+    pub(crate) id: String,
+    pub(crate) name: String,
+    pub(crate) client_id: String,
+    pub(crate) verified: bool,
+    pub(crate) created: When,
+    pub(crate) last_used: Option<When>,
+}
+
+/// Revokes an OAuth client's connection to the endpoint.
+pub(crate) async fn revoke_oauth_client(
+    State(state): State<BoardState>,
+    Path((slug, id)): Path<(String, String)>,
+    form: CsrfForm,
+) -> Result<Response, BoardError> {
+    let human = &form.signed.human.id;
+    let endpoint = state.store.get_endpoint(human, &slug).await?;
+    let outcome = ops::oauth::revoke_connection(&state.delivery, human, &endpoint.id, &id)
+        .await
+        .map(|_| "client disconnected: its tokens no longer work".to_owned())
+        .map_err(refusal);
+    Ok(back(&path_of(&endpoint.slug), outcome))
 }
 
 /// Enables a hook again after it was disabled by failures.

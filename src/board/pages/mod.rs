@@ -1,6 +1,7 @@
 //! One module per page of the board.
 
 pub(crate) mod agents;
+pub(crate) mod consent;
 pub(crate) mod endpoint;
 pub(crate) mod intake;
 pub(crate) mod overview;

@@ -8,7 +8,7 @@
 //! no longer than the token pasted and dies when that one is revoked; and a
 //! browser signed in with the same token already is not given another.
 
-use axum::extract::{Request, State};
+use axum::extract::{Query, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use subtle::ConstantTimeEq;
@@ -36,12 +36,42 @@ const MAX_SIGN_IN_BYTES: usize = 8 * 1024;
 struct SignInPage {
     error: Option<String>,
     csrf: String,
+    /// Where to go once signed in (an OAuth authorization request).
+    next: Option<String>,
+}
+
+/// Where a sign-in may go on to: only back to an authorization request of
+/// this server (never another site: no open redirect).
+fn safe_next(next: Option<&str>) -> Option<String> {
+    let next = next?;
+    let ok = (next == "/oauth/authorize" || next.starts_with("/oauth/authorize?"))
+        && !next.contains('\\')
+        && !next.chars().any(char::is_control);
+    ok.then(|| next.to_owned())
+}
+
+#[derive(serde::Deserialize)]
+pub(crate) struct Next {
+    next: Option<String>,
 }
 
 /// The form, with a fresh nonce in its field and its cookie (or the one
 /// this browser already holds, so that two tabs both work).
-pub(crate) async fn sign_in_page(State(state): State<BoardState>, headers: HeaderMap) -> Response {
-    form_page(&state, &headers, StatusCode::OK, None)
+/// Already signed in and sent on to an authorization request: straight
+/// there.
+pub(crate) async fn sign_in_page(
+    State(state): State<BoardState>,
+    headers: HeaderMap,
+    Query(Next { next }): Query<Next>,
+) -> Response {
+    let next = safe_next(next.as_deref());
+    if let Some(next) = &next
+        && let Some(secret) = auth::cookie(&headers, COOKIE)
+        && let Ok(Some(_)) = auth::human(&*state.store, secret).await
+    {
+        return Redirect::to(next).into_response();
+    }
+    form_page(&state, &headers, StatusCode::OK, None, next)
 }
 
 fn form_page(
@@ -49,6 +79,7 @@ fn form_page(
     headers: &HeaderMap,
     status: StatusCode,
     error: Option<String>,
+    next: Option<String>,
 ) -> Response {
     let nonce = auth::cookie(headers, SIGN_IN_COOKIE)
         .filter(|n| well_formed_nonce(n))
@@ -56,6 +87,7 @@ fn form_page(
     let mut response = render(&SignInPage {
         error,
         csrf: nonce.clone(),
+        next,
     });
     *response.status_mut() = status;
     response.headers_mut().append(
@@ -104,14 +136,6 @@ pub(crate) fn from_this_origin(state: &BoardState, headers: &HeaderMap) -> bool 
 pub(crate) async fn sign_in(State(state): State<BoardState>, request: Request) -> Response {
     let (parts, body) = request.into_parts();
     let headers = &parts.headers;
-    let refused = |message: &str| {
-        form_page(
-            &state,
-            headers,
-            StatusCode::UNAUTHORIZED,
-            Some(message.to_owned()),
-        )
-    };
     if !from_this_origin(&state, headers) {
         return BoardError::Forbidden(
             "origin: a sign-in must come from this server's own sign-in page".into(),
@@ -126,6 +150,16 @@ pub(crate) async fn sign_in(State(state): State<BoardState>, request: Request) -
         Ok(fields) => fields,
         Err(e) => return e.into_response(),
     };
+    let next = safe_next(fields.get("next"));
+    let refused = |message: &str| {
+        form_page(
+            &state,
+            headers,
+            StatusCode::UNAUTHORIZED,
+            Some(message.to_owned()),
+            next.clone(),
+        )
+    };
     let expected = auth::cookie(headers, SIGN_IN_COOKIE).unwrap_or("");
     let sent = fields.get(CSRF_FIELD).unwrap_or("");
     if expected.is_empty() || !bool::from(sent.as_bytes().ct_eq(expected.as_bytes())) {
@@ -135,6 +169,7 @@ pub(crate) async fn sign_in(State(state): State<BoardState>, request: Request) -
             headers,
             StatusCode::FORBIDDEN,
             Some("csrf: this sign-in form is not valid any more; sign in again".into()),
+            next.clone(),
         );
     }
     // Every real attempt, right or wrong, spends the client's budget.
@@ -158,7 +193,7 @@ pub(crate) async fn sign_in(State(state): State<BoardState>, request: Request) -
         && let Ok(Some(current)) = auth::human(&*state.store, secret).await
         && current.token.session_of.as_deref() == Some(pasted.token.id.as_str())
     {
-        return signed_in(&state, None);
+        return signed_in(&state, None, next.as_deref());
     }
     let label = Some(SIGN_IN_LABEL.to_owned());
     let issued = ops::tokens::issue_board_session(
@@ -186,13 +221,14 @@ pub(crate) async fn sign_in(State(state): State<BoardState>, request: Request) -
                 .div_ceil(1000)
                 .max(1)
         });
-    signed_in(&state, Some((&secret, lasts)))
+    signed_in(&state, Some((&secret, lasts)), next.as_deref())
 }
 
-/// To the overview, with the session's cookie (when a new one was made)
-/// and the sign-in form's cookie cleared.
-fn signed_in(state: &BoardState, session: Option<(&str, u64)>) -> Response {
-    let mut response = Redirect::to("/").into_response();
+/// To the overview (or on to the authorization request that sent the
+/// human here), with the session's cookie (when a new one was made) and
+/// the sign-in form's cookie cleared.
+fn signed_in(state: &BoardState, session: Option<(&str, u64)>, next: Option<&str>) -> Response {
+    let mut response = Redirect::to(next.unwrap_or("/")).into_response();
     let headers = response.headers_mut();
     if let Some((secret, lasts)) = session {
         headers.append(header::SET_COOKIE, set_cookie(state, secret, lasts));

@@ -55,6 +55,13 @@ pub enum EndpointCommand {
     Resume(LevelArgs),
     /// Limit claims: at most N at once, and/or at most M per window.
     Limit(LimitArgs),
+    /// The OAuth clients connected to the endpoint (claude.ai, Claude
+    /// Desktop, ChatGPT connectors): who, whether their metadata was
+    /// verified, when connected and last used.
+    OauthClients { reference: String },
+    /// Disconnect one OAuth client (its id from `oauth-clients`): its
+    /// tokens stop working at once; it must be authorized again.
+    OauthRevoke { reference: String, id: String },
     /// What the endpoint's queues did over the last hour, day or week:
     /// created, completed, failed, dead-lettered, and the time to claim and
     /// to complete (the board's queue charts, as numbers).
@@ -267,6 +274,24 @@ pub(crate) async fn run(args: EndpointArgs) -> anyhow::Result<()> {
                 .get(&["endpoints", &reference, "admission"], &[])
                 .await?;
             emit(json, &response, print_admission)
+        }
+        EndpointCommand::OauthClients { reference } => {
+            let response = client
+                .get(&["endpoints", &reference, "oauth-clients"], &[])
+                .await?;
+            emit(json, &response, |body| {
+                print_oauth_clients(body);
+                Ok(())
+            })
+        }
+        EndpointCommand::OauthRevoke { reference, id } => {
+            let response = client
+                .delete(&["endpoints", &reference, "oauth-clients", &id])
+                .await?;
+            emit(json, &response, |_| {
+                println!("Disconnected {id}: its tokens no longer work.");
+                Ok(())
+            })
         }
         EndpointCommand::Activity {
             reference,
@@ -606,6 +631,28 @@ fn print_endpoints(list: &Value) {
     }
     table.print_or("No endpoints.");
     print_next_page(list);
+}
+
+fn print_oauth_clients(list: &Value) {
+    let mut table = Table::new(&[
+        "ID",
+        "CLIENT",
+        "VERIFIED",
+        "CLIENT ID",
+        "CONNECTED",
+        "LAST USED",
+    ]);
+    for c in list["oauth_clients"].as_array().into_iter().flatten() {
+        table.row(vec![
+            text(c, "id"),
+            text(c, "client_name"),
+            if c["verified"] == true { "yes" } else { "no" }.to_owned(),
+            text(c, "client_id"),
+            when(c, "created_at", "-"),
+            when(c, "last_used_at", "never"),
+        ]);
+    }
+    table.print_or("No OAuth clients are connected.");
 }
 
 /// The endpoint's sessions on the instance that answered, one phrase each:

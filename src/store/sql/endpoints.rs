@@ -229,6 +229,15 @@ impl EndpointStore for SqlStore {
         }
         let dead_lettered =
             Self::dead_letter_live_todos(&mut tx, endpoint_id, now, RevokeReason::Revoked).await?;
+        // Its OAuth clients' access goes with it (authentication checks the
+        // endpoint too; this keeps the board's list honest).
+        sqlx::query(
+            "UPDATE oauth_grants SET revoked_at = $1 WHERE endpoint_id = $2 AND revoked_at IS NULL",
+        )
+        .bind(now.as_millis())
+        .bind(endpoint_id)
+        .execute(&mut *tx)
+        .await?;
         tx.commit().await?;
         self.endpoints_changed();
         Ok(Revoked {

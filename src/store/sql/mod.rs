@@ -36,6 +36,7 @@ mod deliveries;
 mod endpoints;
 mod hooks;
 mod humans;
+mod oauth;
 mod paging;
 mod postgres;
 mod presence;

@@ -935,6 +935,14 @@ fn cases(w: &World) -> Vec<Case> {
             409,
         ),
         raw(M::DELETE, "/api/v1/hooks/hk_missing", None, b"", 404),
+        // OAuth connections: one the endpoint never had.
+        raw(
+            M::DELETE,
+            &format!("{ep}/oauth-clients/og_missing"),
+            None,
+            b"",
+            404,
+        ),
         raw(M::POST, "/api/v1/hooks/hk_missing/enable", None, b"", 404),
         raw(M::POST, "/api/v1/hooks/hk_missing/test", None, b"", 404),
         // Schedules.

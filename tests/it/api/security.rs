@@ -143,6 +143,9 @@ async fn two_tenants(dir: &std::path::Path) -> (Server, Tenant, Tenant) {
     (server, a, b)
 }
 
+/// An OAuth connection id nobody has (`/endpoints/{ref}/oauth-clients/{id}`).
+const NO_GRANT: &str = "og_00000000000070008000000000000000";
+
 /// An id-taking route: given the id, the request to make.
 type Route = fn(&str) -> (Method, String, Body);
 
@@ -210,6 +213,20 @@ fn endpoint_routes() -> Vec<Route> {
             (
                 Method::GET,
                 format!("/api/v1/endpoints/{r}/schedules"),
+                Body::None,
+            )
+        },
+        |r| {
+            (
+                Method::GET,
+                format!("/api/v1/endpoints/{r}/oauth-clients"),
+                Body::None,
+            )
+        },
+        |r| {
+            (
+                Method::DELETE,
+                format!("/api/v1/endpoints/{r}/oauth-clients/{NO_GRANT}"),
                 Body::None,
             )
         },
@@ -966,6 +983,7 @@ async fn the_matrix_covers_every_route_of_the_openapi_document() {
         a.agent.as_str(),
         // The queue of `/endpoints/{ref}/queues/{queue}/admission`.
         "inbox",
+        NO_GRANT,
     ]
     .into();
     let covered: BTreeSet<String> = every_route(&a)
@@ -1174,6 +1192,23 @@ async fn the_owner_gets_the_success_status_on_every_route() {
         200,
         Method::GET,
         format!("/api/v1/endpoints/{}/webhooks", second.slug),
+        Body::None,
+    )
+    .await;
+    let connected = ok(
+        200,
+        Method::GET,
+        format!("/api/v1/endpoints/{}/oauth-clients", first.slug),
+        Body::None,
+    )
+    .await;
+    assert_eq!(connected["oauth_clients"], json!([]));
+    // Revoking a connection is 204 (tests/it/oauth/refusals.rs); one the
+    // endpoint never had is 404.
+    ok(
+        404,
+        Method::DELETE,
+        format!("/api/v1/endpoints/{}/oauth-clients/{NO_GRANT}", first.slug),
         Body::None,
     )
     .await;

@@ -16,6 +16,13 @@ const UNAUTHENTICATED_REALM: &str = "Bearer realm=\"switchboard\"";
 /// When a bearer token was presented and refused (RFC 6750 section 3.1).
 const INVALID_TOKEN: &str = "Bearer realm=\"switchboard\", error=\"invalid_token\"";
 
+/// The challenge of a 401 from `mcp_url`: `challenge` and where the MCP
+/// URL's protected-resource metadata is (RFC 9728, `docs/oauth.md`).
+fn challenge_of(challenge: &str, mcp_url: &str) -> String {
+    let metadata = mcp_url.replacen("/mcp/", "/.well-known/oauth-protected-resource/mcp/", 1);
+    format!("{challenge}, resource_metadata=\"{metadata}\"")
+}
+
 /// Sets an endpoint's expiry in the past, behind the server's back.
 async fn expire(server: &Server, slug: &str) {
     use sqlx::Connection;
@@ -116,7 +123,7 @@ async fn every_credential_failure_gets_the_same_401() {
             answer.expect(401);
             assert_eq!(
                 answer.header("www-authenticate"),
-                Some(challenge),
+                Some(challenge_of(challenge, &target.url).as_str()),
                 "{what} {method}"
             );
             match &first_body {
@@ -553,7 +560,10 @@ async fn revoking_ends_open_streams_at_once_and_then_401() {
     let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"});
     let a = mcp.post(Some(&session), &list).await;
     a.expect(401);
-    assert_eq!(a.header("www-authenticate"), Some(INVALID_TOKEN));
+    assert_eq!(
+        a.header("www-authenticate"),
+        Some(challenge_of(INVALID_TOKEN, &mcp.url).as_str())
+    );
 }
 
 #[tokio::test]

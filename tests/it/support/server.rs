@@ -189,6 +189,7 @@ impl InProcess {
             bootstrap: switchboard::server::BootstrapConfig::default(),
             limits: Default::default(),
             hooks: Default::default(),
+            allow_private_client_metadata: false,
         }
     }
 
