@@ -127,12 +127,11 @@ fn shard_has_room(dialect: Dialect, s: &str, level: &str, start: &str) -> String
 /// rarely pick the same one (as [`spread_free_slot`]).
 fn pick_shard(dialect: Dialect, level: &str, start: &str, todo_id: &str) -> String {
     let n = window_shards(dialect);
-    let order = match dialect {
-        Dialect::Postgres => {
-            format!("(p.shard + {n} - (hashtext({todo_id}) & 2147483647) % {n}) % {n}")
-        }
-        Dialect::Sqlite => "p.shard".to_owned(),
-    };
+    if n == 1 {
+        // SQLite's one shard: nothing to pick (its room is the charge's guard).
+        return "0".to_owned();
+    }
+    let order = format!("(p.shard + {n} - (hashtext({todo_id}) & 2147483647) % {n}) % {n}");
     format!(
         "(SELECT p.shard FROM admission_windows p WHERE p.endpoint_id = {level}.endpoint_id \
            AND p.queue = {level}.queue AND {room} ORDER BY {order} LIMIT 1)",
