@@ -33,7 +33,12 @@
 //! fresh database is created on that server for every run and dropped after
 //! it. Without either, only SQLite runs.
 //!
-//! Exits non-zero when a correctness check fails or the preload ran dry.
+//! After the runs, what one todo costs an agent's context: the response
+//! bytes of `claim_next` + `complete` for a todo with a 15 064-byte payload
+//! (target: the payload + 2 KiB at most; `context_bytes`).
+//!
+//! Exits non-zero when a correctness check fails, the preload ran dry or
+//! the bytes per todo miss their target.
 
 #[path = "common/host.rs"]
 mod host;
@@ -294,6 +299,12 @@ impl Agent {
 
     /// One `tools/call`; the tool's `structuredContent`.
     async fn call(&mut self, name: &str, arguments: &str) -> Result<Value> {
+        Ok(self.call_sized(name, arguments).await?.0)
+    }
+
+    /// [`Self::call`], and the size of the response body: what the call
+    /// put into the agent's context.
+    async fn call_sized(&mut self, name: &str, arguments: &str) -> Result<(Value, usize)> {
         self.next_id += 1;
         let body = format!(
             r#"{{"jsonrpc":"2.0","id":{},"method":"tools/call","params":{{"name":"{name}","arguments":{arguments}}}}}"#,
@@ -314,7 +325,7 @@ impl Agent {
             result.get("isError") != Some(&Value::Bool(true)),
             "{name} failed: {result}"
         );
-        Ok(result["structuredContent"].take())
+        Ok((result["structuredContent"].take(), bytes.len()))
     }
 }
 
@@ -824,6 +835,65 @@ async fn pg_settings(url: &str) -> Result<String> {
     .await
 }
 
+/// The size of the payload the context measurement pushes: a PR-sized
+/// webhook (the figure `../shared/findings/2026-12-06-outside.md` measured).
+const CONTEXT_PAYLOAD_BYTES: usize = 15_064;
+
+/// What one todo costs an agent's context (`09-quality.md`, B2 amended): the
+/// bytes of the HTTP response bodies of `claim_next` and `complete` for a
+/// todo whose payload is [`CONTEXT_PAYLOAD_BYTES`] of JSON, on a fresh
+/// SQLite server (the answers are the same on either backend). Target: at
+/// most the payload + 2 KiB. A Markdown section; an error when it is missed.
+async fn context_bytes() -> Result<String> {
+    let dir = tempfile::tempdir()?;
+    let database = dir.path().join("bytes.db").display().to_string();
+    let server = ServerProcess::start(&database, dir.path())?;
+    let measured = async {
+        let ep = vend(&server).await?;
+        // A JSON object whose text is exactly the payload's size.
+        let filler = CONTEXT_PAYLOAD_BYTES - r#"{"diff":""}"#.len();
+        let payload = json!({ "diff": "x".repeat(filler) });
+        ensure!(payload.to_string().len() == CONTEXT_PAYLOAD_BYTES);
+        let resp = http_client()?
+            .post(format!(
+                "http://{}/api/v1/endpoints/{}/todos",
+                server.addr, ep.id
+            ))
+            .bearer_auth(&server.admin_token)
+            .json(&json!({"title": "review the pull request", "payload": payload}))
+            .send()
+            .await?;
+        ensure!(resp.status().as_u16() == 201, "push: {}", resp.status());
+        let mut agent = Agent::connect(&ep).await?;
+        let (claimed, claim_bytes) = agent.call_sized("claim_next", "{}").await?;
+        let id = claimed["todo"]["id"]
+            .as_str()
+            .with_context(|| format!("claim_next answered no todo: {claimed}"))?
+            .to_owned();
+        let (_, complete_bytes) = agent
+            .call_sized("complete", &json!({ "id": id }).to_string())
+            .await?;
+        Ok((claim_bytes, complete_bytes))
+    }
+    .await;
+    server.stop();
+    let (claim_bytes, complete_bytes) = measured?;
+    let total = claim_bytes + complete_bytes;
+    let over = total.saturating_sub(CONTEXT_PAYLOAD_BYTES);
+    let pass = over <= 2048;
+    ensure!(
+        pass,
+        "bytes per todo: {total} for a {CONTEXT_PAYLOAD_BYTES}-byte payload (+{over}, target +2048)"
+    );
+    Ok(format!(
+        "\n### Bytes returned to the agent per todo\n\n\
+         | payload | claim_next | complete | total | over the payload | target | result |\n\
+         |---:|---:|---:|---:|---:|---|---|\n\
+         | {CONTEXT_PAYLOAD_BYTES} | {claim_bytes} | {complete_bytes} | {total} | {over} | \
+         ≤ payload + 2 048 | PASS |\n"
+    ))
+}
+
 async fn run() -> Result<()> {
     let cfg = Config::from_env()?;
     ensure!(!cfg.backends.is_empty(), "B2: no backend to run");
@@ -907,7 +977,8 @@ async fn run() -> Result<()> {
             }
         }
     }
-    let md = report(&cfg, &results, &floors_beside, &header);
+    let mut md = report(&cfg, &results, &floors_beside, &header);
+    md.push_str(&context_bytes().await.context("bytes per todo")?);
     println!("{md}");
     if let Some(file) = &cfg.results {
         std::fs::write(file, &md).with_context(|| format!("cannot write {file}"))?;
