@@ -90,9 +90,42 @@ async function post(path, body, type = 'json') {
   return { status: res.status, json: text ? JSON.parse(text) : null, headers: res.headers };
 }
 
+/// Redeems `code` with its verifier: the access token.
+async function redeem(clientId, code, verifier) {
+  const tokens = await post('/oauth/token', {
+    grant_type: 'authorization_code',
+    client_id: clientId,
+    code,
+    redirect_uri: REDIRECT,
+    code_verifier: verifier,
+  }, 'form');
+  assert(tokens.status === 200, `the token answer is 200 (got ${tokens.status}: ${JSON.stringify(tokens.json)})`);
+  assert(tokens.json.access_token?.startsWith('sbo_'), 'an access token');
+  assert(tokens.json.refresh_token?.startsWith('sbr_'), 'a refresh token');
+  return tokens.json.access_token;
+}
+
+/// An MCP `initialize` at `url` with `access`, which must succeed.
+async function initialize(url, access) {
+  const init = await fetch(url, {
+    method: 'POST',
+    headers: {
+      authorization: `Bearer ${access}`,
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+    },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: {
+      protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'consent.mjs', version: '1' } } }),
+    signal: AbortSignal.timeout(10_000),
+  });
+  assert(init.status === 200, `initialize answers 200 (got ${init.status})`);
+  const text = await init.text();
+  assert(text.includes('"serverInfo"'), `an initialize result: ${text.slice(0, 300)}`);
+}
+
 /// A fresh authorization request (its own PKCE pair and state), behind a
 /// link on the client's site: the URL of that page, and the request.
-function authorization(clientId, state) {
+function authorization(clientId, state, { resource = MCP_URL } = {}) {
   const verifier = b64url(randomBytes(32));
   const challenge = b64url(createHash('sha256').update(verifier).digest());
   const query = new URLSearchParams({
@@ -102,7 +135,7 @@ function authorization(clientId, state) {
     code_challenge: challenge,
     code_challenge_method: 'S256',
     state,
-    resource: MCP_URL,
+    ...(resource ? { resource } : {}),
   });
   const n = String(links.size + 1);
   links.set(n, `${BASE}/oauth/authorize?${query}`);
@@ -179,7 +212,13 @@ try {
   const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
   const page = await context.newPage();
   const problems = [];
-  page.on('console', (m) => { if (m.type() === 'error') problems.push(`console: ${m.text()}`); });
+  // Chromium logs the refused sign-in's 401 as an error; that one is meant.
+  let refusalExpected = false;
+  page.on('console', (m) => {
+    if (m.type() !== 'error') return;
+    if (refusalExpected && m.text().includes('status of 401')) return;
+    problems.push(`console: ${m.text()}`);
+  });
   page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
   page.setDefaultTimeout(10_000);
   const hops = recordHops(page);
@@ -189,19 +228,26 @@ try {
   await fromClientSite(page, first, '#token');
   assert(new URL(page.url()).pathname === '/board/sign-in', `the sign-in form: ${page.url()}`);
   assert(new URL(page.url()).searchParams.get('next')?.startsWith('/oauth/authorize?'), 'which comes back to the request');
+  // A mistyped token: the form says so and still goes back to the request.
+  await page.fill('#token', 'sbh_not-a-real-token');
+  refusalExpected = true;
+  await Promise.all([page.waitForSelector('#token-error'), page.click('button[type=submit]')]);
+  refusalExpected = false;
+  assert((await page.inputValue('input[name=next]')).startsWith('/oauth/authorize?'), 'the retry keeps where to go');
   await page.fill('#token', TOKEN);
   await Promise.all([page.waitForSelector('#consent-form'), page.click('button[type=submit]')]);
   assert(new URL(page.url()).pathname === '/oauth/authorize', `back at the request: ${page.url()}`);
   await consentShows(page);
   const signInHops = await hopsSeen(hops);
   const signInPath = signInHops.map((h) => `${h.method} ${h.path} ${h.status} ${h.site}`).join(' → ');
-  assert(signInHops.length === 4, `four hops: ${signInPath}`);
+  assert(signInHops.length === 5, `five hops: ${signInPath}`);
   assert(signInHops[0].path === '/oauth/authorize' && signInHops[0].site === 'cross-site' && signInHops[0].status === 200,
     `the click arrives cross-site at the continue page: ${signInPath}`);
   assert(signInHops[1].path === '/board/sign-in' && signInHops[1].site === 'same-origin' && signInHops[1].status === 200,
     `which goes on same-origin to the form: ${signInPath}`);
-  assert(signInHops[2].method === 'POST' && signInHops[2].status === 303, `the form posts and redirects: ${signInPath}`);
-  assert(signInHops[3].path === '/oauth/authorize' && signInHops[3].cookie, `back to the request, signed in: ${signInPath}`);
+  assert(signInHops[2].method === 'POST' && signInHops[2].status === 401, `a wrong token is refused: ${signInPath}`);
+  assert(signInHops[3].method === 'POST' && signInHops[3].status === 303, `the right one redirects: ${signInPath}`);
+  assert(signInHops[4].path === '/oauth/authorize' && signInHops[4].cookie, `back to the request, signed in: ${signInPath}`);
   check('cross-site-sign-in');
 
   const allowed = nextCallback();
@@ -214,31 +260,9 @@ try {
   check('allow');
 
   // --- the code from the browser works (a code lives 60 s: redeem now) ---
-  const tokens = await post('/oauth/token', {
-    grant_type: 'authorization_code',
-    client_id: clientId,
-    code: answer.code,
-    redirect_uri: REDIRECT,
-    code_verifier: first.verifier,
-  }, 'form');
-  assert(tokens.status === 200, `the token answer is 200 (got ${tokens.status}: ${JSON.stringify(tokens.json)})`);
-  assert(tokens.json.access_token?.startsWith('sbo_'), 'an access token');
-  assert(tokens.json.refresh_token?.startsWith('sbr_'), 'a refresh token');
+  const access = await redeem(clientId, answer.code, first.verifier);
   check('token');
-  const init = await fetch(MCP_URL, {
-    method: 'POST',
-    headers: {
-      authorization: `Bearer ${tokens.json.access_token}`,
-      'content-type': 'application/json',
-      accept: 'application/json, text/event-stream',
-    },
-    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: {
-      protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'consent.mjs', version: '1' } } }),
-    signal: AbortSignal.timeout(10_000),
-  });
-  assert(init.status === 200, `initialize answers 200 (got ${init.status})`);
-  const initText = await init.text();
-  assert(initText.includes('"serverInfo"'), `an initialize result: ${initText.slice(0, 300)}`);
+  await initialize(MCP_URL, access);
   check('mcp');
 
   // --- signed in already: the cross-site click bounces once, then consent -
@@ -281,6 +305,48 @@ try {
     assert(box && box.x >= 0 && box.x + box.width <= 390, `${id} is on screen: ${JSON.stringify(box)}`);
   }
   check('phone-width');
+
+  // --- no resource: the human picks a new endpoint (still 390 px wide) ---
+  const fourth = authorization(clientId, 'fourth', { resource: null });
+  await fromClientSite(page, fourth, '#consent-form');
+  const wide = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+  assert(wide <= 1, `the choice page does not scroll sideways at 390 px (${wide} px)`);
+  assert(await page.locator(`input[name=endpoint][value="${SLUG}"]`).isChecked(), 'the existing endpoint is offered first');
+  await page.check('input[name=endpoint][value=new]');
+  await page.fill('input[name=new_agent]', 'browser-chat');
+  await page.fill('input[name=new_queues]', 'inbox, chat');
+  await page.check('input[name=new_verbs][value=claim_next]');
+  await page.check('input[name=new_verbs][value=complete]');
+  const vended = nextCallback();
+  await Promise.all([page.waitForSelector('#back'), page.click('#consent-allow')]);
+  const fresh = await vended;
+  assert(fresh.code && fresh.state === 'fourth', `a code for the new endpoint: ${JSON.stringify(fresh)}`);
+  const newAccess = await redeem(clientId, fresh.code, fourth.verifier);
+  const listed = await fetch(`${BASE}/api/v1/endpoints`, {
+    headers: { authorization: `Bearer ${TOKEN}` }, signal: AbortSignal.timeout(10_000) });
+  const endpoints = (await listed.json()).endpoints ?? [];
+  const made = endpoints.find((e) => e.agent === 'browser-chat');
+  assert(made, `the new endpoint is listed: ${JSON.stringify(endpoints).slice(0, 500)}`);
+  assert(made.scope.queues.join() === 'inbox,chat', `with the queues typed: ${JSON.stringify(made.scope)}`);
+  assert(made.scope.verbs.join() === 'claim_next,complete', `and the verbs checked: ${JSON.stringify(made.scope)}`);
+  await initialize(made.mcp_url, newAccess);
+  check('new-endpoint');
+
+  // --- JavaScript off: the onward page is a meta refresh, not a script ---
+  const plainContext = await browser.newContext({ javaScriptEnabled: false, viewport: { width: 1280, height: 900 } });
+  const plain = await plainContext.newPage();
+  plain.setDefaultTimeout(10_000);
+  const fifth = authorization(clientId, 'fifth');
+  await fromClientSite(plain, fifth, '#token');
+  await plain.fill('#token', TOKEN);
+  await Promise.all([plain.waitForSelector('#consent-form'), plain.click('button[type=submit]')]);
+  await consentShows(plain);
+  const noScript = nextCallback();
+  await Promise.all([plain.waitForSelector('#back'), plain.click('#consent-allow')]);
+  const plainAnswer = await noScript;
+  assert(plainAnswer.code && plainAnswer.state === 'fifth', `a code without JavaScript: ${JSON.stringify(plainAnswer)}`);
+  await plainContext.close();
+  check('no-javascript');
 
   assert(problems.length === 0, `no console errors: ${problems.join('; ')}`);
   console.log(JSON.stringify({ ok: true, checks: done, client_id: clientId }));

@@ -40,6 +40,8 @@ async fn the_oauth_consent_flow_works_cross_site_in_chromium() {
         "signed-in-bounce",
         "deny",
         "phone-width",
+        "new-endpoint",
+        "no-javascript",
     ] {
         assert!(
             checks.iter().any(|c| c == expected),
@@ -48,7 +50,9 @@ async fn the_oauth_consent_flow_works_cross_site_in_chromium() {
     }
 
     // What the browser allowed, seen through the API: one connection of
-    // the client to the endpoint (the denial made none).
+    // the client to the endpoint (a connection is made when a code is
+    // redeemed: the denial made none, nor did the code allowed without
+    // JavaScript, which the script leaves unredeemed).
     let listed = connections(&server, &admin, &ep.slug).await;
     assert_eq!(listed.len(), 1, "{listed:?}");
     assert_eq!(listed[0]["client_name"], "Browser consent client");
