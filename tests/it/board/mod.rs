@@ -1,10 +1,11 @@
 //! The board (`/`, `/board/…`) end to end: HTTP-level checks of sign-in,
 //! the session cookie, CSRF, tenant isolation, escaping and the live
-//! stream (`http.rs`), and the whole board in Debian's Chromium
-//! (`browser.rs`).
+//! stream (`http.rs`), the whole board in Debian's Chromium
+//! (`browser.rs`), and the OAuth consent flow there (`consent_browser.rs`).
 
 mod browser;
 mod cluster;
+mod consent_browser;
 mod hostile;
 mod http;
 mod queues;
