@@ -82,6 +82,55 @@ impl HumanAction {
     }
 }
 
+/// What happened in the OAuth authorization server, as
+/// `switchboard_oauth_events_total{event}` counts it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OAuthEvent {
+    /// A client registered itself (RFC 7591).
+    ClientRegistered,
+    /// A human consented: a code went to the client.
+    CodeIssued,
+    /// A code was redeemed for a first pair of tokens.
+    TokensIssued,
+    /// A refresh token was rotated.
+    TokensRefreshed,
+    /// A spent refresh token came back: its grant is revoked.
+    RefreshReused,
+    /// A human revoked a connection.
+    ConnectionRevoked,
+    /// The token endpoint refused a request (any RFC 6749 error).
+    TokenRefused,
+}
+
+impl OAuthEvent {
+    pub const ALL: [Self; 7] = [
+        Self::ClientRegistered,
+        Self::CodeIssued,
+        Self::TokensIssued,
+        Self::TokensRefreshed,
+        Self::RefreshReused,
+        Self::ConnectionRevoked,
+        Self::TokenRefused,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ClientRegistered => "client_registered",
+            Self::CodeIssued => "code_issued",
+            Self::TokensIssued => "tokens_issued",
+            Self::TokensRefreshed => "tokens_refreshed",
+            Self::RefreshReused => "refresh_reused",
+            Self::ConnectionRevoked => "connection_revoked",
+            Self::TokenRefused => "token_refused",
+        }
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct EventLabels {
+    pub event: &'static str,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ActionLabels {
     pub action: &'static str,
@@ -116,6 +165,8 @@ pub struct EventCounters {
     pub intake_deliveries: Family<DecisionLabels, Counter>,
     pub todos_created: Family<TrustModeLabels, Counter>,
     pub todo_actions: Family<ActionLabels, Counter>,
+    /// `switchboard_oauth_events_total{event}`.
+    pub oauth_events: Family<EventLabels, Counter>,
 }
 
 impl Default for EventCounters {
@@ -127,7 +178,13 @@ impl Default for EventCounters {
             intake_deliveries: Family::default(),
             todos_created: Family::default(),
             todo_actions: Family::default(),
+            oauth_events: Family::default(),
         };
+        for event in OAuthEvent::ALL {
+            let _ = counters.oauth_events.get_or_create(&EventLabels {
+                event: event.as_str(),
+            });
+        }
         for action in HumanAction::ALL {
             let _ = counters.todo_actions.get_or_create(&ActionLabels {
                 action: action.as_str(),
@@ -180,6 +237,14 @@ impl EventCounters {
         self.intake_deliveries
             .get_or_create(&DecisionLabels {
                 decision: decision.as_str(),
+            })
+            .inc();
+    }
+
+    pub fn count_oauth(&self, event: OAuthEvent) {
+        self.oauth_events
+            .get_or_create(&EventLabels {
+                event: event.as_str(),
             })
             .inc();
     }

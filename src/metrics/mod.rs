@@ -585,6 +585,13 @@ impl Metrics {
             counters.todo_actions.clone(),
         );
         self.registry.register(
+            "oauth_events",
+            "OAuth authorization server events: client_registered, code_issued, tokens_issued, \
+             tokens_refreshed, refresh_reused (the grant is revoked), connection_revoked, \
+             token_refused",
+            counters.oauth_events.clone(),
+        );
+        self.registry.register(
             "claims_held",
             "claim_next calls that found work held by admission, by reason: paused, \
              in_flight_limit, window_budget",

@@ -7,6 +7,7 @@
 use std::time::Duration;
 
 use crate::delivery::Delivery;
+use crate::delivery::counters::OAuthEvent;
 use crate::delivery::hooks::client as guarded;
 use crate::domain::Timestamp;
 use crate::domain::ids::sha256_hex;
@@ -61,7 +62,11 @@ pub enum ClientRefused {
 /// Registers a client (RFC 7591). Public clients only: no secret is issued.
 pub async fn register(delivery: &Delivery, input: ClientMetadataInput) -> StoreResult<OAuthClient> {
     let metadata = input.check()?;
-    delivery.store().register_oauth_client(&metadata).await
+    let client = delivery.store().register_oauth_client(&metadata).await?;
+    delivery
+        .counters()
+        .count_oauth(OAuthEvent::ClientRegistered);
+    Ok(client)
 }
 
 /// The client a `client_id` names: a registered one, or the one whose
@@ -218,6 +223,7 @@ pub async fn issue_code(
             resource: consent.resource,
         })
         .await?;
+    delivery.counters().count_oauth(OAuthEvent::CodeIssued);
     Ok(code)
 }
 
@@ -297,6 +303,30 @@ pub async fn exchange_code(
     delivery: &Delivery,
     exchange: CodeExchange<'_>,
 ) -> Result<Tokens, TokenRefused> {
+    let answer = redeem_code(delivery, exchange).await;
+    count_token_answer(delivery, &answer, OAuthEvent::TokensIssued);
+    answer
+}
+
+/// Counts what the token endpoint answered: `issued` for tokens, a refusal
+/// (not a store failure: that is ours, not the client's) as one.
+fn count_token_answer(
+    delivery: &Delivery,
+    answer: &Result<Tokens, TokenRefused>,
+    issued: OAuthEvent,
+) {
+    let event = match answer {
+        Ok(_) => issued,
+        Err(TokenRefused::Store(_)) => return,
+        Err(_) => OAuthEvent::TokenRefused,
+    };
+    delivery.counters().count_oauth(event);
+}
+
+async fn redeem_code(
+    delivery: &Delivery,
+    exchange: CodeExchange<'_>,
+) -> Result<Tokens, TokenRefused> {
     let store = delivery.store();
     let Some(verifier) = exchange.code_verifier.filter(|v| !v.is_empty()) else {
         return Err(TokenRefused::InvalidRequest(
@@ -348,6 +378,17 @@ pub async fn refresh(
     refresh_token: &str,
     resource: Option<&str>,
 ) -> Result<Tokens, TokenRefused> {
+    let answer = rotate(delivery, client_id, refresh_token, resource).await;
+    count_token_answer(delivery, &answer, OAuthEvent::TokensRefreshed);
+    answer
+}
+
+async fn rotate(
+    delivery: &Delivery,
+    client_id: &str,
+    refresh_token: &str,
+    resource: Option<&str>,
+) -> Result<Tokens, TokenRefused> {
     let store = delivery.store();
     let now = store.clock().now();
     let (access, refresh, hashes) = mint_tokens();
@@ -376,6 +417,7 @@ pub async fn refresh(
             endpoint_id,
         } => {
             tracing::warn!(grant = %grant_id, "oauth refresh token reused: the grant is revoked");
+            delivery.counters().count_oauth(OAuthEvent::RefreshReused);
             delivery.endpoint_changed(&endpoint_id);
             Err(TokenRefused::InvalidGrant(
                 "refresh_token: used already; this grant is revoked".into(),
@@ -396,6 +438,9 @@ pub async fn revoke_connection(
         .store()
         .revoke_oauth_grant(human_id, endpoint_id, grant_id)
         .await?;
+    delivery
+        .counters()
+        .count_oauth(OAuthEvent::ConnectionRevoked);
     // Other instances drop their cached credentials too.
     delivery.endpoint_changed(endpoint_id);
     Ok(grant)

@@ -530,3 +530,82 @@ async fn a_human_consents_only_for_their_own_endpoints() {
         200
     );
 }
+
+/// `switchboard_oauth_events_total{event}` counts what the authorization
+/// server did, one by one (`docs/metrics.md`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_authorization_server_counts_what_it_did() {
+    let (_dir, server) = start();
+    let admin = server.first_token.clone();
+    let ep = vend(&server, &admin, serde_json::json!({"agent": "chat"})).await;
+    let board = signed_in(&server, &admin).await;
+    let events = || async {
+        let text = crate::support::mcp::client()
+            .get(server.url("/metrics"))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        let count = |event: &str| {
+            let series = format!(r#"switchboard_oauth_events_total{{event="{event}"}} "#);
+            text.lines()
+                .find_map(|l| l.strip_prefix(&series))
+                .and_then(|n| n.trim().parse::<u64>().ok())
+                .unwrap_or_else(|| panic!("{series} in /metrics"))
+        };
+        [
+            "client_registered",
+            "code_issued",
+            "tokens_issued",
+            "tokens_refreshed",
+            "refresh_reused",
+            "connection_revoked",
+            "token_refused",
+        ]
+        .map(count)
+    };
+    assert_eq!(events().await, [0; 7], "every series starts at 0");
+
+    let client = register(&server, &[REDIRECT]).await;
+    let request = Authorize::new(&client, &mcp_url(&server, &ep.slug));
+    let first = redeem(&server, &client, &code_for(&board, &request).await).await;
+    let refresh = |token: &str| {
+        vec![
+            ("grant_type".to_owned(), "refresh_token".to_owned()),
+            ("client_id".to_owned(), client.clone()),
+            ("refresh_token".to_owned(), token.to_owned()),
+        ]
+    };
+    let spent = first["refresh_token"].as_str().unwrap().to_owned();
+    assert_eq!(token(&server, &as_refs(&refresh(&spent))).await.0, 200);
+    assert_eq!(events().await, [1, 1, 1, 1, 0, 0, 0]);
+
+    assert_eq!(token(&server, &as_refs(&refresh(&spent))).await.0, 400);
+    let bogus = [
+        ("grant_type", "authorization_code"),
+        ("client_id", client.as_str()),
+        ("code", "sbc_nothing"),
+        ("redirect_uri", REDIRECT),
+        ("code_verifier", VERIFIER),
+    ];
+    assert_eq!(token(&server, &bogus).await.0, 400);
+    assert_eq!(events().await, [1, 1, 1, 1, 1, 0, 2]);
+
+    redeem(&server, &client, &code_for(&board, &request).await).await;
+    let id = connections(&server, &admin, &ep.slug).await[0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    server
+        .expect(
+            204,
+            Method::DELETE,
+            &format!("/api/v1/endpoints/{}/oauth-clients/{id}", ep.slug),
+            &admin,
+            Body::None,
+        )
+        .await;
+    assert_eq!(events().await, [1, 2, 2, 1, 1, 1, 2]);
+}
