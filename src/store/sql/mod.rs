@@ -200,6 +200,10 @@ pub struct StoreOptions {
     /// generic path — which otherwise runs only after a race or a refusal —
     /// keeps the same behaviour.
     pub generic_transitions_only: bool,
+    /// PostgreSQL: vacuum the queue table in the background once this many
+    /// claims have gone by (`postgres/vacuum.rs`; default 2 000). `None`
+    /// only to measure without it.
+    pub queue_vacuum_claims: Option<u64>,
 }
 
 impl Default for StoreOptions {
@@ -209,6 +213,7 @@ impl Default for StoreOptions {
             // Under the 1 s a request may take to say `unavailable` (`09`).
             acquire_timeout: Duration::from_millis(750),
             generic_transitions_only: false,
+            queue_vacuum_claims: Some(postgres::vacuum::MIN_CLAIMS),
         }
     }
 }
@@ -241,6 +246,9 @@ pub struct SqlStore {
     hot: Arc<postgres::hot::HotConnections>,
     /// [`StoreOptions::generic_transitions_only`].
     generic_only: bool,
+    /// PostgreSQL: the queue table's vacuum as claims go by
+    /// (`postgres/vacuum.rs`; [`StoreOptions::queue_vacuum_claims`]).
+    vacuum: Option<Arc<postgres::vacuum::QueueVacuum>>,
 }
 
 impl SqlStore {
@@ -293,6 +301,9 @@ impl SqlStore {
                     lane: None,
                     hot: Arc::new(postgres::hot::HotConnections::new(hot_pool)),
                     generic_only: options.generic_transitions_only,
+                    vacuum: options
+                        .queue_vacuum_claims
+                        .map(|claims| Arc::new(postgres::vacuum::QueueVacuum::new(claims))),
                 })
             }
         }
@@ -363,6 +374,8 @@ impl SqlStore {
             auth_cache,
             lane: Some(Arc::new(lane)),
             generic_only: options.generic_transitions_only,
+            // One writer, no row versions: nothing for a vacuum to remove.
+            vacuum: None,
         })
     }
 
@@ -434,6 +447,20 @@ impl SqlStore {
     async fn hot_connection(&self) -> StoreResult<PoolConnection<Any>> {
         self.check_circuit()?;
         Ok(self.hot.take(self.circuit_changes()).await?)
+    }
+
+    /// Counts a claim from the pending index towards the queue table's next
+    /// vacuum (PostgreSQL, `postgres/vacuum.rs`).
+    fn count_claim(&self) {
+        if let Some(vacuum) = &self.vacuum {
+            vacuum.claimed(&self.writer);
+        }
+    }
+
+    /// How many background vacuums of the queue table this store ran
+    /// (PostgreSQL; for benchmarks and tests).
+    pub fn queue_vacuums(&self) -> u64 {
+        self.vacuum.as_ref().map_or(0, |v| v.runs())
     }
 
     /// Gives back a connection from [`Self::hot_connection`] whose statement

@@ -515,3 +515,91 @@ async fn on_postgres_a_claim_under_admission_limits_reads_the_head_of_the_pendin
     drop(db);
     ts.finish().await;
 }
+
+/// The number of manual VACUUMs PostgreSQL's statistics count for `todos`
+/// (the store's background vacuum is one; autovacuum counts apart).
+async fn vacuums_of_todos(db: &mut PgConnection) -> i64 {
+    let (n,): (i64,) =
+        sqlx::query_as("SELECT vacuum_count FROM pg_stat_user_tables WHERE relname = 'todos'")
+            .fetch_one(db)
+            .await
+            .expect("read table statistics");
+    n
+}
+
+/// The store vacuums the queue table itself as its claims go by (issue 47,
+/// `src/store/sql/postgres/vacuum.rs`): each claim leaves a dead entry at
+/// the head of the pending index that every later claim steps over until a
+/// vacuum removes it, and autovacuum comes at most once a minute. Here a
+/// vacuum is due every 3 claims: one runs, in the background, and the
+/// queue goes on in order; with the vacuum off, none runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_postgres_the_store_vacuums_the_queue_table_as_claims_go_by() {
+    let Some(ts) = support::postgres_store("queue_vacuum").await else {
+        return;
+    };
+    let url = ts.postgres_url().expect("a PostgreSQL store");
+    let mut db = PgConnection::connect(&url).await.expect("connect");
+    let open = |claims: Option<u64>| {
+        let (url, clock) = (url.clone(), ts.clock.clone());
+        async move {
+            SqlStore::connect(
+                &DatabaseLocation::Postgres(url),
+                clock,
+                &StoreOptions {
+                    queue_vacuum_claims: claims,
+                    ..StoreOptions::default()
+                },
+            )
+            .await
+            .expect("open a store")
+        }
+    };
+
+    let off = open(None).await;
+    let f = fixture(&off, "ada").await;
+    let mut created = Vec::new();
+    for n in 0..9 {
+        created.push(add_todo(&off, &f, &format!("todo {n}")).await.id);
+    }
+    for _ in 0..3 {
+        claim_next_and_complete(&off, &f).await;
+    }
+    assert_eq!(off.queue_vacuums(), 0, "the vacuum is off");
+    off.close().await;
+
+    let before = vacuums_of_todos(&mut db).await;
+    let store = open(Some(3)).await;
+    let mut claimed = Vec::new();
+    for _ in 0..3 {
+        let c = store
+            .claim_next(&f.caller, None, ClaimOptions::default())
+            .await
+            .unwrap()
+            .expect("a todo is pending");
+        store
+            .complete(&f.caller, &c.todo.id, Finish::default())
+            .await
+            .unwrap();
+        claimed.push(c.todo.id);
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while store.queue_vacuums() == 0 || vacuums_of_todos(&mut db).await == before {
+        assert!(
+            Instant::now() < deadline,
+            "no vacuum of todos within 20 s of the third claim"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(store.queue_vacuums(), 1);
+    for _ in 0..3 {
+        let c = store
+            .claim_next(&f.caller, None, ClaimOptions::default())
+            .await
+            .unwrap()
+            .expect("a todo is pending");
+        claimed.push(c.todo.id);
+    }
+    assert_eq!(claimed, created[3..], "claimed oldest first, each once");
+    store.close().await;
+}

@@ -60,6 +60,7 @@ impl SqlStore {
             self.put_hot_connection(conn);
             return Ok(None);
         };
+        self.count_claim();
         let todo = rows::todo(&row)?;
         // A todo back in the queue after earlier attempts shows the claimant
         // its recent history. Closed attempts do not change under a claim,
