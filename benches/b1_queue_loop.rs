@@ -306,6 +306,9 @@ enum Path {
     /// The store without its background vacuum of the queue table
     /// (`StoreOptions::queue_vacuum_claims = None`): the A/B of issue 47.
     StoreNoVacuum,
+    /// The store without group commit of `complete`
+    /// (`StoreOptions::group_commit = false`): the A/B of issue 47.
+    StoreNoBatch,
     FloorSame,
     FloorBare,
     /// Diagnostic: same SQL through a default `PgPool`, acquire per transaction
@@ -318,11 +321,12 @@ enum Path {
 }
 
 impl Path {
-    const ALL: [Path; 9] = [
+    const ALL: [Path; 10] = [
         Self::Pgbench,
         Self::TrueFloor,
         Self::Store,
         Self::StoreNoVacuum,
+        Self::StoreNoBatch,
         Self::FloorSame,
         Self::FloorBare,
         Self::FloorPooled,
@@ -336,6 +340,7 @@ impl Path {
             Self::TrueFloor => "true floor (minimal table, best index)",
             Self::Store => "store (SqlStore)",
             Self::StoreNoVacuum => "store without its queue vacuum",
+            Self::StoreNoBatch => "store without group commit",
             Self::FloorSame => "floor: same SQL",
             Self::FloorBare => "floor: bare UPDATEs",
             Self::FloorPooled => "diag: same SQL, pool acquire per tx",
@@ -351,6 +356,7 @@ impl Path {
             Self::TrueFloor => "true",
             Self::Store => "store",
             Self::StoreNoVacuum => "store-novac",
+            Self::StoreNoBatch => "store-nobatch",
             Self::FloorSame => "same",
             Self::FloorBare => "bare",
             Self::FloorPooled => "pooled",
@@ -1001,6 +1007,8 @@ struct Pg {
     /// `B1_PATHS=store-novac`: a second store on the same database, its
     /// queue vacuum off.
     store_novac: Option<Arc<SqlStore>>,
+    /// `B1_PATHS=store-nobatch`: the same, group commit off.
+    store_nobatch: Option<Arc<SqlStore>>,
     /// The floor's own pool: a plain `PgPool`, one dedicated connection per task.
     floor: PgPool,
     /// Diagnostic pools sized like the store's: sqlx defaults, and without the ping.
@@ -1078,20 +1086,38 @@ impl Pg {
             .max_connections(2)
             .connect(&url)
             .await?;
-        let store_novac = match paths.contains(&Path::StoreNoVacuum) {
-            true => Some(Arc::new(
-                SqlStore::connect(
-                    &DatabaseLocation::Postgres(url.clone()),
-                    Arc::new(SystemClock),
-                    &StoreOptions {
-                        queue_vacuum_claims: None,
-                        ..StoreOptions::default()
-                    },
-                )
-                .await?,
-            )),
-            false => None,
+        let variant = |path: Path, options: StoreOptions| {
+            let url = url.clone();
+            async move {
+                anyhow::Ok(match paths.contains(&path) {
+                    true => Some(Arc::new(
+                        SqlStore::connect(
+                            &DatabaseLocation::Postgres(url),
+                            Arc::new(SystemClock),
+                            &options,
+                        )
+                        .await?,
+                    )),
+                    false => None,
+                })
+            }
         };
+        let store_novac = variant(
+            Path::StoreNoVacuum,
+            StoreOptions {
+                queue_vacuum_claims: None,
+                ..StoreOptions::default()
+            },
+        )
+        .await?;
+        let store_nobatch = variant(
+            Path::StoreNoBatch,
+            StoreOptions {
+                group_commit: false,
+                ..StoreOptions::default()
+            },
+        )
+        .await?;
         let pgbench = match paths.contains(&Path::Pgbench) {
             true => {
                 ensure!(
@@ -1107,6 +1133,7 @@ impl Pg {
             store: Arc::new(store),
             reg,
             store_novac,
+            store_nobatch,
             floor,
             pooled,
             pooled_noping,
@@ -1237,11 +1264,13 @@ impl Pg {
             ctx
         };
         let (start, loops) = match path {
-            Path::Store | Path::StoreNoVacuum => {
+            Path::Store | Path::StoreNoVacuum | Path::StoreNoBatch => {
                 let store = match path {
                     Path::Store => &self.store,
-                    _ => self.store_novac.as_ref().context("no store-novac")?,
+                    Path::StoreNoVacuum => self.store_novac.as_ref().context("no store-novac")?,
+                    _ => self.store_nobatch.as_ref().context("no store-nobatch")?,
                 };
+                let batches_before = store.complete_batches();
                 // Open the connections the run will use before the clock starts.
                 store.open_hot_connections(conc).await?;
                 let vacuums_before = store.queue_vacuums();
@@ -1252,6 +1281,13 @@ impl Pg {
                 }
                 let loops = join_workers(set, limit).await?;
                 queue_vacuums = store.queue_vacuums() - vacuums_before;
+                let (batches, batched) = store.complete_batches();
+                eprintln!(
+                    "{} c={conc}: {loops} loops, {} completes in {} group commits",
+                    path.name(),
+                    batched - batches_before.1,
+                    batches - batches_before.0
+                );
                 (start, loops)
             }
             Path::FloorPooled | Path::FloorPooledNoPing => {
@@ -1466,7 +1502,10 @@ impl Pg {
 
     async fn drop_database(self) {
         self.store.close().await;
-        if let Some(store) = &self.store_novac {
+        for store in [&self.store_novac, &self.store_nobatch]
+            .into_iter()
+            .flatten()
+        {
             store.close().await;
         }
         self.floor.close().await;
@@ -1637,6 +1676,17 @@ fn report(cfg: &Config, results: &HashMap<Key, Vec<RunResult>>, header: &str) ->
                     ", {:.0} % of pgbench",
                     n / f * 100.0
                 )),
+            );
+        }
+        if let (Some(s), Some(n)) = (
+            store,
+            rate_median(results, (Backend::Postgres, conc, Path::StoreNoBatch)),
+        ) {
+            let _ = writeln!(
+                md,
+                "| (for information) store ÷ store without group commit | {conc} | {s:.0} | \
+                 {n:.0} | {:.0} % | — | — |",
+                s / n * 100.0
             );
         }
         if let Some(f) = pgbench {

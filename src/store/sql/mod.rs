@@ -204,6 +204,9 @@ pub struct StoreOptions {
     /// claims have gone by (`postgres/vacuum.rs`; default 2 000). `None`
     /// only to measure without it.
     pub queue_vacuum_claims: Option<u64>,
+    /// PostgreSQL: `complete`s that arrive while another runs wait and run
+    /// as one statement (`postgres/batch.rs`). Off only to measure without.
+    pub group_commit: bool,
 }
 
 impl Default for StoreOptions {
@@ -214,6 +217,7 @@ impl Default for StoreOptions {
             acquire_timeout: Duration::from_millis(750),
             generic_transitions_only: false,
             queue_vacuum_claims: Some(postgres::vacuum::MIN_CLAIMS),
+            group_commit: true,
         }
     }
 }
@@ -249,6 +253,9 @@ pub struct SqlStore {
     /// PostgreSQL: the queue table's vacuum as claims go by
     /// (`postgres/vacuum.rs`; [`StoreOptions::queue_vacuum_claims`]).
     vacuum: Option<Arc<postgres::vacuum::QueueVacuum>>,
+    /// PostgreSQL: concurrent `complete`s coalesced into one statement
+    /// (`postgres/batch.rs`; [`StoreOptions::group_commit`]).
+    completes: Option<Arc<postgres::batch::CompleteBatcher>>,
 }
 
 impl SqlStore {
@@ -304,6 +311,7 @@ impl SqlStore {
                     vacuum: options
                         .queue_vacuum_claims
                         .map(|claims| Arc::new(postgres::vacuum::QueueVacuum::new(claims))),
+                    completes: options.group_commit.then(Arc::default),
                 })
             }
         }
@@ -376,6 +384,7 @@ impl SqlStore {
             generic_only: options.generic_transitions_only,
             // One writer, no row versions: nothing for a vacuum to remove.
             vacuum: None,
+            completes: None,
         })
     }
 
@@ -455,6 +464,18 @@ impl SqlStore {
         if let Some(vacuum) = &self.vacuum {
             vacuum.claimed(&self.writer);
         }
+    }
+
+    /// PostgreSQL's group commit of `complete` (`postgres/batch.rs`): how
+    /// many statements ran more than one `complete`, and how many
+    /// `complete`s they ran (for benchmarks and tests).
+    pub fn complete_batches(&self) -> (u64, u64) {
+        self.completes.as_ref().map_or((0, 0), |c| c.counts())
+    }
+
+    /// `complete`s waiting for the one running to finish (tests).
+    pub fn completes_waiting(&self) -> usize {
+        self.completes.as_ref().map_or(0, |c| c.waiting())
     }
 
     /// How many background vacuums of the queue table this store ran
