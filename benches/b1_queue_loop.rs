@@ -25,6 +25,15 @@
 //!   one `rusqlite` connection behind a mutex: SQLite's own limit, with no
 //!   async runtime and no thread hand-off.
 //!
+//! - `pgbench floor` (`B1_PATHS` key `pgbench`, PostgreSQL only; issue 47):
+//!   `pgbench -n -M prepared -c C -j min(C,2) -T B1_SECONDS` running
+//!   `bench/floor/claim_complete.pgbench` on the minimal table of
+//!   `bench/floor/todos_reset.sql` (rebuilt with `B1_PG_PRELOAD` pending rows
+//!   before every run, in a database of its own on the same cluster). The
+//!   80 % targets are judged against it, on the whole run and on the last
+//!   fifth; the store's own last fifth is held to 90 % of its first.
+//!   Its CPU is not sampled (its backends come and go within the run).
+//!
 //! The floor paths that mirror the store (`same`, `pooled`, `cte`) run the
 //! store's own statement texts (`switchboard::store::sql::statements`).
 //!
@@ -33,7 +42,7 @@
 //! `B1_SQLITE_PRELOAD` (pending todos loaded before every run, default
 //! 400 000 and 1 500 000; `B1_SQLITE_FLOOR_PRELOAD`, default 4 000 000, for
 //! SQLite's true floor, which runs several times faster), `B1_BACKENDS` (default `sqlite,postgres`),
-//! `B1_PATHS` (default `true,store`, interleaved per repeat; also `same`, `bare`; the diagnostic paths `pooled` and
+//! `B1_PATHS` (default `pgbench,store`, interleaved per repeat; also `true`, `same`, `bare`; the diagnostic paths `pooled` and
 //! `pooled-noping` drive the same SQL through a `PgPool` acquired per
 //! transaction, with and without sqlx's ping on acquire; `cte` does the
 //! store's work, attempt history included, as one statement per call),
@@ -56,6 +65,8 @@
 
 #[path = "common/host.rs"]
 mod host;
+#[path = "common/peers.rs"]
+mod peers;
 #[path = "common/pg_floor.rs"]
 mod pg_floor;
 #[path = "common/queue_loop.rs"]
@@ -189,7 +200,7 @@ impl Config {
             "B1_CONCURRENCY: each level must be 1..=64"
         );
         let paths = std::env::var("B1_PATHS")
-            .unwrap_or_else(|_| "true,store".into())
+            .unwrap_or_else(|_| "pgbench,store".into())
             .split(',')
             .map(|name| {
                 let name = name.trim();
@@ -287,9 +298,17 @@ impl Backend {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 enum Path {
+    /// pgbench on `bench/floor/` (see the header).
+    Pgbench,
     /// The minimal table and statements (see the header).
     TrueFloor,
     Store,
+    /// The store without its background vacuum of the queue table
+    /// (`StoreOptions::queue_vacuum_claims = None`): the A/B of issue 47.
+    StoreNoVacuum,
+    /// The store without group commit of `complete`
+    /// (`StoreOptions::group_commit = false`): the A/B of issue 47.
+    StoreNoBatch,
     FloorSame,
     FloorBare,
     /// Diagnostic: same SQL through a default `PgPool`, acquire per transaction
@@ -302,9 +321,12 @@ enum Path {
 }
 
 impl Path {
-    const ALL: [Path; 7] = [
+    const ALL: [Path; 10] = [
+        Self::Pgbench,
         Self::TrueFloor,
         Self::Store,
+        Self::StoreNoVacuum,
+        Self::StoreNoBatch,
         Self::FloorSame,
         Self::FloorBare,
         Self::FloorPooled,
@@ -314,8 +336,11 @@ impl Path {
 
     fn name(self) -> &'static str {
         match self {
+            Self::Pgbench => "pgbench floor (bench/floor)",
             Self::TrueFloor => "true floor (minimal table, best index)",
             Self::Store => "store (SqlStore)",
+            Self::StoreNoVacuum => "store without its queue vacuum",
+            Self::StoreNoBatch => "store without group commit",
             Self::FloorSame => "floor: same SQL",
             Self::FloorBare => "floor: bare UPDATEs",
             Self::FloorPooled => "diag: same SQL, pool acquire per tx",
@@ -327,8 +352,11 @@ impl Path {
     /// The name `B1_PATHS` uses.
     fn key(self) -> &'static str {
         match self {
+            Self::Pgbench => "pgbench",
             Self::TrueFloor => "true",
             Self::Store => "store",
+            Self::StoreNoVacuum => "store-novac",
+            Self::StoreNoBatch => "store-nobatch",
             Self::FloorSame => "same",
             Self::FloorBare => "bare",
             Self::FloorPooled => "pooled",
@@ -366,6 +394,8 @@ struct RunResult {
     last_rate: f64,
     /// Diagnostic VACUUMs run during the run (`B1_VACUUM_EVERY`).
     vacuums: u32,
+    /// The store's own background vacuums of the queue table.
+    queue_vacuums: u64,
 }
 
 impl RunResult {
@@ -404,6 +434,7 @@ fn finish_sample(start: &Sample, end: &Sample, loops: u64, tck: f64) -> RunResul
         first_rate: f64::NAN,
         last_rate: f64::NAN,
         vacuums: 0,
+        queue_vacuums: 0,
     }
 }
 
@@ -973,6 +1004,11 @@ struct Pg {
     database: ThrowawayDatabase,
     store: Arc<SqlStore>,
     reg: Registered,
+    /// `B1_PATHS=store-novac`: a second store on the same database, its
+    /// queue vacuum off.
+    store_novac: Option<Arc<SqlStore>>,
+    /// `B1_PATHS=store-nobatch`: the same, group commit off.
+    store_nobatch: Option<Arc<SqlStore>>,
     /// The floor's own pool: a plain `PgPool`, one dedicated connection per task.
     floor: PgPool,
     /// Diagnostic pools sized like the store's: sqlx defaults, and without the ping.
@@ -981,6 +1017,8 @@ struct Pg {
     /// For resets, checks and CPU accounting.
     admin: PgPool,
     any: AnyPool,
+    /// The pgbench floor's own database (its table is named `todos` too).
+    pgbench: Option<ThrowawayDatabase>,
 }
 
 fn redact(url: &str) -> String {
@@ -1048,15 +1086,60 @@ impl Pg {
             .max_connections(2)
             .connect(&url)
             .await?;
+        let variant = |path: Path, options: StoreOptions| {
+            let url = url.clone();
+            async move {
+                anyhow::Ok(match paths.contains(&path) {
+                    true => Some(Arc::new(
+                        SqlStore::connect(
+                            &DatabaseLocation::Postgres(url),
+                            Arc::new(SystemClock),
+                            &options,
+                        )
+                        .await?,
+                    )),
+                    false => None,
+                })
+            }
+        };
+        let store_novac = variant(
+            Path::StoreNoVacuum,
+            StoreOptions {
+                queue_vacuum_claims: None,
+                ..StoreOptions::default()
+            },
+        )
+        .await?;
+        let store_nobatch = variant(
+            Path::StoreNoBatch,
+            StoreOptions {
+                group_commit: false,
+                ..StoreOptions::default()
+            },
+        )
+        .await?;
+        let pgbench = match paths.contains(&Path::Pgbench) {
+            true => {
+                ensure!(
+                    peers::available("pgbench") && peers::available("psql"),
+                    "B1_PATHS has pgbench: install PostgreSQL's client tools (pgbench, psql)"
+                );
+                Some(ThrowawayDatabase::create(admin_url, "sb_bench_pgbench").await?)
+            }
+            false => None,
+        };
         Ok(Self {
             database,
             store: Arc::new(store),
             reg,
+            store_novac,
+            store_nobatch,
             floor,
             pooled,
             pooled_noping,
             admin,
             any,
+            pgbench,
         })
     }
 
@@ -1136,7 +1219,26 @@ impl Pg {
         Ok(out)
     }
 
+    /// The pgbench floor: its table rebuilt, then pgbench as long as the
+    /// other paths. Only the host's disk writes are sampled around it.
+    async fn run_pgbench(&self, cfg: &Config, conc: usize, tck: f64) -> Result<RunResult> {
+        let url = &self.pgbench.as_ref().context("no pgbench database")?.url;
+        peers::pgbench_reset(url, cfg.pg_preload).await?;
+        let start = sample(None).await?;
+        let peer = peers::pgbench_run(url, conc, cfg.seconds, cfg.pg_preload).await?;
+        let end = sample(None).await?;
+        let mut result = finish_sample(&start, &end, peer.loops, tck);
+        result.secs = peer.secs;
+        (result.first_rate, result.last_rate) = (peer.first_rate, peer.last_rate);
+        result.client_cpu = f64::NAN;
+        result.other_cores = f64::NAN;
+        Ok(result)
+    }
+
     async fn run(&self, cfg: &Config, path: Path, conc: usize, tck: f64) -> Result<RunResult> {
+        if path == Path::Pgbench {
+            return self.run_pgbench(cfg, conc, tck).await;
+        }
         self.reset(path, cfg.pg_preload).await?;
         let explain_before = match cfg.analyze {
             true => Some(self.analysis_start(path).await?),
@@ -1148,6 +1250,7 @@ impl Pg {
         let caller = &self.reg.caller;
         let mut watch = None;
         let mut vacuum = None;
+        let mut queue_vacuums = 0;
         let mut make_ctx = |start: &Sample| {
             let ctx = Ctx::new(caller, start, cfg.seconds, &dry);
             watch = Some(ctx.watch());
@@ -1161,19 +1264,31 @@ impl Pg {
             ctx
         };
         let (start, loops) = match path {
-            Path::Store => {
+            Path::Store | Path::StoreNoVacuum | Path::StoreNoBatch => {
+                let store = match path {
+                    Path::Store => &self.store,
+                    Path::StoreNoVacuum => self.store_novac.as_ref().context("no store-novac")?,
+                    _ => self.store_nobatch.as_ref().context("no store-nobatch")?,
+                };
+                let batches_before = store.complete_batches();
                 // Open the connections the run will use before the clock starts.
-                self.store.open_hot_connections(conc).await?;
+                store.open_hot_connections(conc).await?;
+                let vacuums_before = store.queue_vacuums();
                 let start = sample(Some(&self.admin)).await?;
                 let ctx = make_ctx(&start);
                 for _ in 0..conc {
-                    set.spawn(store_worker(
-                        self.store.clone(),
-                        caller.clone(),
-                        ctx.clone(),
-                    ));
+                    set.spawn(store_worker(store.clone(), caller.clone(), ctx.clone()));
                 }
-                (start, join_workers(set, limit).await?)
+                let loops = join_workers(set, limit).await?;
+                queue_vacuums = store.queue_vacuums() - vacuums_before;
+                let (batches, batched) = store.complete_batches();
+                eprintln!(
+                    "{} c={conc}: {loops} loops, {} completes in {} group commits",
+                    path.name(),
+                    batched - batches_before.1,
+                    batches - batches_before.0
+                );
+                (start, loops)
             }
             Path::FloorPooled | Path::FloorPooledNoPing => {
                 let pool = match path {
@@ -1193,6 +1308,7 @@ impl Pg {
                 }
                 (start, join_workers(set, limit).await?)
             }
+            Path::Pgbench => unreachable!("run_pgbench"),
             Path::TrueFloor | Path::FloorSame | Path::FloorBare | Path::FloorCte => {
                 let mut conns = Vec::new();
                 for _ in 0..conc {
@@ -1219,6 +1335,7 @@ impl Pg {
         if let Some(vacuum) = vacuum {
             result.vacuums = vacuum.await??;
         }
+        result.queue_vacuums = queue_vacuums;
         ensure!(
             !dry.load(Ordering::Relaxed),
             "PostgreSQL {} c={conc}: the {} preloaded todos ran out; raise B1_PG_PRELOAD",
@@ -1385,6 +1502,12 @@ impl Pg {
 
     async fn drop_database(self) {
         self.store.close().await;
+        for store in [&self.store_novac, &self.store_nobatch]
+            .into_iter()
+            .flatten()
+        {
+            store.close().await;
+        }
         self.floor.close().await;
         for pool in [&self.pooled, &self.pooled_noping].into_iter().flatten() {
             pool.close().await;
@@ -1392,6 +1515,9 @@ impl Pg {
         self.admin.close().await;
         self.any.close().await;
         let _ = self.database.drop_database().await;
+        if let Some(db) = self.pgbench {
+            let _ = db.drop_database().await;
+        }
     }
 }
 
@@ -1404,6 +1530,19 @@ fn rate_median(results: &HashMap<Key, Vec<RunResult>>, key: Key) -> Option<f64> 
     results
         .get(&key)
         .map(|runs| median(&runs.iter().map(RunResult::rate).collect::<Vec<_>>()))
+}
+
+/// The median over a configuration's runs of its first (`first`) or last
+/// fifth's rate.
+fn fifth_median(results: &HashMap<Key, Vec<RunResult>>, key: Key, first: bool) -> f64 {
+    results.get(&key).map_or(f64::NAN, |runs| {
+        median(
+            &runs
+                .iter()
+                .map(|r| if first { r.first_rate } else { r.last_rate })
+                .collect::<Vec<_>>(),
+        )
+    })
 }
 
 fn report(cfg: &Config, results: &HashMap<Key, Vec<RunResult>>, header: &str) -> (String, bool) {
@@ -1476,19 +1615,108 @@ fn report(cfg: &Config, results: &HashMap<Key, Vec<RunResult>>, header: &str) ->
          compared with | ratio | required | result |\n|---|---:|---:|---:|---:|---:|---|\n",
     );
     let mut all_pass = true;
+    let verdict = |pass: bool| if pass { "PASS" } else { "FAIL" };
     for &conc in &cfg.concurrency {
-        let store = rate_median(results, (Backend::Postgres, conc, Path::Store));
+        let store_key = (Backend::Postgres, conc, Path::Store);
+        let store = rate_median(results, store_key);
+        let pgbench_key = (Backend::Postgres, conc, Path::Pgbench);
+        let pgbench = rate_median(results, pgbench_key);
+        if let (Some(s), Some(f)) = (store, pgbench) {
+            let ratio = s / f;
+            all_pass &= ratio >= 0.8;
+            let _ = writeln!(
+                md,
+                "| PostgreSQL store ≥ 80 % of the pgbench floor, whole run | {conc} | {s:.0} | \
+                 {f:.0} | {:.0} % | ≥ 80 % | {} |",
+                ratio * 100.0,
+                verdict(ratio >= 0.8)
+            );
+            let (s_last, f_last) = (
+                fifth_median(results, store_key, false),
+                fifth_median(results, pgbench_key, false),
+            );
+            let ratio = s_last / f_last;
+            all_pass &= ratio >= 0.8;
+            let _ = writeln!(
+                md,
+                "| PostgreSQL store ≥ 80 % of the pgbench floor, last fifth | {conc} | \
+                 {s_last:.0} | {f_last:.0} | {:.0} % | ≥ 80 % | {} |",
+                ratio * 100.0,
+                verdict(ratio >= 0.8)
+            );
+        }
+        if store.is_some() {
+            let (first, last) = (
+                fifth_median(results, store_key, true),
+                fifth_median(results, store_key, false),
+            );
+            let ratio = last / first;
+            all_pass &= ratio >= 0.9;
+            let _ = writeln!(
+                md,
+                "| PostgreSQL store: last fifth ≥ 90 % of its first | {conc} | {last:.0} | \
+                 {first:.0} (first fifth) | {:.0} % | ≥ 90 % | {} |",
+                ratio * 100.0,
+                verdict(ratio >= 0.9)
+            );
+        }
+        let novac_key = (Backend::Postgres, conc, Path::StoreNoVacuum);
+        if let Some(n) = rate_median(results, novac_key) {
+            let (first, last) = (
+                fifth_median(results, novac_key, true),
+                fifth_median(results, novac_key, false),
+            );
+            let _ = writeln!(
+                md,
+                "| (for information) store without its queue vacuum: last fifth ÷ first \
+                 | {conc} | {last:.0} | {first:.0} (first fifth) | {:.0} % | — | — ({n:.0} \
+                 loops/s whole run{}) |",
+                last / first * 100.0,
+                pgbench.map_or(String::new(), |f| format!(
+                    ", {:.0} % of pgbench",
+                    n / f * 100.0
+                )),
+            );
+        }
+        if let (Some(s), Some(n)) = (
+            store,
+            rate_median(results, (Backend::Postgres, conc, Path::StoreNoBatch)),
+        ) {
+            let _ = writeln!(
+                md,
+                "| (for information) store ÷ store without group commit | {conc} | {s:.0} | \
+                 {n:.0} | {:.0} % | — | — |",
+                s / n * 100.0
+            );
+        }
+        if let Some(f) = pgbench {
+            let (first, last) = (
+                fifth_median(results, pgbench_key, true),
+                fifth_median(results, pgbench_key, false),
+            );
+            let _ = writeln!(
+                md,
+                "| (for information) pgbench floor: last fifth ÷ first | {conc} | {last:.0} | \
+                 {first:.0} (first fifth) | {:.0} % | — | — ({f:.0} loops/s whole run) |",
+                last / first * 100.0,
+            );
+        }
         let floor = rate_median(results, (Backend::Postgres, conc, Path::TrueFloor));
         if let (Some(s), Some(f)) = (store, floor) {
             let ratio = s / f;
-            let pass = ratio >= 0.8;
-            all_pass &= pass;
+            // Judged against the Rust floor only when pgbench did not run.
+            let judged = pgbench.is_none();
+            if judged {
+                all_pass &= ratio >= 0.8;
+            }
             let _ = writeln!(
                 md,
-                "| PostgreSQL store ≥ 80 % of the true floor (minimal table, best index) | {conc} | \
-                 {s:.0} | {f:.0} | {:.0} % | ≥ 80 % | {} |",
+                "| {}PostgreSQL store ≥ 80 % of the true floor (minimal table, best index, sqlx) \
+                 | {conc} | {s:.0} | {f:.0} | {:.0} % | {} | {} |",
+                if judged { "" } else { "(for information) " },
                 ratio * 100.0,
-                if pass { "PASS" } else { "FAIL" }
+                if judged { "≥ 80 %" } else { "—" },
+                if judged { verdict(ratio >= 0.8) } else { "—" }
             );
         }
         let same = rate_median(results, (Backend::Postgres, conc, Path::FloorSame));
@@ -1615,6 +1843,16 @@ async fn measure(cfg: &Config, pg: Option<&Pg>, tck: f64) -> Result<(String, boo
                  dedicated connection per task",
                 StoreOptions::default().max_connections
             );
+            if pg.pgbench.is_some() {
+                let _ = writeln!(
+                    header,
+                    "- pgbench floor: `pgbench -n -M prepared -c C -j min(C,2) -T {}` running \
+                     `bench/floor/claim_complete.pgbench` in a database of its own on the same \
+                     server, its table rebuilt by `bench/floor/todos_reset.sql` with {} pending \
+                     rows before every run; its CPU is not sampled",
+                    cfg.seconds, cfg.pg_preload
+                );
+            }
         }
         _ => {
             let _ = writeln!(
@@ -1700,10 +1938,9 @@ async fn measure(cfg: &Config, pg: Option<&Pg>, tck: f64) -> Result<(String, boo
                     res.secs,
                     res.first_rate,
                     res.last_rate,
-                    if res.vacuums > 0 {
-                        format!("; {} VACUUMs", res.vacuums)
-                    } else {
-                        String::new()
+                    match (res.vacuums, res.queue_vacuums) {
+                        (0, 0) => String::new(),
+                        (d, q) => format!("; {d} diagnostic VACUUMs, {q} by the store"),
                     },
                     res.client_cpu * 1e6 / res.loops.max(1) as f64,
                     res.pg_cpu

@@ -201,6 +201,13 @@ pub struct StoreOptions {
     /// generic path — which otherwise runs only after a race or a refusal —
     /// keeps the same behaviour.
     pub generic_transitions_only: bool,
+    /// PostgreSQL: vacuum the queue table in the background once this many
+    /// claims have gone by (`postgres/vacuum.rs`; default 2 000). `None`
+    /// only to measure without it.
+    pub queue_vacuum_claims: Option<u64>,
+    /// PostgreSQL: `complete`s that arrive while another runs wait and run
+    /// as one statement (`postgres/batch.rs`). Off only to measure without.
+    pub group_commit: bool,
 }
 
 impl Default for StoreOptions {
@@ -210,6 +217,8 @@ impl Default for StoreOptions {
             // Under the 1 s a request may take to say `unavailable` (`09`).
             acquire_timeout: Duration::from_millis(750),
             generic_transitions_only: false,
+            queue_vacuum_claims: Some(postgres::vacuum::MIN_CLAIMS),
+            group_commit: true,
         }
     }
 }
@@ -242,6 +251,12 @@ pub struct SqlStore {
     hot: Arc<postgres::hot::HotConnections>,
     /// [`StoreOptions::generic_transitions_only`].
     generic_only: bool,
+    /// PostgreSQL: the queue table's vacuum as claims go by
+    /// (`postgres/vacuum.rs`; [`StoreOptions::queue_vacuum_claims`]).
+    vacuum: Option<Arc<postgres::vacuum::QueueVacuum>>,
+    /// PostgreSQL: concurrent `complete`s coalesced into one statement
+    /// (`postgres/batch.rs`; [`StoreOptions::group_commit`]).
+    completes: Option<Arc<postgres::batch::CompleteBatcher>>,
 }
 
 impl SqlStore {
@@ -294,6 +309,10 @@ impl SqlStore {
                     lane: None,
                     hot: Arc::new(postgres::hot::HotConnections::new(hot_pool)),
                     generic_only: options.generic_transitions_only,
+                    vacuum: options
+                        .queue_vacuum_claims
+                        .map(|claims| Arc::new(postgres::vacuum::QueueVacuum::new(claims))),
+                    completes: options.group_commit.then(Arc::default),
                 })
             }
         }
@@ -364,6 +383,9 @@ impl SqlStore {
             auth_cache,
             lane: Some(Arc::new(lane)),
             generic_only: options.generic_transitions_only,
+            // One writer, no row versions: nothing for a vacuum to remove.
+            vacuum: None,
+            completes: None,
         })
     }
 
@@ -435,6 +457,32 @@ impl SqlStore {
     async fn hot_connection(&self) -> StoreResult<PoolConnection<Any>> {
         self.check_circuit()?;
         Ok(self.hot.take(self.circuit_changes()).await?)
+    }
+
+    /// Counts a claim from the pending index towards the queue table's next
+    /// vacuum (PostgreSQL, `postgres/vacuum.rs`).
+    fn count_claim(&self) {
+        if let Some(vacuum) = &self.vacuum {
+            vacuum.claimed(&self.writer);
+        }
+    }
+
+    /// PostgreSQL's group commit of `complete` (`postgres/batch.rs`): how
+    /// many statements ran more than one `complete`, and how many
+    /// `complete`s they ran (for benchmarks and tests).
+    pub fn complete_batches(&self) -> (u64, u64) {
+        self.completes.as_ref().map_or((0, 0), |c| c.counts())
+    }
+
+    /// `complete`s waiting for the one running to finish (tests).
+    pub fn completes_waiting(&self) -> usize {
+        self.completes.as_ref().map_or(0, |c| c.waiting())
+    }
+
+    /// How many background vacuums of the queue table this store ran
+    /// (PostgreSQL; for benchmarks and tests).
+    pub fn queue_vacuums(&self) -> u64 {
+        self.vacuum.as_ref().map_or(0, |v| v.runs())
     }
 
     /// Gives back a connection from [`Self::hot_connection`] whose statement

@@ -569,6 +569,36 @@ pub static COMPLETE_WITH_ATTEMPT: LazyLock<String> = LazyLock::new(|| {
     )
 });
 
+/// PostgreSQL: [`COMPLETE_WITH_ATTEMPT`] for several holders at once, one
+/// statement and one commit (group commit, `postgres/batch.rs`). `$1` is a
+/// JSON array with one object per holder: `id`, `endpoint_id`, `owner`,
+/// `fence` (hash or null), `result`, `now`, `summary`, `truncated` (0/1).
+/// Each row is held to its own guard, as in [`holder_guard`]; the ids must
+/// be distinct. Returns the rows completed.
+pub static COMPLETE_BATCH: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        concat!(
+            "WITH i AS (SELECT * FROM json_to_recordset($1::json) AS i(id text, ",
+            "endpoint_id text, owner text, fence text, result text, now bigint, summary text, ",
+            "truncated bigint)), ",
+            "d AS (UPDATE todos SET state = 'done', result = i.result, completed_at = i.now, ",
+            "updated_at = i.now, lease_expires_at = NULL, lease_token_hash = NULL FROM i ",
+            "WHERE todos.id = i.id AND todos.endpoint_id = i.endpoint_id ",
+            "AND todos.state = 'claimed' AND todos.owner = i.owner ",
+            "AND (todos.lease_token_hash IS NULL OR todos.lease_token_hash = i.fence) ",
+            "RETURNING todos.*), ",
+            "a AS (UPDATE todo_attempts SET ended_at = i.now, outcome = '{outcome}', ",
+            "disposition = '{disposition}', summary = i.summary, summary_truncated = i.truncated ",
+            "FROM d JOIN i ON i.id = d.id ",
+            "WHERE todo_attempts.todo_id = d.id AND todo_attempts.ended_at IS NULL) SELECT ",
+            todo_columns!(),
+            " FROM d"
+        ),
+        outcome = crate::domain::todo::Outcome::Completed.as_str(),
+        disposition = crate::domain::todo::Disposition::Done.as_str(),
+    )
+});
+
 /// The holder's heartbeat: `$1` lease expiry, `$2` now, `$3` note, `$4`–`$7`
 /// the holder's guard.
 pub static HEARTBEAT: LazyLock<String> = LazyLock::new(|| {

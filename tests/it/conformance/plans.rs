@@ -17,10 +17,12 @@
 //! instead of ~3). It runs as plain index range scans, which mark the index
 //! entries of dead versions as they meet them; a bitmap scan never does.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use sqlx::Connection;
 use sqlx::postgres::PgConnection;
+use switchboard::domain::todo::TodoState;
 use switchboard::store::*;
 
 use super::rings::{rung_todo, steps};
@@ -514,4 +516,240 @@ async fn on_postgres_a_claim_under_admission_limits_reads_the_head_of_the_pendin
     );
     drop(db);
     ts.finish().await;
+}
+
+/// The number of manual VACUUMs PostgreSQL's statistics count for `todos`
+/// (the store's background vacuum is one; autovacuum counts apart).
+async fn vacuums_of_todos(db: &mut PgConnection) -> i64 {
+    let (n,): (i64,) =
+        sqlx::query_as("SELECT vacuum_count FROM pg_stat_user_tables WHERE relname = 'todos'")
+            .fetch_one(db)
+            .await
+            .expect("read table statistics");
+    n
+}
+
+/// The store vacuums the queue table itself as its claims go by (issue 47,
+/// `src/store/sql/postgres/vacuum.rs`): each claim leaves a dead entry at
+/// the head of the pending index that every later claim steps over until a
+/// vacuum removes it, and autovacuum comes at most once a minute. Here a
+/// vacuum is due every 3 claims: one runs, in the background, and the
+/// queue goes on in order; with the vacuum off, none runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_postgres_the_store_vacuums_the_queue_table_as_claims_go_by() {
+    let Some(ts) = support::postgres_store("queue_vacuum").await else {
+        return;
+    };
+    let url = ts.postgres_url().expect("a PostgreSQL store");
+    let mut db = PgConnection::connect(&url).await.expect("connect");
+    let open = |claims: Option<u64>| {
+        let (url, clock) = (url.clone(), ts.clock.clone());
+        async move {
+            SqlStore::connect(
+                &DatabaseLocation::Postgres(url),
+                clock,
+                &StoreOptions {
+                    queue_vacuum_claims: claims,
+                    ..StoreOptions::default()
+                },
+            )
+            .await
+            .expect("open a store")
+        }
+    };
+
+    let off = open(None).await;
+    let f = fixture(&off, "ada").await;
+    let mut created = Vec::new();
+    for n in 0..9 {
+        created.push(add_todo(&off, &f, &format!("todo {n}")).await.id);
+    }
+    for _ in 0..3 {
+        claim_next_and_complete(&off, &f).await;
+    }
+    assert_eq!(off.queue_vacuums(), 0, "the vacuum is off");
+    off.close().await;
+
+    let before = vacuums_of_todos(&mut db).await;
+    let store = open(Some(3)).await;
+    let mut claimed = Vec::new();
+    for _ in 0..3 {
+        let c = store
+            .claim_next(&f.caller, None, ClaimOptions::default())
+            .await
+            .unwrap()
+            .expect("a todo is pending");
+        store
+            .complete(&f.caller, &c.todo.id, Finish::default())
+            .await
+            .unwrap();
+        claimed.push(c.todo.id);
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while store.queue_vacuums() == 0 || vacuums_of_todos(&mut db).await == before {
+        assert!(
+            Instant::now() < deadline,
+            "no vacuum of todos within 20 s of the third claim"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(store.queue_vacuums(), 1);
+    for _ in 0..3 {
+        let c = store
+            .claim_next(&f.caller, None, ClaimOptions::default())
+            .await
+            .unwrap()
+            .expect("a todo is pending");
+        claimed.push(c.todo.id);
+    }
+    assert_eq!(claimed, created[3..], "claimed oldest first, each once");
+    store.close().await;
+}
+
+/// Completes that arrive while another `complete` runs wait, then run as ONE
+/// statement (group commit, issue 47, `src/store/sql/postgres/batch.rs`),
+/// each held to its own guard and answered with its own result: here the
+/// first `complete` waits on a row lock held by another connection while
+/// six others queue behind it — two valid ones, a fenced one with the right
+/// token, one with a wrong token, one from another endpoint, and a second
+/// `complete` of a todo already in the batch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_postgres_completes_that_wait_run_as_one_statement_each_with_its_own_guard() {
+    let Some(ts) = support::postgres_store("complete_batch").await else {
+        return;
+    };
+    let url = ts.postgres_url().expect("a PostgreSQL store");
+    let store = Arc::new(second_handle(&ts).await);
+    let f = fixture(&*store, "ada").await;
+    let stranger = fixture(&*store, "bob").await;
+    let mut ids = Vec::new();
+    for n in 0..6 {
+        ids.push(add_todo(&*store, &f, &format!("todo {n}")).await.id);
+    }
+    let mut tokens = Vec::new();
+    for id in &ids {
+        let (_, token) = fenced_claim(&*store, &f.caller, id).await;
+        tokens.push(token);
+    }
+    let finish = |token: Option<&String>| Finish {
+        lease_token: token.cloned(),
+        summary: Some("done in a batch".into()),
+        ..Finish::default()
+    };
+
+    let mut blocker = PgConnection::connect(&url).await.expect("connect");
+    let mut lock = blocker.begin().await.expect("begin");
+    sqlx::query("SELECT 1 FROM todos WHERE id = $1 FOR UPDATE")
+        .bind(&ids[0])
+        .execute(&mut *lock)
+        .await
+        .expect("lock the first todo");
+    let leader = {
+        let (store, caller, id, finish) = (
+            store.clone(),
+            f.caller.clone(),
+            ids[0].clone(),
+            finish(Some(&tokens[0])),
+        );
+        tokio::spawn(async move { store.complete(&caller, &id, finish).await })
+    };
+    let mut watch = PgConnection::connect(&url).await.expect("connect");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (waiting,): (i64,) = sqlx::query_as(
+            "SELECT count(*) FROM pg_stat_activity \
+             WHERE datname = current_database() AND wait_event_type = 'Lock'",
+        )
+        .fetch_one(&mut watch)
+        .await
+        .expect("read pg_stat_activity");
+        if waiting > 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the first complete never waited");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+
+    let wrong = "not-the-token".to_owned();
+    let followers = [
+        (f.caller.clone(), ids[1].clone(), finish(Some(&tokens[1]))),
+        (f.caller.clone(), ids[2].clone(), finish(Some(&tokens[2]))),
+        (f.caller.clone(), ids[3].clone(), finish(Some(&wrong))),
+        (stranger.caller.clone(), ids[4].clone(), finish(None)),
+        (f.caller.clone(), ids[5].clone(), finish(Some(&tokens[5]))),
+        (f.caller.clone(), ids[5].clone(), finish(Some(&tokens[5]))),
+    ];
+    let mut answers = Vec::new();
+    for (caller, id, finish) in followers {
+        let store = store.clone();
+        answers.push(tokio::spawn(async move {
+            store.complete(&caller, &id, finish).await
+        }));
+    }
+    while store.completes_waiting() < answers.len() {
+        assert!(Instant::now() < deadline, "the completes never queued");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    lock.rollback().await.expect("release the row lock");
+
+    let first = leader.await.unwrap().expect("the first complete");
+    assert_eq!(first.state, TodoState::Done);
+    let mut results = Vec::new();
+    for answer in answers {
+        results.push(answer.await.unwrap());
+    }
+    let twice = results.split_off(4);
+    let mut results = results.into_iter();
+    for _ in 0..2 {
+        let done = results
+            .next()
+            .unwrap()
+            .expect("a valid complete in the batch");
+        assert_eq!(done.state, TodoState::Done);
+    }
+    assert_conflict(results.next().unwrap());
+    let stranger = results.next().unwrap();
+    assert!(
+        matches!(stranger, Err(StoreError::NotFound)),
+        "another endpoint's todo: {stranger:?}"
+    );
+    assert_eq!(
+        twice.iter().filter(|r| r.is_ok()).count(),
+        1,
+        "one of two completes of one todo wins: {twice:?}"
+    );
+    let (batches, batched) = store.complete_batches();
+    assert!(
+        batches >= 1 && batched >= 2,
+        "the waiting completes ran together ({batches} batches, {batched} completes)"
+    );
+
+    let states: Vec<(String, String, i64)> = sqlx::query_as(
+        "SELECT t.id, t.state::text, (SELECT count(*) FROM todo_attempts a \
+           WHERE a.todo_id = t.id AND a.ended_at IS NULL) FROM todos t \
+         WHERE t.id = ANY($1) ORDER BY t.created_at, t.id",
+    )
+    .bind(&ids)
+    .fetch_all(&mut watch)
+    .await
+    .expect("read the todos");
+    let expected = ["done", "done", "done", "claimed", "claimed", "done"];
+    for ((id, state, open), want) in states.iter().zip(expected) {
+        assert_eq!(state, want, "{id}");
+        let open_wanted = i64::from(want == "claimed");
+        assert_eq!(*open, open_wanted, "open attempts of {id}");
+    }
+    let summaries: (i64,) = sqlx::query_as(
+        "SELECT count(*) FROM todo_attempts WHERE todo_id = ANY($1) \
+         AND outcome = 'completed' AND summary = 'done in a batch'",
+    )
+    .bind(&ids)
+    .fetch_one(&mut watch)
+    .await
+    .expect("read the attempts");
+    assert_eq!(
+        summaries.0, 4,
+        "each completed attempt closed once, with its summary"
+    );
+    store.close().await;
 }

@@ -12,11 +12,10 @@
 //! cannot decide alone (nothing pending: a takeover; nothing matched: why)
 //! falls back to the transaction path, which re-checks under its own guards.
 
-use sqlx::AssertSqlSafe;
-
 use crate::domain::Timestamp;
-use crate::domain::todo::{self as rules, Disposition, Outcome};
+use crate::domain::todo as rules;
 use crate::store::sql::SqlStore;
+use crate::store::sql::postgres::batch::{CompleteInput, Leading, Turn};
 use crate::store::sql::statements::{self, ClaimScope};
 use crate::store::{Attempt, Caller, StoreResult, Todo, rows};
 
@@ -60,6 +59,7 @@ impl SqlStore {
             self.put_hot_connection(conn);
             return Ok(None);
         };
+        self.count_claim();
         let todo = rows::todo(&row)?;
         // A todo back in the queue after earlier attempts shows the claimant
         // its recent history. Closed attempts do not change under a claim,
@@ -70,8 +70,9 @@ impl SqlStore {
     }
 
     /// `complete` in one statement: the holder's guarded update and closing
-    /// its open attempt. `None` when the guard matched nothing (the caller
-    /// then asks why, in a transaction).
+    /// its open attempt; alone, or in one statement with the `complete`s
+    /// that arrived while another ran (`batch.rs`). `None` when the guard
+    /// matched nothing (the caller then asks why, in a transaction).
     pub(in crate::store::sql) async fn complete_at_once(
         &self,
         caller: &Caller,
@@ -85,25 +86,35 @@ impl SqlStore {
             Some((text, cut)) => (Some(text), cut),
             None => (None, false),
         };
-        let mut conn = self.hot_connection().await?;
-        let row = sqlx::query(AssertSqlSafe(statements::COMPLETE_WITH_ATTEMPT.as_str()))
-            .bind(result)
-            .bind(now.as_millis())
-            .bind(id)
-            .bind(&caller.endpoint_id)
-            .bind(caller.owner())
-            .bind(lease_token_hash)
-            .bind(Outcome::Completed.as_str())
-            .bind(Disposition::Done.as_str())
-            .bind(summary)
-            .bind(i64::from(truncated))
-            .fetch_optional(&mut *conn)
-            .await?;
-        self.put_hot_connection(conn);
-        let Some(row) = row else {
+        let input = CompleteInput {
+            id: id.to_owned(),
+            endpoint_id: caller.endpoint_id.clone(),
+            owner: caller.owner(),
+            fence: lease_token_hash,
+            result,
+            now: now.as_millis(),
+            summary,
+            truncated,
+        };
+        let turn = match &self.completes {
+            Some(batcher) => batcher.join(input),
+            None => Turn::Alone(input),
+        };
+        let todo = match turn {
+            Turn::Alone(input) => self.complete_one(&input).await?,
+            Turn::Lead(input) => {
+                let _leading = Leading(self);
+                self.complete_one(&input).await?
+            }
+            Turn::Wait(input, answer) => match answer.await {
+                Ok(Some(answer)) => answer?,
+                // The batch failed (or the runtime is shutting down): alone.
+                Ok(None) | Err(_) => self.complete_one(&input).await?,
+            },
+        };
+        let Some(mut todo) = todo else {
             return Ok(None);
         };
-        let mut todo = rows::todo(&row)?;
         if todo.attempts_total - todo.attempts_pruned > rules::KEPT_ATTEMPTS {
             // Rare (a todo retried more than KEPT_ATTEMPTS times): prune in
             // its own transaction, as the transaction path would have.
