@@ -100,6 +100,32 @@ async fn endpoint_of(server: &Server, token: &str, slug: &str) -> Value {
         .await
 }
 
+/// Revokes the endpoint's first OAuth connection through the API.
+async fn revoke_first_connection(server: &Server, admin: &str, slug: &str) {
+    let id = connections(server, admin, slug).await[0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    server
+        .expect(
+            204,
+            Method::DELETE,
+            &format!("/api/v1/endpoints/{slug}/oauth-clients/{id}"),
+            admin,
+            Body::None,
+        )
+        .await;
+}
+
+/// A `refresh_token` grant's fields.
+fn refresh_fields(client: &str, token: &str) -> Vec<(String, String)> {
+    vec![
+        ("grant_type".to_owned(), "refresh_token".to_owned()),
+        ("client_id".to_owned(), client.to_owned()),
+        ("refresh_token".to_owned(), token.to_owned()),
+    ]
+}
+
 fn as_refs(v: &[(String, String)]) -> Vec<(&str, &str)> {
     v.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect()
 }
@@ -342,13 +368,7 @@ async fn every_step_refuses_what_oauth_2_1_refuses() {
     assert_eq!(listed[0]["verified"], false);
 
     // Refresh rotates; reusing the spent token kills the family.
-    let refresh = |token: &str| {
-        vec![
-            ("grant_type".to_owned(), "refresh_token".to_owned()),
-            ("client_id".to_owned(), client.clone()),
-            ("refresh_token".to_owned(), token.to_owned()),
-        ]
-    };
+    let refresh = |token: &str| refresh_fields(&client, token);
     let spent = first["refresh_token"].as_str().unwrap().to_owned();
     let (status, second) = token(&server, &as_refs(&refresh(&spent))).await;
     assert_eq!(status, 200, "{second}");
@@ -375,19 +395,7 @@ async fn every_step_refuses_what_oauth_2_1_refuses() {
     let third = redeem(&server, &client, &code).await;
     let access = third["access_token"].as_str().unwrap().to_owned();
     assert_eq!(mcp_status(&server, &ep.slug, &access).await, 200);
-    let id = connections(&server, &admin, &ep.slug).await[0]["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    server
-        .expect(
-            204,
-            Method::DELETE,
-            &format!("/api/v1/endpoints/{}/oauth-clients/{id}", ep.slug),
-            &admin,
-            Body::None,
-        )
-        .await;
+    revoke_first_connection(&server, &admin, &ep.slug).await;
     assert_eq!(mcp_status(&server, &ep.slug, &access).await, 401);
 
     // A token never outlives its endpoint.
@@ -571,13 +579,7 @@ async fn the_authorization_server_counts_what_it_did() {
     let client = register(&server, &[REDIRECT]).await;
     let request = Authorize::new(&client, &mcp_url(&server, &ep.slug));
     let first = redeem(&server, &client, &code_for(&board, &request).await).await;
-    let refresh = |token: &str| {
-        vec![
-            ("grant_type".to_owned(), "refresh_token".to_owned()),
-            ("client_id".to_owned(), client.clone()),
-            ("refresh_token".to_owned(), token.to_owned()),
-        ]
-    };
+    let refresh = |token: &str| refresh_fields(&client, token);
     let spent = first["refresh_token"].as_str().unwrap().to_owned();
     assert_eq!(token(&server, &as_refs(&refresh(&spent))).await.0, 200);
     assert_eq!(events().await, [1, 1, 1, 1, 0, 0, 0]);
@@ -594,18 +596,6 @@ async fn the_authorization_server_counts_what_it_did() {
     assert_eq!(events().await, [1, 1, 1, 1, 1, 0, 2]);
 
     redeem(&server, &client, &code_for(&board, &request).await).await;
-    let id = connections(&server, &admin, &ep.slug).await[0]["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    server
-        .expect(
-            204,
-            Method::DELETE,
-            &format!("/api/v1/endpoints/{}/oauth-clients/{id}", ep.slug),
-            &admin,
-            Body::None,
-        )
-        .await;
+    revoke_first_connection(&server, &admin, &ep.slug).await;
     assert_eq!(events().await, [1, 2, 2, 1, 1, 1, 2]);
 }
