@@ -18,8 +18,12 @@ use crate::support::server::Process;
 use crate::support::sse::{Stream, is_digest, todo_id};
 use crate::support::{TestStore, postgres_store};
 
-/// Generous rates (only rate-limit tests want a 429) and fast loops.
-const FLAGS: [&str; 10] = [
+/// Generous rates (only rate-limit tests want a 429) and fast loops. A
+/// generous wait for a database connection too: sixteen agents through two
+/// instances on a busy 2-core CI host (the whole suite beside them) waited
+/// past the default 750 ms now and then, and the 503 failed a test about
+/// something else (no test here is about outages: `cluster_faults.rs` is).
+const FLAGS: [&str; 12] = [
     "--api-write-rate",
     "1000",
     "--api-read-rate",
@@ -30,6 +34,8 @@ const FLAGS: [&str; 10] = [
     "2s",
     "--bus-keepalive",
     "1s",
+    "--db-acquire-timeout",
+    "10s",
 ];
 
 /// `n` instances on one fresh database, and the first start's admin token.

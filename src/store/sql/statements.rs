@@ -62,7 +62,11 @@ fn admitted(dialect: Dialect) -> String {
 
 /// Whether a level's row `a` of endpoint `endpoint` holds claims now (`$1`):
 /// paused (or a limit of 0), at its in-flight limit (live claims other than
-/// `other`, when given), or out of its window's claims.
+/// `other`, when given), or out of its window's claims: no shard of the
+/// running window has room. The shards' shares add up to the budget and
+/// none counts past its share, so that is the same as their sum reaching
+/// the budget, and the read stops at the first shard with room instead of
+/// adding up all of them (B10: 16 rows a claim on PostgreSQL).
 fn level_held(dialect: Dialect, endpoint: &str, other: Option<&str>) -> String {
     let not_other = other.map_or(String::new(), |id| format!(" AND f.id <> {id}"));
     format!(
@@ -72,9 +76,10 @@ fn level_held(dialect: Dialect, endpoint: &str, other: Option<&str>) -> String {
              AND (a.queue = '' OR f.queue = a.queue))) \
            OR a.max_claims_per_window = 0 \
            OR (a.max_claims_per_window IS NOT NULL AND a.window_started_at + a.window_ms > $1 \
-             AND {spent} >= a.max_claims_per_window))",
+             AND NOT EXISTS (SELECT 1 FROM admission_windows s WHERE s.endpoint_id = a.endpoint_id \
+               AND s.queue = a.queue AND {room})))",
         claimed = indexed(dialect, "f", "todos_claimed_by_endpoint"),
-        spent = window_claims("a"),
+        room = shard_has_room(dialect, "s", "a", "a.window_started_at"),
     )
 }
 
@@ -124,18 +129,24 @@ fn shard_has_room(dialect: Dialect, s: &str, level: &str, start: &str) -> String
 
 /// The shard a claim of todo `todo_id` charges: the first with room at or
 /// after one picked by the todo's id, wrapping round, so concurrent claims
-/// rarely pick the same one (as [`spread_free_slot`]).
+/// rarely pick the same one (as [`spread_free_slot`]). The picked shard is
+/// tried alone first: it nearly always has room, and one key lookup costs
+/// less than reading and ordering every shard (B10).
 fn pick_shard(dialect: Dialect, level: &str, start: &str, todo_id: &str) -> String {
     let n = window_shards(dialect);
     if n == 1 {
         // SQLite's one shard: nothing to pick (its room is the charge's guard).
         return "0".to_owned();
     }
-    let order = format!("(p.shard + {n} - (hashtext({todo_id}) & 2147483647) % {n}) % {n}");
+    let picked = format!("(hashtext({todo_id}) & 2147483647) % {n}");
+    let order = format!("(p.shard + {n} - {picked}) % {n}");
+    let same_level = format!("p.endpoint_id = {level}.endpoint_id AND p.queue = {level}.queue");
+    let room = shard_has_room(dialect, "p", level, start);
     format!(
-        "(SELECT p.shard FROM admission_windows p WHERE p.endpoint_id = {level}.endpoint_id \
-           AND p.queue = {level}.queue AND {room} ORDER BY {order} LIMIT 1)",
-        room = shard_has_room(dialect, "p", level, start),
+        "COALESCE((SELECT p.shard FROM admission_windows p WHERE {same_level} \
+           AND p.shard = {picked} AND {room}), \
+         (SELECT p.shard FROM admission_windows p WHERE {same_level} AND {room} \
+           ORDER BY {order} LIMIT 1))"
     )
 }
 
@@ -205,30 +216,41 @@ fn free_slot(dialect: Dialect, level: SlotLevel) -> String {
     }
 }
 
-/// PostgreSQL's [`free_slot`]: the first free slot at or after one picked
-/// by the todo's id, wrapping round to 1. Concurrent claims of different
-/// todos then rarely pick the same slot; taking the lowest free one, they
-/// nearly always did, and most lost the race on the unique index and had
-/// to be read again (654 retries per 1 000 claims at c = 4, B10). SQLite's
-/// single writer has no such race and keeps the lowest free slot.
+/// PostgreSQL's [`free_slot`]: a free slot among the few at and after one
+/// picked by the todo's id, else the lowest free one. Concurrent claims of
+/// different todos then rarely pick the same slot; taking the lowest free
+/// one, they nearly always did, and most lost the race on the unique index
+/// and had to be read again (654 retries per 1 000 claims at c = 4, B10).
+/// SQLite's single writer has no such race and keeps the lowest free slot.
+///
+/// One read of the level's row serves both tries (no row: no limit, NULL),
+/// and the first try's series is short: PostgreSQL builds a function's
+/// whole series before the first row is read, and a series to the limit
+/// cost every claim hundreds of rows (B10, a limit of 1 000).
 fn spread_free_slot(column: &str, admission_queue: &str, g_queue: &str) -> String {
-    let first_free = |from: &str| {
+    let first_free = |series: &str| {
         format!(
-            "(SELECT n FROM admission l CROSS JOIN generate_series({from}, l.max_in_flight) AS n \
-               WHERE l.endpoint_id = todos.endpoint_id AND l.queue = {admission_queue} \
-               AND NOT EXISTS (SELECT 1 FROM todos g WHERE g.endpoint_id = todos.endpoint_id{g_queue} \
+            "(SELECT n FROM generate_series({series}) AS n \
+               WHERE NOT EXISTS (SELECT 1 FROM todos g WHERE g.endpoint_id = todos.endpoint_id{g_queue} \
                  AND g.state = 'claimed' AND g.{column} IS NOT NULL AND g.{column} = n \
                  AND g.id <> todos.id) LIMIT 1)"
         )
     };
+    let picked = "1 + (hashtext(todos.id) & 2147483647) % GREATEST(l.max_in_flight, 1)";
     format!(
-        "CASE WHEN EXISTS (SELECT 1 FROM admission l WHERE l.endpoint_id = todos.endpoint_id \
-           AND l.queue = {admission_queue} AND l.max_in_flight IS NOT NULL) \
-         THEN COALESCE({spread}, {lowest}) END",
-        spread = first_free("1 + (hashtext(todos.id) & 2147483647) % GREATEST(l.max_in_flight, 1)"),
-        lowest = first_free("1"),
+        "(SELECT COALESCE({spread}, {lowest}) FROM admission l \
+           WHERE l.endpoint_id = todos.endpoint_id AND l.queue = {admission_queue} \
+           AND l.max_in_flight IS NOT NULL)",
+        spread = first_free(&format!(
+            "{picked}, LEAST({picked} + {SPREAD_TRIES} - 1, l.max_in_flight)"
+        )),
+        lowest = first_free("1, l.max_in_flight"),
     )
 }
+
+/// How many slots from the picked one a claim tries before it looks for
+/// the lowest free one.
+const SPREAD_TRIES: i64 = 8;
 
 /// Starts a new window at this claim (`$1` now) on the levels of endpoint
 /// `$2` and queue `$3` whose window has ended (or never began). The
@@ -529,13 +551,37 @@ static CLAIM_BY_ID: LazyLock<[String; 2]> = LazyLock::new(|| {
 /// `$h+3` the fence hash (a fenced lease needs its token; an unfenced one
 /// ignores it).
 pub fn holder_guard(h: usize) -> String {
+    qualified_holder_guard(
+        "",
+        &format!("${h}"),
+        &format!("${}", h + 1),
+        &format!("${}", h + 2),
+        &format!("${}", h + 3),
+    )
+}
+
+/// [`holder_guard`] on the columns of `table` (`""` or `"todos."`), the
+/// holder's values given as expressions: one text for the guard whether a
+/// holder is bound alone or joined from a batch ([`COMPLETE_BATCH`]).
+fn qualified_holder_guard(
+    table: &str,
+    id: &str,
+    endpoint_id: &str,
+    owner: &str,
+    fence: &str,
+) -> String {
     format!(
-        "id = ${} AND endpoint_id = ${} AND state = 'claimed' AND owner = ${} \
-         AND (lease_token_hash IS NULL OR lease_token_hash = ${})",
-        h,
-        h + 1,
-        h + 2,
-        h + 3
+        "{table}id = {id} AND {table}endpoint_id = {endpoint_id} AND {table}state = 'claimed' \
+         AND {table}owner = {owner} \
+         AND ({table}lease_token_hash IS NULL OR {table}lease_token_hash = {fence})"
+    )
+}
+
+/// What a completion sets, `result` and `now` given as expressions.
+fn complete_set(result: &str, now: &str) -> String {
+    format!(
+        "state = 'done', result = {result}, completed_at = {now}, updated_at = {now}, \
+         lease_expires_at = NULL, lease_token_hash = NULL"
     )
 }
 
@@ -544,12 +590,11 @@ pub fn holder_guard(h: usize) -> String {
 pub static COMPLETE: LazyLock<String> = LazyLock::new(|| {
     format!(
         concat!(
-            "UPDATE todos SET state = 'done', result = $1, completed_at = $2, ",
-            "updated_at = $2, lease_expires_at = NULL, lease_token_hash = NULL ",
-            "WHERE {} RETURNING ",
+            "UPDATE todos SET {set} WHERE {guard} RETURNING ",
             todo_columns!()
         ),
-        holder_guard(3)
+        set = complete_set("$1", "$2"),
+        guard = holder_guard(3),
     )
 });
 
@@ -581,12 +626,7 @@ pub static COMPLETE_BATCH: LazyLock<String> = LazyLock::new(|| {
             "WITH i AS (SELECT * FROM json_to_recordset($1::json) AS i(id text, ",
             "endpoint_id text, owner text, fence text, result text, now bigint, summary text, ",
             "truncated bigint)), ",
-            "d AS (UPDATE todos SET state = 'done', result = i.result, completed_at = i.now, ",
-            "updated_at = i.now, lease_expires_at = NULL, lease_token_hash = NULL FROM i ",
-            "WHERE todos.id = i.id AND todos.endpoint_id = i.endpoint_id ",
-            "AND todos.state = 'claimed' AND todos.owner = i.owner ",
-            "AND (todos.lease_token_hash IS NULL OR todos.lease_token_hash = i.fence) ",
-            "RETURNING todos.*), ",
+            "d AS (UPDATE todos SET {set} FROM i WHERE {guard} RETURNING todos.*), ",
             "a AS (UPDATE todo_attempts SET ended_at = i.now, outcome = '{outcome}', ",
             "disposition = '{disposition}', summary = i.summary, summary_truncated = i.truncated ",
             "FROM d JOIN i ON i.id = d.id ",
@@ -594,6 +634,8 @@ pub static COMPLETE_BATCH: LazyLock<String> = LazyLock::new(|| {
             todo_columns!(),
             " FROM d"
         ),
+        set = complete_set("i.result", "i.now"),
+        guard = qualified_holder_guard("todos.", "i.id", "i.endpoint_id", "i.owner", "i.fence"),
         outcome = crate::domain::todo::Outcome::Completed.as_str(),
         disposition = crate::domain::todo::Disposition::Done.as_str(),
     )
