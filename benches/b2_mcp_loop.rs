@@ -69,6 +69,10 @@ use switchboard::testkit::ThrowawayDatabase;
 
 const BIN: &str = env!("CARGO_BIN_EXE_switchboard");
 
+/// The embedded default's target over MCP at c = 4 on 2 cores (09-quality.md
+/// B2, raised by issue 47 from 3 000).
+const SQLITE_LOOPS_TARGET: f64 = 8_000.0;
+
 /// Pending todos, oldest first by `(created_at, id)`; ids shaped like the
 /// store's. `$1` endpoint, `$2` base time, `$3` count. (As in B1.)
 const PG_PRELOAD: &str = "INSERT INTO todos (id, endpoint_id, queue, title, state, max_attempts, \
@@ -790,12 +794,16 @@ fn report(
         let p99 = median(&runs.iter().map(|r| r.p99_ms).collect::<Vec<_>>());
         let name = key.0.name();
         if key.1 == 4 && name == "SQLite" {
-            // 09-quality.md: over MCP, SQLite ≥ 3 000 loops/s at c = 4 (the
-            // 50 %-of-the-floor target is PostgreSQL's).
+            // 09-quality.md (raised by issue 47): over MCP, SQLite ≥ 8 000
+            // loops/s at c = 4 (the share-of-the-floor target is PostgreSQL's).
             let _ = writeln!(
                 md,
-                "| loops/s ≥ 3 000 | {name} | 4 | {rate:.0} | — | — | ≥ 3 000 loops/s | {} |",
-                if rate >= 3_000.0 { "PASS" } else { "FAIL" }
+                "| loops/s ≥ 8 000 | {name} | 4 | {rate:.0} | — | — | ≥ 8 000 loops/s | {} |",
+                if rate >= SQLITE_LOOPS_TARGET {
+                    "PASS"
+                } else {
+                    "FAIL"
+                }
             );
         } else if let Some((peer, floors_beside)) = [Peer::Pgbench, Peer::TrueFloor]
             .into_iter()

@@ -271,6 +271,21 @@ async fn concurrent_claims_never_exceed_the_in_flight_limit(store: &dyn Store, t
     assert!(next(store, &f.caller, None).await.is_none());
 }
 
+/// A limit wider than the few slots a claim tries from the one its todo's
+/// id picks (`statements::spread_free_slot`): once most slots are taken,
+/// claims whose tries are all taken must find the lowest free one, so every
+/// slot of the limit is used and none twice.
+async fn concurrent_claims_fill_a_wide_in_flight_limit_exactly(store: &dyn Store, ts: &TestStore) {
+    const LIMIT: usize = 12;
+    let f = fixture(store, "ada").await;
+    for n in 0..RACERS {
+        add_todo(store, &f, &format!("todo {n}")).await;
+    }
+    set(store, &f, None, in_flight(LIMIT as i64)).await;
+    assert_eq!(race_claims(ts, &f.caller).await, LIMIT);
+    assert!(next(store, &f.caller, None).await.is_none());
+}
+
 async fn concurrent_claims_never_exceed_the_window_budget(store: &dyn Store, ts: &TestStore) {
     let f = fixture(store, "ada").await;
     for n in 0..RACERS {
@@ -388,6 +403,7 @@ exercise_on_every_path!(
     a_window_budget_counts_claims_not_completions,
     a_limit_of_zero_pauses,
     concurrent_claims_never_exceed_the_in_flight_limit,
+    concurrent_claims_fill_a_wide_in_flight_limit_exactly,
     concurrent_claims_never_exceed_the_window_budget,
     concurrent_claims_spend_a_budget_spread_over_shards_exactly,
     a_limit_change_keeps_the_windows_count,
