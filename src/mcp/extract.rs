@@ -195,7 +195,8 @@ fn http_error(status: StatusCode, code: &str, message: &str) -> Response {
 /// handler may take it beside a [`BoundSession`].
 #[derive(Debug, Clone)]
 pub(super) struct McpCaller {
-    pub endpoint: Endpoint,
+    /// Shared with the request's extensions, not copied into them.
+    pub endpoint: Arc<Endpoint>,
 }
 
 impl FromRequestParts<McpState> for McpCaller {
@@ -208,7 +209,7 @@ impl FromRequestParts<McpState> for McpCaller {
         let Path(slug) = Path::<String>::from_request_parts(parts, state)
             .await
             .map_err(McpRejection::Path)?;
-        let endpoint = authenticate(state, &slug, &parts.headers).await?;
+        let endpoint = Arc::new(authenticate(state, &slug, &parts.headers).await?);
         let caller = McpCaller { endpoint };
         parts.extensions.insert(caller.clone());
         Ok(caller)
@@ -221,16 +222,17 @@ async fn authenticate(
     headers: &HeaderMap,
 ) -> Result<Endpoint, McpRejection> {
     let bearer = auth::bearer(headers);
-    let refused = McpRejection::Unauthenticated {
+    // Built on refusal only: its URL is a string made per request.
+    let refused = || McpRejection::Unauthenticated {
         token_presented: bearer.is_some(),
         resource_metadata: resource_metadata_url(&state.mcp.public_url, slug),
     };
     let Some(secret) = bearer else {
-        return Err(refused);
+        return Err(refused());
     };
     let endpoint = match auth::endpoint(&*state.store, secret).await {
         Ok(Some(endpoint)) => endpoint,
-        Ok(None) => return Err(refused),
+        Ok(None) => return Err(refused()),
         Err(e) => {
             tracing::error!(error = %e, "endpoint authentication failed");
             return Err(McpRejection::Unavailable);
@@ -341,6 +343,15 @@ impl FromRequest<McpState> for RpcMessage {
             .map_err(|_| McpRejection::PayloadTooLarge)?;
         if let Some(version) = protocol {
             return Err(protocol_refusal(&version, &body));
+        }
+        // One pass for what nearly every POST is, a well-formed message
+        // object; anything else (an array, a duplicate key, a non-object,
+        // not JSON, not JSON-RPC) is classified below, exactly as before.
+        if body.trim_ascii_start().first() == Some(&b'{')
+            && let Ok(message) = serde_json::from_slice::<Incoming>(&body)
+            && message.is_well_formed()
+        {
+            return Ok(RpcMessage(message));
         }
         let value: Value = serde_json::from_slice(&body)
             .map_err(|_| McpRejection::rpc(jsonrpc::PARSE_ERROR, "parse error"))?;
