@@ -195,7 +195,7 @@ fn http_error(status: StatusCode, code: &str, message: &str) -> Response {
 /// handler may take it beside a [`BoundSession`].
 #[derive(Debug, Clone)]
 pub(super) struct McpCaller {
-    /// Shared with the request's extensions, not copied into them.
+    /// Shared with the credential cache and the request's extensions.
     pub endpoint: Arc<Endpoint>,
 }
 
@@ -209,7 +209,7 @@ impl FromRequestParts<McpState> for McpCaller {
         let Path(slug) = Path::<String>::from_request_parts(parts, state)
             .await
             .map_err(McpRejection::Path)?;
-        let endpoint = Arc::new(authenticate(state, &slug, &parts.headers).await?);
+        let endpoint = authenticate(state, &slug, &parts.headers).await?;
         let caller = McpCaller { endpoint };
         parts.extensions.insert(caller.clone());
         Ok(caller)
@@ -220,7 +220,7 @@ async fn authenticate(
     state: &McpState,
     slug: &str,
     headers: &HeaderMap,
-) -> Result<Endpoint, McpRejection> {
+) -> Result<Arc<Endpoint>, McpRejection> {
     let bearer = auth::bearer(headers);
     // Built on refusal only: its URL is a string made per request.
     let refused = || McpRejection::Unauthenticated {
