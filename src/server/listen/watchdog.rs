@@ -37,9 +37,10 @@ pub(super) struct Activity {
     /// polls the watchdog beside hyper, so a wake-up per request was a
     /// re-poll of the whole connection and a new timer (issue 47). A
     /// deadline that moves later needs no wake-up (the watchdog looks again
-    /// when the earlier one passes), and the one that moves earlier, a head
-    /// begun on a kept-alive connection, is covered by never sleeping past
-    /// the header timeout ([`watchdog`]).
+    /// when the earlier one passes), and one that moves earlier (a head
+    /// begun, a request begun or answered) is at least the shorter of the
+    /// header and idle timeouts away: the watchdog never sleeps longer
+    /// ([`watchdog`]).
     changed: Notify,
 }
 
@@ -65,7 +66,7 @@ impl Activity {
                 .head_started
                 .compare_exchange(0, now + 1, Ordering::SeqCst, Ordering::SeqCst)
                 .is_ok()
-            && *self.shared.stop.borrow()
+            && self.shared.stopping.load(Ordering::SeqCst)
         {
             // Shutting down: a head begun now is not answered, at once.
             self.changed.notify_one();
@@ -76,15 +77,16 @@ impl Activity {
         self.last_io.store(self.shared.now_ms(), Ordering::Relaxed);
     }
 
-    /// The deadline moves later (the head's to the idle one's): no wake-up.
+    /// No wake-up: the deadline is now the idle timeout's ([`Activity::changed`]).
     pub(super) fn begin_request(&self) {
         self.begun.fetch_add(1, Ordering::SeqCst);
         self.in_flight.fetch_add(1, Ordering::SeqCst);
         self.head_started.store(0, Ordering::SeqCst);
     }
 
-    /// The deadline moves later; the watchdog is woken only when idle
-    /// connections are wanted at the cap, as this one may now be. (Either
+    /// No wake-up for the deadline ([`Activity::changed`]); the watchdog is
+    /// woken only when idle connections are wanted at the cap, as this one
+    /// may now be. (Either
     /// this load sees the accept loop's want, or the watchdog's look after
     /// the pressure it then sends sees nothing in flight: both SeqCst.)
     pub(super) fn end_request(&self) {
@@ -186,11 +188,14 @@ pub(super) async fn watchdog(activity: &Activity, stopping: bool) -> Option<Clos
             Some((at, _)) => Duration::from_millis(at - now),
             None => limits.idle_timeout,
         };
-        // A head that begins while this sleeps does not wake it
-        // ([`Activity::changed`]); its deadline is at least the header
-        // timeout from now, so waking by then times it exactly.
+        // What the connection does while this sleeps does not wake it
+        // ([`Activity::changed`]), and may move its deadline earlier (a
+        // head begun: the header timeout from then; a request begun or
+        // answered: the idle timeout from then). Either is at least the
+        // shorter timeout from now, so waking by then times it exactly.
         // (At least a millisecond: the deadlines are in whole ones.)
-        wait = wait.min(limits.header_read_timeout.max(Duration::from_millis(1)));
+        let shorter = limits.header_read_timeout.min(limits.idle_timeout);
+        wait = wait.min(shorter.max(Duration::from_millis(1)));
         if wanted && activity.is_silent() {
             // Room is wanted: look again once this silent one is evictable.
             let grace_ends = activity.silent_grace_ends();
