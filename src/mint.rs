@@ -21,9 +21,50 @@ pub fn new_instance_id() -> String {
 }
 
 /// A request's id (`X-Request-Id`) when the client sent none: a UUIDv7,
-/// hyphenated, so ids sort by time in the logs.
+/// hyphenated, so ids sort by time (to the millisecond) in the logs.
+///
+/// One is minted per request, so not with `Uuid::now_v7`: its process-wide
+/// context is a mutex the tokio workers contended for (`futex` waits), and
+/// it read the OS random source twice per id (issue 47, B2's profile: 1.4
+/// `getrandom` calls per MCP request). The random bits here come from a
+/// per-thread buffer of OS randomness; ids of one millisecond are not
+/// ordered among themselves, which no log reader relies on.
 pub fn new_request_id() -> String {
-    uuid::Uuid::now_v7().hyphenated().to_string()
+    let millis = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.as_millis() as u64);
+    let random = pooled_random::<10>();
+    let id = uuid::Builder::from_unix_timestamp_millis(millis, &random).into_uuid();
+    id.hyphenated()
+        .encode_lower(&mut uuid::Uuid::encode_buffer())
+        .to_owned()
+}
+
+/// Bytes of OS randomness a thread keeps for [`pooled_random`]: one
+/// `getrandom` call per 64 request ids.
+const RANDOM_POOL: usize = 640;
+
+thread_local! {
+    /// OS randomness not handed out yet: the unread part is `pool[next..]`.
+    static POOL: std::cell::RefCell<(usize, [u8; RANDOM_POOL])> =
+        const { std::cell::RefCell::new((RANDOM_POOL, [0; RANDOM_POOL])) };
+}
+
+/// `N` bytes of OS randomness (never handed out twice), from this thread's
+/// pool, which is refilled when it runs short. Not for secrets that must
+/// not sit in memory before use; for those, `getrandom` directly.
+fn pooled_random<const N: usize>() -> [u8; N] {
+    const { assert!(N <= RANDOM_POOL) };
+    POOL.with_borrow_mut(|(next, pool)| {
+        if *next + N > RANDOM_POOL {
+            getrandom::fill(pool).expect("the operating system's random source failed");
+            *next = 0;
+        }
+        let mut out = [0; N];
+        out.copy_from_slice(&pool[*next..*next + N]);
+        *next += N;
+        out
+    })
 }
 
 /// `n` random bytes, base64url without padding.
@@ -102,6 +143,21 @@ mod tests {
         assert!(url.len() == 32 && url.bytes().all(|b| b.is_ascii_hexdigit()));
         let slug = new_slug("reviewer");
         assert!(slug.starts_with("reviewer-") && slug.len() == 13, "{slug}");
+    }
+
+    #[test]
+    fn request_ids_are_distinct_v7_uuids() {
+        let ids: std::collections::HashSet<String> =
+            (0..3 * RANDOM_POOL).map(|_| new_request_id()).collect();
+        assert_eq!(ids.len(), 3 * RANDOM_POOL);
+        let id = uuid::Uuid::parse_str(ids.iter().next().unwrap()).unwrap();
+        assert_eq!(id.get_version(), Some(uuid::Version::SortRand));
+        let (secs, _) = id.get_timestamp().unwrap().to_unix();
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        assert!(now.abs_diff(secs) < 60, "{secs} vs {now}");
     }
 
     #[test]

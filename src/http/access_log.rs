@@ -78,8 +78,12 @@ pub async fn access_log(
         request.extensions_mut().insert(client);
     }
     request.extensions_mut().insert(request_id.clone());
+    // Kept for the line without copying text (a standard method and the
+    // matched path are shared), and formatted by the line only: where
+    // `switchboard::access` is filtered out, a request pays nothing for
+    // it (issue 47).
     let method = request.method().clone();
-    let route = route_template(request.extensions().get::<MatchedPath>()).to_owned();
+    let matched = request.extensions().get::<MatchedPath>().cloned();
 
     let span = tracing::info_span!("request", request_id = %request_id.0);
     let mut response = next.run(request).instrument(span.clone()).await;
@@ -87,21 +91,31 @@ pub async fn access_log(
     if let Ok(value) = HeaderValue::from_str(&request_id.0) {
         response.headers_mut().insert(REQUEST_ID_HEADER, value);
     }
-    let duration_ms = (started.elapsed().as_secs_f64() * 1_000_000.0).round() / 1000.0;
-    let client = client.map_or_else(|| "unknown".to_owned(), |ClientAddr(ip)| ip.to_string());
     span.in_scope(|| {
         tracing::info!(
             target: TARGET,
             method = %method,
-            route = %route,
+            route = %route_template(matched.as_ref()),
             status = response.status().as_u16(),
-            duration_ms,
+            duration_ms = (started.elapsed().as_secs_f64() * 1_000_000.0).round() / 1000.0,
             request_id = %request_id.0,
-            client = %client,
+            client = %ShownClient(client),
             "request"
         );
     });
     response
+}
+
+/// A request's client address as the access line shows it.
+struct ShownClient(Option<ClientAddr>);
+
+impl std::fmt::Display for ShownClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            Some(client) => client.fmt(f),
+            None => f.write_str("unknown"),
+        }
+    }
 }
 
 #[cfg(test)]

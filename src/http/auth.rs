@@ -6,6 +6,8 @@
 //! signed-in human (the API, the board, a consent page) asks here, and
 //! answers a refusal in its own shape.
 
+use std::sync::Arc;
+
 use axum::http::{HeaderMap, header};
 
 use crate::domain::Timestamp;
@@ -77,7 +79,7 @@ pub async fn human(store: &dyn Store, secret: &str) -> StoreResult<Option<Signed
 /// The live endpoint whose credential `secret` is: its `sbk_` credential,
 /// or an OAuth access token of one of its grants (`sbo_`, `docs/oauth.md`),
 /// which authenticates exactly as the endpoint does. `None` for anything else.
-pub async fn endpoint(store: &dyn Store, secret: &str) -> StoreResult<Option<Endpoint>> {
+pub async fn endpoint(store: &dyn Store, secret: &str) -> StoreResult<Option<Arc<Endpoint>>> {
     if secret.starts_with("sbk_") {
         store.authenticate_endpoint(&sha256_hex(secret)).await
     } else if secret.starts_with(ACCESS_TOKEN_PREFIX) {

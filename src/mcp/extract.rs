@@ -195,7 +195,8 @@ fn http_error(status: StatusCode, code: &str, message: &str) -> Response {
 /// handler may take it beside a [`BoundSession`].
 #[derive(Debug, Clone)]
 pub(super) struct McpCaller {
-    pub endpoint: Endpoint,
+    /// Shared with the credential cache and the request's extensions.
+    pub endpoint: Arc<Endpoint>,
 }
 
 impl FromRequestParts<McpState> for McpCaller {
@@ -219,18 +220,19 @@ async fn authenticate(
     state: &McpState,
     slug: &str,
     headers: &HeaderMap,
-) -> Result<Endpoint, McpRejection> {
+) -> Result<Arc<Endpoint>, McpRejection> {
     let bearer = auth::bearer(headers);
-    let refused = McpRejection::Unauthenticated {
+    // Built on refusal only: its URL is a string made per request.
+    let refused = || McpRejection::Unauthenticated {
         token_presented: bearer.is_some(),
         resource_metadata: resource_metadata_url(&state.mcp.public_url, slug),
     };
     let Some(secret) = bearer else {
-        return Err(refused);
+        return Err(refused());
     };
     let endpoint = match auth::endpoint(&*state.store, secret).await {
         Ok(Some(endpoint)) => endpoint,
-        Ok(None) => return Err(refused),
+        Ok(None) => return Err(refused()),
         Err(e) => {
             tracing::error!(error = %e, "endpoint authentication failed");
             return Err(McpRejection::Unavailable);
@@ -341,6 +343,15 @@ impl FromRequest<McpState> for RpcMessage {
             .map_err(|_| McpRejection::PayloadTooLarge)?;
         if let Some(version) = protocol {
             return Err(protocol_refusal(&version, &body));
+        }
+        // One pass for what nearly every POST is, a well-formed message
+        // object; anything else (an array, a duplicate key, a non-object,
+        // not JSON, not JSON-RPC) is classified below, exactly as before.
+        if body.trim_ascii_start().first() == Some(&b'{')
+            && let Ok(message) = serde_json::from_slice::<Incoming>(&body)
+            && message.is_well_formed()
+        {
+            return Ok(RpcMessage(message));
         }
         let value: Value = serde_json::from_slice(&body)
             .map_err(|_| McpRejection::rpc(jsonrpc::PARSE_ERROR, "parse error"))?;

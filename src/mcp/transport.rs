@@ -163,7 +163,11 @@ async fn call_tool(
     id: &Value,
     params: Option<Value>,
 ) -> Result<Value, McpRejection> {
-    let params = params.unwrap_or(Value::Null);
+    let mut params = params.unwrap_or(Value::Null);
+    // Moved out, not copied: the params are this call's own.
+    let arguments = params
+        .as_object_mut()
+        .and_then(|params| params.remove("arguments"));
     let Some(name) = params.get("name").and_then(Value::as_str) else {
         return Ok(jsonrpc::error(
             Some(id),
@@ -171,7 +175,6 @@ async fn call_tool(
             "params.name is required",
         ));
     };
-    let arguments = params.get("arguments").cloned();
     let limits = tools::ToolLimits {
         claim_payload_inline_max: state.mcp.config.claim_payload_inline_max,
     };

@@ -19,8 +19,8 @@
 //! [`StoreBase::forget_credentials`]: crate::store::StoreBase::forget_credentials
 
 use std::collections::HashMap;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::domain::Timestamp;
@@ -41,7 +41,9 @@ pub struct AuthCache {
 
 #[derive(Debug)]
 struct Entry {
-    endpoint: Endpoint,
+    /// Shared with every hit: an MCP request authenticates on each call,
+    /// and a copy of the row was a dozen allocations (issue 47).
+    endpoint: Arc<Endpoint>,
     loaded_at: Instant,
     generation: u64,
     /// When the credential itself expires, if before its endpoint (an
@@ -56,7 +58,7 @@ impl AuthCache {
         self.generation.load(Ordering::Acquire)
     }
 
-    pub fn get(&self, credential_hash: &str, now: Timestamp) -> Option<Endpoint> {
+    pub fn get(&self, credential_hash: &str, now: Timestamp) -> Option<Arc<Endpoint>> {
         let entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
         let entry = entries.get(credential_hash)?;
         let fresh = entry.loaded_at.elapsed() < AUTH_CACHE_TTL
@@ -66,7 +68,7 @@ impl AuthCache {
         fresh.then(|| entry.endpoint.clone())
     }
 
-    pub fn put(&self, credential_hash: &str, endpoint: Endpoint, generation: u64) {
+    pub fn put(&self, credential_hash: &str, endpoint: Arc<Endpoint>, generation: u64) {
         self.put_until(credential_hash, endpoint, generation, None);
     }
 
@@ -74,7 +76,7 @@ impl AuthCache {
     pub fn put_until(
         &self,
         credential_hash: &str,
-        endpoint: Endpoint,
+        endpoint: Arc<Endpoint>,
         generation: u64,
         until: Option<Timestamp>,
     ) {
@@ -109,8 +111,8 @@ mod tests {
     use crate::domain::presence::Presence;
     use crate::domain::registry::{AgentKind, EndpointState};
 
-    fn endpoint(expires_at: Option<i64>) -> Endpoint {
-        Endpoint {
+    fn endpoint(expires_at: Option<i64>) -> Arc<Endpoint> {
+        Arc::new(Endpoint {
             id: "ep_1".into(),
             agent_id: "ag_1".into(),
             human_id: "hu_1".into(),
@@ -139,7 +141,7 @@ mod tests {
             agent_name: "worker".into(),
             agent_kind: AgentKind::Task,
             agent_expected_interval_seconds: None,
-        }
+        })
     }
 
     const NOW: Timestamp = Timestamp::from_millis(1_000);
@@ -149,7 +151,10 @@ mod tests {
         let cache = AuthCache::default();
         assert!(cache.get("h", NOW).is_none());
         cache.put("h", endpoint(None), cache.generation());
-        assert_eq!(cache.get("h", NOW).map(|e| e.id), Some("ep_1".into()));
+        assert_eq!(
+            cache.get("h", NOW).map(|e| e.id.clone()),
+            Some("ep_1".into())
+        );
         cache.invalidate();
         assert!(cache.get("h", NOW).is_none());
     }

@@ -25,6 +25,7 @@ pub mod model;
 mod rows;
 pub mod sql;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -266,7 +267,10 @@ pub trait EndpointStore: Send + Sync {
         endpoint_ids: &[String],
     ) -> StoreResult<std::collections::HashMap<String, EndpointActivity>>;
     /// The active, unexpired endpoint whose credential has this hash.
-    async fn authenticate_endpoint(&self, credential_hash: &str) -> StoreResult<Option<Endpoint>>;
+    async fn authenticate_endpoint(
+        &self,
+        credential_hash: &str,
+    ) -> StoreResult<Option<Arc<Endpoint>>>;
     /// Stamps `last_seen_at` (never backwards) and, when given, the agent's
     /// own `last_contact_at` claim.
     async fn stamp_endpoint_seen(
@@ -726,7 +730,10 @@ pub trait OAuthStore: Send + Sync {
         tokens: NewOAuthTokens,
     ) -> StoreResult<OAuthRefresh>;
     /// The endpoint a live access token is a credential of.
-    async fn authenticate_oauth_token(&self, access_hash: &str) -> StoreResult<Option<Endpoint>>;
+    async fn authenticate_oauth_token(
+        &self,
+        access_hash: &str,
+    ) -> StoreResult<Option<Arc<Endpoint>>>;
     /// The live grants of one of the human's endpoints, newest first.
     async fn list_oauth_connections(
         &self,

@@ -126,11 +126,13 @@ fn ok_claim_of(text: String, value: Value) -> Value {
 /// Room left for the JSON-RPC envelope around a tool result.
 const ENVELOPE_BYTES: usize = 256;
 
-/// A claim's `structuredContent` (`claim` when `by_id`, else `claim_next`):
-/// the payload inline up to `inline_max`, and the prior attempts' free text
-/// cut by the first [`rows::PriorCut::LEVELS`] that keeps the whole result
-/// within 1.25 x the inline payload + 4 KiB; past the last, no prior
-/// attempts at all (`attempts_total` still counts them).
+/// A claim's result as sent ([`ok_claim`]; `claim` when `by_id`, else
+/// `claim_next`): the payload inline up to `inline_max`, and the prior
+/// attempts' free text cut by the first [`rows::PriorCut::LEVELS`] that
+/// keeps the whole result within 1.25 x the inline payload + 4 KiB; past
+/// the last, no prior attempts at all (`attempts_total` still counts them).
+/// The summary text measured is the one sent (it was made twice per claim:
+/// issue 47).
 fn claim_result(
     claimed: &crate::store::Claimed,
     by_id: bool,
@@ -146,38 +148,38 @@ fn claim_result(
     let mut value = Value::Null;
     for cut in rows::PriorCut::LEVELS {
         value = build(cut)?;
-        if within_budget(&value) {
-            return Ok(value);
+        let text = claim_summary(&value).to_string();
+        if within_budget(&value, &text) {
+            return Ok(ok_claim_of(text, value));
         }
     }
     if let Some(prior) = value.get_mut("prior_attempts") {
         *prior = json!([]);
     }
-    Ok(value)
+    Ok(ok_claim(value))
 }
 
-/// Whether a claim's result, as sent (see [`ok_claim`]), costs at most
-/// 1.25 x its inline payload + 4 KiB, leaving [`ENVELOPE_BYTES`] for the
-/// JSON-RPC envelope.
-fn within_budget(value: &Value) -> bool {
+/// Whether a claim's result, as sent (see [`ok_claim`]) with the summary
+/// `text`, costs at most 1.25 x its inline payload + 4 KiB, leaving
+/// [`ENVELOPE_BYTES`] for the JSON-RPC envelope.
+fn within_budget(value: &Value, text: &str) -> bool {
     let row = value.get("todo").unwrap_or(value);
     let payload = row
         .get("payload")
         .filter(|p| !p.is_null())
         .map_or(0, json_len);
-    claim_result_len(value) + ENVELOPE_BYTES <= payload + payload / 4 + 4096
+    claim_result_len(value, text) + ENVELOPE_BYTES <= payload + payload / 4 + 4096
 }
 
-/// The length of `ok_claim(value)`'s JSON text, counted without building
-/// it (a claim's result was serialised three times per call: B2's
+/// The length of `ok_claim_of(text, value)`'s JSON text, counted without
+/// building it (a claim's result was serialised three times per call: B2's
 /// profile).
-fn claim_result_len(value: &Value) -> usize {
+fn claim_result_len(value: &Value, text: &str) -> usize {
     // The frame's bytes: `ok_claim` around an empty text and a `null`.
     static FRAME: std::sync::LazyLock<usize> = std::sync::LazyLock::new(|| {
         json_len(&ok_claim_of(String::new(), Value::Null)) - json_len("") - json_len(&Value::Null)
     });
-    let text = claim_summary(value).to_string();
-    *FRAME + json_len(&text.as_str()) + json_len(value)
+    *FRAME + json_len(text) + json_len(value)
 }
 
 /// The length of `value`'s JSON text, without allocating it.
@@ -349,7 +351,8 @@ pub async fn call_with(
         Err(err) => Err(err),
     };
     Ok(match outcome {
-        Ok(value) if matches!(name, ToolName::Claim | ToolName::ClaimNext) => ok_claim(value),
+        // A claim's result is made whole where its size is checked.
+        Ok(value) if matches!(name, ToolName::Claim | ToolName::ClaimNext) => value,
         Ok(value) => ok(value),
         Err(err) if err.outage => return Err(CallFailure::Unavailable),
         Err(err) => err.into_result(),
@@ -410,6 +413,7 @@ async fn run(
                 }
                 ops::work::NextClaim::Empty { held } => {
                     to_json(rows::NextClaim::of(None, 0, rows::PriorCut::WHOLE).held(held))
+                        .map(ok_claim)
                 }
             }
         }
@@ -521,7 +525,7 @@ mod tests {
                    "attempt_seq": 2, "attempts_total": 2, "prior_attempts": []}),
         ] {
             assert_eq!(
-                claim_result_len(&value),
+                claim_result_len(&value, &claim_summary(&value).to_string()),
                 ok_claim(value.clone()).to_string().len(),
                 "{value}"
             );

@@ -706,8 +706,9 @@ mod tests {
     }
 
     /// The worst history and labels the store allows, every character one
-    /// JSON must escape: a claim result still costs at most 1.25 x the
-    /// payload + 4 KiB, whole JSON-RPC answer included.
+    /// JSON must escape: a claim result (as sent: the summary text beside
+    /// `structuredContent`) still costs at most 1.25 x the payload + 4 KiB,
+    /// whole JSON-RPC answer included.
     #[test]
     fn claim_results_stay_within_their_budget() {
         use crate::domain::todo::{

@@ -28,7 +28,7 @@
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use axum::Router;
@@ -145,6 +145,7 @@ pub async fn accept_until(
         pressure: watch::channel(0).0,
         evictions_wanted: AtomicUsize::new(0),
         stop: watch::channel(false).0,
+        stopping: AtomicBool::new(false),
         epoch: Instant::now(),
     });
     let mut connections = JoinSet::new();
@@ -199,6 +200,7 @@ pub async fn accept_until(
     }
     // New connections are refused from here on.
     drop(listener);
+    shared.stopping.store(true, Ordering::SeqCst);
     let _ = shared.stop.send(true);
     Draining { connections }
 }
@@ -232,6 +234,9 @@ struct Shared {
     evictions_wanted: AtomicUsize,
     /// True once the server shuts down.
     stop: watch::Sender<bool>,
+    /// `stop`'s value, for a connection's reads to look at without the
+    /// channel's lock.
+    stopping: AtomicBool,
     epoch: Instant,
 }
 

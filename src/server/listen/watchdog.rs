@@ -31,7 +31,16 @@ pub(super) struct Activity {
     begun: AtomicU64,
     /// When the connection was accepted (ms since `shared.epoch`).
     accepted: u64,
-    /// Wakes the watchdog when any of the above changes its deadline.
+    /// Wakes the watchdog when what changed needs it at once: eviction
+    /// wanted of a connection that fell idle, a head begun while stopping,
+    /// a refused body drained. Nothing else does: the connection's task
+    /// polls the watchdog beside hyper, so a wake-up per request was a
+    /// re-poll of the whole connection and a new timer (issue 47). A
+    /// deadline that moves later needs no wake-up (the watchdog looks again
+    /// when the earlier one passes), and one that moves earlier (a head
+    /// begun, a request begun or answered) is at least the shorter of the
+    /// header and idle timeouts away: the watchdog never sleeps longer
+    /// ([`watchdog`]).
     changed: Notify,
 }
 
@@ -57,7 +66,9 @@ impl Activity {
                 .head_started
                 .compare_exchange(0, now + 1, Ordering::SeqCst, Ordering::SeqCst)
                 .is_ok()
+            && self.shared.stopping.load(Ordering::SeqCst)
         {
+            // Shutting down: a head begun now is not answered, at once.
             self.changed.notify_one();
         }
     }
@@ -66,17 +77,24 @@ impl Activity {
         self.last_io.store(self.shared.now_ms(), Ordering::Relaxed);
     }
 
+    /// No wake-up: the deadline is now the idle timeout's ([`Activity::changed`]).
     pub(super) fn begin_request(&self) {
         self.begun.fetch_add(1, Ordering::SeqCst);
         self.in_flight.fetch_add(1, Ordering::SeqCst);
         self.head_started.store(0, Ordering::SeqCst);
-        self.changed.notify_one();
     }
 
+    /// No wake-up for the deadline ([`Activity::changed`]); the watchdog is
+    /// woken only when idle connections are wanted at the cap, as this one
+    /// may now be. (Either
+    /// this load sees the accept loop's want, or the watchdog's look after
+    /// the pressure it then sends sees nothing in flight: both SeqCst.)
     pub(super) fn end_request(&self) {
         self.in_flight.fetch_sub(1, Ordering::SeqCst);
         self.last_io.store(self.shared.now_ms(), Ordering::Relaxed);
-        self.changed.notify_one();
+        if self.shared.evictions_wanted.load(Ordering::SeqCst) > 0 {
+            self.changed.notify_one();
+        }
     }
 
     /// The rest of a refused request's body was read after its answer:
@@ -170,6 +188,14 @@ pub(super) async fn watchdog(activity: &Activity, stopping: bool) -> Option<Clos
             Some((at, _)) => Duration::from_millis(at - now),
             None => limits.idle_timeout,
         };
+        // What the connection does while this sleeps does not wake it
+        // ([`Activity::changed`]), and may move its deadline earlier (a
+        // head begun: the header timeout from then; a request begun or
+        // answered: the idle timeout from then). Either is at least the
+        // shorter timeout from now, so waking by then times it exactly.
+        // (At least a millisecond: the deadlines are in whole ones.)
+        let shorter = limits.header_read_timeout.min(limits.idle_timeout);
+        wait = wait.min(shorter.max(Duration::from_millis(1)));
         if wanted && activity.is_silent() {
             // Room is wanted: look again once this silent one is evictable.
             let grace_ends = activity.silent_grace_ends();

@@ -16,6 +16,7 @@ use crate::store::{StoreError, StoreResult, Taken, rows};
 use async_trait::async_trait;
 use sqlx::{Any, AssertSqlSafe, Row, Transaction};
 use std::collections::HashMap;
+use std::sync::Arc;
 
 /// Why an endpoint stopped working; recorded in its dead-lettered todos.
 #[derive(Debug, Clone, Copy)]
@@ -459,7 +460,10 @@ impl EndpointStore for SqlStore {
         Ok(out)
     }
 
-    async fn authenticate_endpoint(&self, credential_hash: &str) -> StoreResult<Option<Endpoint>> {
+    async fn authenticate_endpoint(
+        &self,
+        credential_hash: &str,
+    ) -> StoreResult<Option<Arc<Endpoint>>> {
         let now = self.now();
         if let Some(endpoint) = self.auth_cache.get(credential_hash, now) {
             return Ok(Some(endpoint));
@@ -495,6 +499,7 @@ impl EndpointStore for SqlStore {
             .await?;
             row.as_ref().map(rows::endpoint).transpose()?
         };
+        let endpoint = endpoint.map(Arc::new);
         if let Some(endpoint) = &endpoint {
             self.auth_cache
                 .put(credential_hash, endpoint.clone(), generation);

@@ -3,6 +3,8 @@
 //! RETURNING`, a refresh token spent by one `UPDATE … WHERE spent_at IS
 //! NULL RETURNING`, and a reused one revokes its grant by one `UPDATE`.
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use sqlx::Row;
 use sqlx::any::AnyRow;
@@ -359,7 +361,10 @@ impl OAuthStore for SqlStore {
         }))
     }
 
-    async fn authenticate_oauth_token(&self, access_hash: &str) -> StoreResult<Option<Endpoint>> {
+    async fn authenticate_oauth_token(
+        &self,
+        access_hash: &str,
+    ) -> StoreResult<Option<Arc<Endpoint>>> {
         let now = self.now();
         if let Some(endpoint) = self.auth_cache.get(access_hash, now) {
             return Ok(Some(endpoint));
@@ -380,7 +385,7 @@ impl OAuthStore for SqlStore {
         let Some(row) = row else {
             return Ok(None);
         };
-        let endpoint = rows::endpoint(&row)?;
+        let endpoint = Arc::new(rows::endpoint(&row)?);
         let token_expires_at = Timestamp::from_millis(row.try_get("token_expires_at")?);
         let last_used: Option<i64> = row.try_get("grant_last_used_at")?;
         if last_used.is_none_or(|t| now.as_millis() - t >= LAST_USED_GRANULARITY_MS) {

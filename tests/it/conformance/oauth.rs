@@ -40,7 +40,7 @@ fn new_code(client: &OAuthClient, f: &crate::support::Fixture, code: &str) -> Ne
     }
 }
 
-async fn authenticates(store: &dyn Store, n: u32) -> Option<Endpoint> {
+async fn authenticates(store: &dyn Store, n: u32) -> Option<std::sync::Arc<Endpoint>> {
     store
         .authenticate_oauth_token(&sha256_hex(&format!("sbo_access_{n}")))
         .await

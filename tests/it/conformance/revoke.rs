@@ -233,7 +233,7 @@ async fn authenticated(store: &dyn Store, f: &Fixture) -> (Endpoint, String) {
     let endpoint = store.create_endpoint(new).await.unwrap();
     for _ in 0..2 {
         let found = store.authenticate_endpoint(&hash).await.unwrap();
-        assert_eq!(found.map(|e| e.id), Some(endpoint.id.clone()));
+        assert_eq!(found.map(|e| e.id.clone()), Some(endpoint.id.clone()));
     }
     (endpoint, hash)
 }
