@@ -21,7 +21,7 @@ COPY .cargo ./.cargo
 RUN mkdir -p src benches tests/it \
  && echo 'fn main() {}' > src/main.rs \
  && touch src/lib.rs tests/it/main.rs \
- && for bench in b1_queue_loop b2_mcp_loop b3_doorbell_latency b4_stream_memory b5_sweep_cost b7_wake_latency b9_intake_rules b10_admission b11_queue_page; do \
+ && for bench in b1_queue_loop b2_mcp_loop b3_doorbell_latency b4_stream_memory b5_sweep_cost b7_wake_latency b9_intake_rules b10_admission b11_queue_page mcp_path; do \
         echo 'fn main() {}' > "benches/$bench.rs"; \
     done \
  && cargo build --release --locked --bin switchboard \
