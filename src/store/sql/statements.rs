@@ -129,9 +129,10 @@ fn shard_has_room(dialect: Dialect, s: &str, level: &str, start: &str) -> String
 
 /// The shard a claim of todo `todo_id` charges: the first with room at or
 /// after one picked by the todo's id, wrapping round, so concurrent claims
-/// rarely pick the same one (as [`spread_free_slot`]). The picked shard is
-/// tried alone first: it nearly always has room, and one key lookup costs
-/// less than reading and ordering every shard (B10).
+/// rarely pick the same one (as [`spread_free_slot`]), and one not locked by
+/// a claim still charging it. The picked shard is tried alone first: it
+/// nearly always has room, and one key lookup costs less than reading and
+/// ordering every shard (B10).
 fn pick_shard(dialect: Dialect, level: &str, start: &str, todo_id: &str) -> String {
     let n = window_shards(dialect);
     if n == 1 {
@@ -142,9 +143,16 @@ fn pick_shard(dialect: Dialect, level: &str, start: &str, todo_id: &str) -> Stri
     let order = format!("(p.shard + {n} - {picked}) % {n}");
     let same_level = format!("p.endpoint_id = {level}.endpoint_id AND p.queue = {level}.queue");
     let room = shard_has_room(dialect, "p", level, start);
+    // A shard another claim has charged stays locked until that claim
+    // commits: the first two tries pass over locked shards, so a claim
+    // waits for another's commit only when every shard with room is being
+    // charged (the third, which the charge's own update then waits on and
+    // re-checks).
     format!(
         "COALESCE((SELECT p.shard FROM admission_windows p WHERE {same_level} \
-           AND p.shard = {picked} AND {room}), \
+           AND p.shard = {picked} AND {room} FOR UPDATE SKIP LOCKED), \
+         (SELECT p.shard FROM admission_windows p WHERE {same_level} AND {room} \
+           ORDER BY {order} LIMIT 1 FOR UPDATE SKIP LOCKED), \
          (SELECT p.shard FROM admission_windows p WHERE {same_level} AND {room} \
            ORDER BY {order} LIMIT 1))"
     )
