@@ -35,7 +35,7 @@ const LOOPS: usize = 24;
 
 /// One turn of the agent loop: claim the endpoint's oldest pending todo and
 /// complete it.
-async fn claim_next_and_complete(store: &dyn Store, f: &Fixture) {
+async fn claim_next_and_complete(store: &dyn Store, f: &Fixture) -> String {
     let claimed = store
         .claim_next(&f.caller, None, ClaimOptions::default())
         .await
@@ -45,6 +45,7 @@ async fn claim_next_and_complete(store: &dyn Store, f: &Fixture) {
         .complete(&f.caller, &claimed.todo.id, Finish::default())
         .await
         .unwrap();
+    claimed.todo.id
 }
 
 /// `(seq_scan, idx_scan)` of `table` as PostgreSQL's statistics have them.
@@ -574,16 +575,7 @@ async fn on_postgres_the_store_vacuums_the_queue_table_as_claims_go_by() {
     let store = open(Some(3)).await;
     let mut claimed = Vec::new();
     for _ in 0..3 {
-        let c = store
-            .claim_next(&f.caller, None, ClaimOptions::default())
-            .await
-            .unwrap()
-            .expect("a todo is pending");
-        store
-            .complete(&f.caller, &c.todo.id, Finish::default())
-            .await
-            .unwrap();
-        claimed.push(c.todo.id);
+        claimed.push(claim_next_and_complete(&store, &f).await);
     }
     let deadline = Instant::now() + Duration::from_secs(20);
     while store.queue_vacuums() == 0 || vacuums_of_todos(&mut db).await == before {
