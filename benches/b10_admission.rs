@@ -611,8 +611,11 @@ impl Pg {
     async fn explain_claim_as(&self, plan_cache_mode: &str) -> Result<String> {
         let mut conn = self.admin.acquire().await?;
         let mut tx = conn.begin().await?;
+        // The hot pool's session settings (`store/sql/postgres/hot.rs`), so
+        // the plan shown is the one the store's claim runs.
         sqlx::raw_sql(AssertSqlSafe(format!(
-            "SET LOCAL plan_cache_mode = {plan_cache_mode}"
+            "SET LOCAL plan_cache_mode = {plan_cache_mode}; SET LOCAL enable_seqscan = off; \
+             SET LOCAL enable_bitmapscan = off; SET LOCAL jit = off"
         )))
         .execute(&mut *tx)
         .await?;
