@@ -24,14 +24,17 @@
 mod host;
 #[path = "common/server.rs"]
 mod server;
+#[path = "common/streams.rs"]
+mod streams;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, ensure};
-use serde_json::{Value, json};
+use serde_json::Value;
 use server::ServerProcess;
+use streams::Endpoint;
 
 fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
     std::env::var(name)
@@ -40,48 +43,21 @@ fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
         .unwrap_or(default)
 }
 
-fn http_client() -> Result<reqwest::Client> {
-    Ok(reqwest::Client::builder()
-        .no_proxy()
-        .tcp_nodelay(true)
-        .pool_max_idle_per_host(1)
-        .timeout(Duration::from_secs(30))
-        .build()?)
-}
-
+/// A lean agent, as B2's: one keep-alive connection and one MCP session.
 struct Agent {
     http: reqwest::Client,
-    url: String,
-    authorization: String,
+    endpoint: Endpoint,
     session: String,
     next_id: u64,
 }
 
 impl Agent {
-    async fn connect(url: &str, authorization: &str) -> Result<Self> {
-        let http = http_client()?;
-        let resp = http
-            .post(url)
-            .header("Authorization", authorization)
-            .header("Content-Type", "application/json")
-            .header("Accept", "application/json, text/event-stream")
-            .body(
-                r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"mcp-path","version":"1"}}}"#,
-            )
-            .send()
-            .await?;
-        ensure!(resp.status().is_success(), "initialize: {}", resp.status());
-        let session = resp
-            .headers()
-            .get("mcp-session-id")
-            .and_then(|v| v.to_str().ok())
-            .context("Mcp-Session-Id")?
-            .to_owned();
-        let _ = resp.bytes().await?;
+    async fn connect(endpoint: &Endpoint) -> Result<Self> {
+        let http = streams::http_client(1)?;
+        let session = streams::open_session(&http, endpoint, "mcp-path").await?;
         Ok(Self {
             http,
-            url: url.to_owned(),
-            authorization: authorization.to_owned(),
+            endpoint: endpoint.clone(),
             session,
             next_id: 1,
         })
@@ -99,8 +75,8 @@ impl Agent {
         };
         let resp = self
             .http
-            .post(&self.url)
-            .header("Authorization", &self.authorization)
+            .post(&self.endpoint.mcp_url)
+            .header("Authorization", &self.endpoint.authorization)
             .header("Content-Type", "application/json")
             .header("Accept", "application/json, text/event-stream")
             .header("Mcp-Session-Id", &self.session)
@@ -175,21 +151,12 @@ async fn main() -> Result<()> {
     let database = dir.path().join("mcp-path.db").display().to_string();
     let server = ServerProcess::start(&database, dir.path())?;
     let outcome = async {
-        let http = http_client()?;
-        let resp = http
-            .post(format!("http://{}/api/v1/endpoints", server.addr))
-            .bearer_auth(&server.admin_token)
-            .json(&json!({"agent": "mcp-path"}))
-            .send()
-            .await?;
-        ensure!(resp.status().as_u16() == 201, "vend: {}", resp.status());
-        let v: Value = resp.json().await?;
-        let url = v["mcp_url"].as_str().context("mcp_url")?.to_owned();
-        let authorization = format!("Bearer {}", v["token"].as_str().context("token")?);
+        let http = streams::http_client(1)?;
+        let endpoint = streams::vend(&http, &server.addr, &server.admin_token, "mcp-path").await?;
         for verb in verbs.split(',').map(str::trim) {
             let mut agents = Vec::new();
             for _ in 0..conc {
-                agents.push(Agent::connect(&url, &authorization).await?);
+                agents.push(Agent::connect(&endpoint).await?);
             }
             measure(&server, agents, verb, secs).await?;
         }

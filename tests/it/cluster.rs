@@ -448,20 +448,12 @@ async fn a_listener_whose_connection_is_killed_reconnects_and_catches_up() {
         "once"
     );
     wait_bus_connected(&c.http, &c.nodes[1]).await;
-    let metrics = c
-        .http
-        .get(c.nodes[1].url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    let reconnects = metrics
-        .lines()
-        .find_map(|l| l.strip_prefix("switchboard_bus_reconnects_total "))
-        .and_then(|n| n.trim().parse::<f64>().ok())
-        .expect("switchboard_bus_reconnects_total");
+    let reconnects = crate::support::metric(
+        &c.http,
+        &c.nodes[1].url("/metrics"),
+        "switchboard_bus_reconnects_total",
+    )
+    .await;
     assert!(reconnects >= 1.0, "B reconnected: {reconnects}");
     c.finish().await;
 }

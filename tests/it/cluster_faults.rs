@@ -254,10 +254,7 @@ impl Faulty {
                 continue;
             }
             assert_eq!(status, 200, "GET /metrics: {text}");
-            return text
-                .lines()
-                .find_map(|l| l.strip_prefix(&format!("{name} ")))
-                .and_then(|n| n.trim().parse::<f64>().ok())
+            return crate::support::sample(&text, name)
                 .unwrap_or_else(|| panic!("{name} in /metrics:\n{text}"));
         }
     }

@@ -160,18 +160,13 @@ async fn every_route_refuses_a_foreign_host_and_origin_on_loopback() {
         }
     }
     // A refusal is counted like any answer, by route template.
-    let metrics = client()
-        .get(server.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    assert!(
-        metrics.contains("switchboard_http_requests_total{route=\"/readyz\",status=\"403\"} 4"),
-        "{metrics}"
-    );
+    let refused = crate::support::metric(
+        &client(),
+        &server.url("/metrics"),
+        r#"switchboard_http_requests_total{route="/readyz",status="403"}"#,
+    )
+    .await;
+    assert_eq!(refused, 4.0);
 }
 
 /// Deliveries to an unknown webhook token from `127.0.0.1`, claiming to

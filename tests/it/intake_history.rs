@@ -229,19 +229,13 @@ async fn every_decision_is_recorded_and_untrusted_senders_wait_in_quarantine() {
         404
     );
 
-    let metrics = server
-        .http
-        .get(server.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    assert!(
-        metrics.contains("switchboard_intake_deliveries_total{decision=\"quarantined\"} 2"),
-        "{metrics}"
-    );
+    let quarantined = crate::support::metric(
+        &server.http,
+        &server.url("/metrics"),
+        r#"switchboard_intake_deliveries_total{decision="quarantined"}"#,
+    )
+    .await;
+    assert_eq!(quarantined, 2.0);
 }
 
 #[tokio::test]

@@ -132,19 +132,13 @@ async fn a_drop_rule_records_makes_no_todo_and_a_redelivery_stays_dropped() {
     assert_eq!(decision(&work), "accepted", "{work:?}");
     assert_eq!(server.todos(&hook).await.len(), 1);
 
-    let metrics = server
-        .http
-        .get(server.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    assert!(
-        metrics.contains("switchboard_intake_deliveries_total{decision=\"dropped\"} 2"),
-        "{metrics}"
-    );
+    let dropped = crate::support::metric(
+        &server.http,
+        &server.url("/metrics"),
+        r#"switchboard_intake_deliveries_total{decision="dropped"}"#,
+    )
+    .await;
+    assert_eq!(dropped, 2.0);
 }
 
 #[tokio::test]

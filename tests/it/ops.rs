@@ -31,20 +31,7 @@ async fn signed_in_board(server: &Server) -> (Board, String) {
 /// A sample of the `/metrics` exposition, e.g.
 /// `switchboard_todo_actions_total{action="retry"}`.
 async fn sample(server: &Server, series: &str) -> f64 {
-    let text = server
-        .http
-        .get(server.url("/metrics"))
-        .send()
-        .await
-        .expect("scrape")
-        .text()
-        .await
-        .expect("exposition");
-    text.lines()
-        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' '))
-        .unwrap_or_else(|| panic!("{series} not in:\n{text}"))
-        .parse()
-        .expect("a sample value")
+    crate::support::metric(&server.http, &server.url("/metrics"), series).await
 }
 
 /// Three todos, one per surface: the hub shields one todo from ringing

@@ -13,18 +13,7 @@ use crate::support::mcp::listener::Listener;
 use crate::support::mcp::{self, Server};
 
 async fn metric(server: &Server, series: &str) -> f64 {
-    let text = server
-        .http
-        .get(server.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    text.lines()
-        .find_map(|line| line.strip_prefix(series))
-        .map_or(0.0, |v| v.trim().parse().unwrap())
+    crate::support::metric_or_zero(&server.http, &server.url("/metrics"), series).await
 }
 
 async fn set_admission(server: &Server, slug: &str, queue: Option<&str>, body: Value) -> Value {
@@ -45,11 +34,7 @@ async fn a_paused_endpoint_answers_empty_with_the_reason_and_resuming_lets_claim
 
     let set = set_admission(&server, &ep.slug, None, json!({"paused": true})).await;
     assert_eq!(set["levels"][0]["held"], "paused", "{set}");
-    let held_before = metric(
-        &server,
-        r#"switchboard_claims_held_total{reason="paused"} "#,
-    )
-    .await;
+    let held_before = metric(&server, r#"switchboard_claims_held_total{reason="paused"}"#).await;
 
     let empty = mcp.call_ok(&session, "claim_next", json!({})).await;
     assert_eq!(empty, json!({"empty": true, "held": "paused"}));
@@ -57,11 +42,7 @@ async fn a_paused_endpoint_answers_empty_with_the_reason_and_resuming_lets_claim
     assert_eq!(code, "conflict");
     assert_eq!(message, "claims are held (paused)");
     assert_eq!(
-        metric(
-            &server,
-            r#"switchboard_claims_held_total{reason="paused"} "#
-        )
-        .await,
+        metric(&server, r#"switchboard_claims_held_total{reason="paused"}"#).await,
         held_before + 1.0
     );
 

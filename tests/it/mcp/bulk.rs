@@ -9,19 +9,12 @@ use serde_json::{Value, json};
 
 /// `switchboard_attempts_finished_total{outcome="completed"}` on `/metrics`.
 async fn completed_attempts(server: &Server) -> f64 {
-    let text = server
-        .http
-        .get(server.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    let series = r#"switchboard_attempts_finished_total{outcome="completed"} "#;
-    text.lines()
-        .find_map(|line| line.strip_prefix(series))
-        .map_or(0.0, |v| v.trim().parse().unwrap())
+    crate::support::metric_or_zero(
+        &server.http,
+        &server.url("/metrics"),
+        r#"switchboard_attempts_finished_total{outcome="completed"}"#,
+    )
+    .await
 }
 
 #[tokio::test]

@@ -548,20 +548,13 @@ async fn the_authorization_server_counts_what_it_did() {
     let ep = vend(&server, &admin, serde_json::json!({"agent": "chat"})).await;
     let board = signed_in(&server, &admin).await;
     let events = || async {
-        let text = crate::support::mcp::client()
-            .get(server.url("/metrics"))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let text =
+            crate::support::exposition(&crate::support::mcp::client(), &server.url("/metrics"))
+                .await;
         let count = |event: &str| {
-            let series = format!(r#"switchboard_oauth_events_total{{event="{event}"}} "#);
-            text.lines()
-                .find_map(|l| l.strip_prefix(&series))
-                .and_then(|n| n.trim().parse::<u64>().ok())
-                .unwrap_or_else(|| panic!("{series} in /metrics"))
+            let series = format!(r#"switchboard_oauth_events_total{{event="{event}"}}"#);
+            crate::support::sample(&text, &series).unwrap_or_else(|| panic!("{series} in /metrics"))
+                as u64
         };
         [
             "client_registered",

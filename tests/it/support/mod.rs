@@ -31,21 +31,38 @@ pub mod sse;
 /// `switchboard_hook_deliveries_total{outcome="ok"}`), read now; panics
 /// with the whole exposition when the series is missing.
 pub async fn metric(http: &reqwest::Client, metrics_url: &str, series: &str) -> f64 {
-    let text = http
-        .get(metrics_url)
+    let text = exposition(http, metrics_url).await;
+    sample(&text, series).unwrap_or_else(|| panic!("no {series} in /metrics:\n{text}"))
+}
+
+/// [`metric`] for a counter that appears at its first increment: 0 until
+/// then.
+pub async fn metric_or_zero(http: &reqwest::Client, metrics_url: &str, series: &str) -> f64 {
+    sample(&exposition(http, metrics_url).await, series).unwrap_or(0.0)
+}
+
+/// The whole `/metrics` exposition at `metrics_url`, read now.
+pub async fn exposition(http: &reqwest::Client, metrics_url: &str) -> String {
+    http.get(metrics_url)
         .send()
         .await
         .expect("GET /metrics")
         .text()
         .await
-        .expect("/metrics body");
+        .expect("/metrics body")
+}
+
+/// The value of `series` (full name with labels) in an exposition.
+pub fn sample(exposition: &str, series: &str) -> Option<f64> {
     let prefix = format!("{series} ");
-    text.lines()
-        .find_map(|line| line.strip_prefix(&prefix))
-        .unwrap_or_else(|| panic!("no {series} in /metrics:\n{text}"))
-        .trim()
-        .parse()
-        .unwrap_or_else(|e| panic!("{series}: {e}"))
+    exposition.lines().find_map(|line| {
+        let value = line.strip_prefix(&prefix)?.trim();
+        Some(
+            value
+                .parse()
+                .unwrap_or_else(|e| panic!("{series} {value}: {e}")),
+        )
+    })
 }
 
 use std::sync::Arc;

@@ -59,18 +59,6 @@ impl Served {
 
     /// One sample of a `/metrics` series (full name with labels).
     pub async fn metric(&self, series: &str) -> f64 {
-        let text = self
-            .http
-            .get(self.process.url("/metrics"))
-            .send()
-            .await
-            .expect("GET /metrics")
-            .text()
-            .await
-            .unwrap();
-        text.lines()
-            .find_map(|l| l.strip_prefix(&format!("{series} ")))
-            .and_then(|n| n.trim().parse::<f64>().ok())
-            .unwrap_or_else(|| panic!("{series} in /metrics:\n{text}"))
+        super::metric(&self.http, &self.process.url("/metrics"), series).await
     }
 }
