@@ -279,6 +279,9 @@ struct RunResult {
     /// PostgreSQL: WAL bytes and full-page images written during the run
     /// (the throwaway cluster's, so the bench's own).
     wal: Option<Wal>,
+    /// The bench process's I/O calls and bytes (on SQLite, the database
+    /// engine's page reads, WAL writes and checkpoints).
+    io: host::ProcessIo,
 }
 
 /// The cluster's WAL counters (`pg_stat_wal`).
@@ -301,6 +304,7 @@ struct Sample {
     pg: Vec<(String, u64)>,
     rollbacks: Option<i64>,
     wal: Option<Wal>,
+    io: host::ProcessIo,
 }
 
 async fn sample(pg: Option<&PgPool>) -> Result<Sample> {
@@ -337,6 +341,7 @@ async fn sample(pg: Option<&PgPool>) -> Result<Sample> {
         pg: ticks,
         rollbacks,
         wal,
+        io: host::ProcessIo::of("self"),
     })
 }
 
@@ -362,6 +367,7 @@ fn result(start: &Sample, end: &Sample, loops: u64, tck: f64, pg: bool) -> RunRe
             bytes: b.bytes - a.bytes,
             full_pages: b.full_pages - a.full_pages,
         }),
+        io: start.io.until(&end.io),
     }
 }
 
@@ -786,7 +792,7 @@ async fn measure(cfg: &Config, pg: Option<&Pg>) -> Result<(String, bool)> {
                 })?;
                 eprintln!(
                     "[{n}/{total}] {} {} pair {}: {:.0} loops/s ({} loops in {:.1} s), bench CPU \
-                     {:.0} µs/loop, PG CPU {}, WAL {}, {} empty answers, {} rollbacks — check OK",
+                     {:.0} µs/loop, PG CPU {}, WAL {}, {} empty answers, {} rollbacks, I/O {} — check OK",
                     backend.name(),
                     mode.short(),
                     pair + 1,
@@ -800,6 +806,7 @@ async fn measure(cfg: &Config, pg: Option<&Pg>) -> Result<(String, bool)> {
                     res.wal.map_or("—".into(), |w| wal_per_loop(w, res.loops)),
                     res.empties,
                     res.rollbacks.map_or("—".into(), |r| r.to_string()),
+                    io_per_loop(&res.io, res.loops),
                 );
                 match mode {
                     Mode::Off => off = Some(res),
@@ -811,6 +818,18 @@ async fn measure(cfg: &Config, pg: Option<&Pg>) -> Result<(String, bool)> {
         all.push((backend, pairs));
     }
     Ok(report(cfg, md, &all))
+}
+
+/// The bench process's reads and writes a loop: calls, and KiB.
+fn io_per_loop(io: &host::ProcessIo, loops: u64) -> String {
+    let loops = loops.max(1) as f64;
+    format!(
+        "{:.2} reads ({:.1} KiB), {:.2} writes ({:.1} KiB) a loop",
+        io.read_calls as f64 / loops,
+        io.read_bytes as f64 / 1024.0 / loops,
+        io.write_calls as f64 / loops,
+        io.written_bytes as f64 / 1024.0 / loops,
+    )
 }
 
 /// WAL bytes per loop and full-page images per 1 000 loops.

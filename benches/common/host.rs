@@ -88,3 +88,51 @@ pub fn disk_bytes_written() -> u64 {
         .sum::<u64>()
         * 512
 }
+
+/// A process's I/O system calls and bytes so far (/proc/<pid>/io): on
+/// SQLite, a read is a page the connection's cache missed and a write a
+/// WAL frame or a checkpointed page, so their counts per loop tell cache
+/// misses and write volume apart from CPU.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ProcessIo {
+    pub read_calls: u64,
+    pub write_calls: u64,
+    pub read_bytes: u64,
+    pub written_bytes: u64,
+}
+
+impl ProcessIo {
+    /// Of `pid` (`"self"` or a pid); zeros when it cannot be read.
+    pub fn of(pid: &str) -> Self {
+        let Ok(io) = std::fs::read_to_string(format!("/proc/{pid}/io")) else {
+            return Self::default();
+        };
+        let field = |name: &str| {
+            io.lines()
+                .find_map(|l| {
+                    l.strip_prefix(name)?
+                        .strip_prefix(": ")?
+                        .trim()
+                        .parse()
+                        .ok()
+                })
+                .unwrap_or(0)
+        };
+        Self {
+            read_calls: field("syscr"),
+            write_calls: field("syscw"),
+            read_bytes: field("rchar"),
+            written_bytes: field("wchar"),
+        }
+    }
+
+    /// What happened between `self` (earlier) and `later`.
+    pub fn until(&self, later: &Self) -> Self {
+        Self {
+            read_calls: later.read_calls.saturating_sub(self.read_calls),
+            write_calls: later.write_calls.saturating_sub(self.write_calls),
+            read_bytes: later.read_bytes.saturating_sub(self.read_bytes),
+            written_bytes: later.written_bytes.saturating_sub(self.written_bytes),
+        }
+    }
+}
