@@ -226,6 +226,38 @@ async fn a_window_budget_counts_claims_not_completions(store: &dyn Store, ts: &T
     assert!(next(store, &f.caller, None).await.is_none());
 }
 
+/// A queue's window charges that queue's claims only, beside the
+/// endpoint's: a claim of another queue charges the endpoint alone, and a
+/// queue with no window of its own is held only by the endpoint's.
+async fn a_queue_window_and_the_endpoints_both_charge(store: &dyn Store, _ts: &TestStore) {
+    let f = fixture(store, "ada").await;
+    for n in 0..3 {
+        add_todo(store, &f, &format!("inbox {n}")).await;
+        create(store, NewTodo::new(&f.endpoint.id, "reviews", "review")).await;
+    }
+    set(store, &f, Some("inbox"), per_hour(1)).await;
+    set(store, &f, None, per_hour(3)).await;
+    let mut queues = Vec::new();
+    while let Some(c) = next(store, &f.caller, None).await {
+        queues.push(c.todo.queue);
+    }
+    queues.sort();
+    assert_eq!(
+        queues,
+        ["inbox", "reviews", "reviews"],
+        "inbox at most 1 an hour, all at most 3"
+    );
+    let rows = store.unscoped_admission(&f.endpoint.id).await.unwrap();
+    let spent = |queue: Option<&str>| {
+        let row = rows.iter().find(|r| r.queue.as_deref() == queue);
+        row.unwrap_or_else(|| panic!("a row for {queue:?}"))
+            .usage
+            .window_claims
+    };
+    assert_eq!(spent(None), 3, "the endpoint's window counts every claim");
+    assert_eq!(spent(Some("inbox")), 1, "the queue's counts its own");
+}
+
 async fn a_limit_of_zero_pauses(store: &dyn Store, _ts: &TestStore) {
     let f = fixture(store, "ada").await;
     add_todo(store, &f, "t").await;
@@ -401,6 +433,7 @@ exercise_on_every_path!(
     a_queue_limit_and_the_endpoints_both_apply,
     a_lapsed_lease_is_taken_over_at_the_limit,
     a_window_budget_counts_claims_not_completions,
+    a_queue_window_and_the_endpoints_both_charge,
     a_limit_of_zero_pauses,
     concurrent_claims_never_exceed_the_in_flight_limit,
     concurrent_claims_fill_a_wide_in_flight_limit_exactly,

@@ -65,7 +65,7 @@ impl SqlStore {
         todo: &Todo,
         now: Timestamp,
     ) -> StoreResult<bool> {
-        let levels: i64 = sqlx::query(statements::WINDOW_LEVELS)
+        let levels: i64 = sqlx::query(AssertSqlSafe(statements::window_levels(dialect)))
             .bind(&todo.endpoint_id)
             .bind(&todo.queue)
             .fetch_one(&mut **tx)
@@ -74,7 +74,7 @@ impl SqlStore {
         if levels == 0 {
             return Ok(true);
         }
-        sqlx::query(statements::ROLL_WINDOW)
+        sqlx::query(AssertSqlSafe(statements::roll_window(dialect)))
             .bind(now.as_millis())
             .bind(&todo.endpoint_id)
             .bind(&todo.queue)
