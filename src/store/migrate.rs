@@ -154,6 +154,11 @@ pub static SQLITE_MIGRATIONS: &[Migration] = &[
         name: "oauth_grants",
         sql: include_str!("migrations/sqlite/0027_oauth_grants.sql"),
     },
+    Migration {
+        version: 28,
+        name: "checks_without_in_lists",
+        sql: include_str!("migrations/sqlite/0028_checks_without_in_lists.sql"),
+    },
 ];
 
 pub static POSTGRES_MIGRATIONS: &[Migration] = &[
@@ -291,6 +296,11 @@ pub static POSTGRES_MIGRATIONS: &[Migration] = &[
         version: 27,
         name: "oauth_grants",
         sql: include_str!("migrations/postgres/0027_oauth_grants.sql"),
+    },
+    Migration {
+        version: 28,
+        name: "checks_without_in_lists",
+        sql: include_str!("migrations/postgres/0028_checks_without_in_lists.sql"),
     },
 ];
 

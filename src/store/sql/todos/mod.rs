@@ -152,8 +152,10 @@ fn human_list_todos_sql(
 }
 
 /// A live todo: not finished (the `todos_live_key` index's predicate, word
-/// for word, so that SQLite matches the index to it).
-const LIVE_CONDITION: &str = "(state IN ('pending', 'claimed', 'delayed') \
+/// for word, so that SQLite matches the index to it; comparisons, not an
+/// `IN` list, which SQLite's row checks evaluate with a temporary b-tree:
+/// SQLite migration 0028).
+const LIVE_CONDITION: &str = "(state = 'pending' OR state = 'claimed' OR state = 'delayed' \
      OR (state = 'failed' AND next_retry_at IS NOT NULL))";
 
 fn encode_result(result: Option<&serde_json::Value>) -> StoreResult<Option<String>> {
