@@ -408,3 +408,70 @@ pub async fn migrate(
     }
     Ok(applied)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// SQLite evaluates a CHECK constraint's or a partial index's `IN` list
+    /// of three or more values by building a temporary b-tree for every row
+    /// written (`OpenEphemeral`); the tables the agent's loop writes on every
+    /// claim, complete and request keep their checks as comparisons
+    /// (migration 0028, `docs/storage.md`).
+    #[test]
+    fn sqlite_writes_to_the_hot_tables_build_no_temporary_b_tree() {
+        let conn = rusqlite::Connection::open_in_memory().unwrap();
+        for migration in SQLITE_MIGRATIONS {
+            conn.execute_batch(migration.sql)
+                .unwrap_or_else(|e| panic!("migration {}: {e}", migration.version));
+        }
+        for table in [
+            "todos",
+            "todo_attempts",
+            "endpoints",
+            "admission",
+            "admission_windows",
+        ] {
+            let columns: Vec<(String, bool)> = conn
+                .prepare(&format!("PRAGMA table_info({table})"))
+                .unwrap()
+                .query_map([], |row| Ok((row.get(1)?, row.get::<_, i64>(5)? > 0)))
+                .unwrap()
+                .collect::<Result<_, _>>()
+                .unwrap();
+            let (key, rest): (Vec<_>, Vec<_>) = columns.iter().partition(|(_, key)| *key);
+            let names = |cols: &[&(String, bool)], joiner: &str| {
+                cols.iter()
+                    .map(|(name, _)| format!("{name} = ?"))
+                    .collect::<Vec<_>>()
+                    .join(joiner)
+            };
+            let update = format!(
+                "UPDATE {table} SET {} WHERE {}",
+                names(&rest, ", "),
+                names(&key, " AND ")
+            );
+            let insert = format!(
+                "INSERT INTO {table} ({}) VALUES ({})",
+                columns
+                    .iter()
+                    .map(|(name, _)| name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                vec!["?"; columns.len()].join(", ")
+            );
+            for sql in [update, insert] {
+                let mut explain = conn.prepare(&format!("EXPLAIN {sql}")).unwrap();
+                // Unbound parameters are NULL; EXPLAIN only compiles.
+                let mut ops = explain.raw_query();
+                let mut temporary_b_trees = 0;
+                while let Some(op) = ops.next().unwrap() {
+                    if op.get::<_, String>(1).unwrap() == "OpenEphemeral" {
+                        temporary_b_trees += 1;
+                    }
+                }
+                assert_eq!(temporary_b_trees, 0, "{sql}");
+            }
+        }
+    }
+}
