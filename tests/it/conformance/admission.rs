@@ -165,21 +165,31 @@ async fn the_in_flight_limit_holds_until_a_claim_ends(store: &dyn Store, ts: &Te
     assert!(next(store, &f.caller, None).await.is_none());
 }
 
-async fn a_queue_limit_and_the_endpoints_both_apply(store: &dyn Store, _ts: &TestStore) {
-    let f = fixture(store, "ada").await;
+/// Three todos in `inbox` and three in `reviews`.
+async fn three_in_each_of_two_queues(store: &dyn Store, f: &Fixture) {
     for n in 0..3 {
-        add_todo(store, &f, &format!("inbox {n}")).await;
+        add_todo(store, f, &format!("inbox {n}")).await;
         create(store, NewTodo::new(&f.endpoint.id, "reviews", "review")).await;
     }
-    set(store, &f, Some("inbox"), in_flight(1)).await;
-    set(store, &f, None, in_flight(3)).await;
+}
+
+/// Claims until admission (or the queue) says no; the claimed todos' queues, sorted.
+async fn queues_claimed_until_held(store: &dyn Store, f: &Fixture) -> Vec<String> {
     let mut queues = Vec::new();
     while let Some(c) = next(store, &f.caller, None).await {
         queues.push(c.todo.queue);
     }
     queues.sort();
+    queues
+}
+
+async fn a_queue_limit_and_the_endpoints_both_apply(store: &dyn Store, _ts: &TestStore) {
+    let f = fixture(store, "ada").await;
+    three_in_each_of_two_queues(store, &f).await;
+    set(store, &f, Some("inbox"), in_flight(1)).await;
+    set(store, &f, None, in_flight(3)).await;
     assert_eq!(
-        queues,
+        queues_claimed_until_held(store, &f).await,
         ["inbox", "reviews", "reviews"],
         "inbox at most 1, all at most 3"
     );
@@ -231,19 +241,11 @@ async fn a_window_budget_counts_claims_not_completions(store: &dyn Store, ts: &T
 /// queue with no window of its own is held only by the endpoint's.
 async fn a_queue_window_and_the_endpoints_both_charge(store: &dyn Store, _ts: &TestStore) {
     let f = fixture(store, "ada").await;
-    for n in 0..3 {
-        add_todo(store, &f, &format!("inbox {n}")).await;
-        create(store, NewTodo::new(&f.endpoint.id, "reviews", "review")).await;
-    }
+    three_in_each_of_two_queues(store, &f).await;
     set(store, &f, Some("inbox"), per_hour(1)).await;
     set(store, &f, None, per_hour(3)).await;
-    let mut queues = Vec::new();
-    while let Some(c) = next(store, &f.caller, None).await {
-        queues.push(c.todo.queue);
-    }
-    queues.sort();
     assert_eq!(
-        queues,
+        queues_claimed_until_held(store, &f).await,
         ["inbox", "reviews", "reviews"],
         "inbox at most 1 an hour, all at most 3"
     );
