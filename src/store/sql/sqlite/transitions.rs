@@ -141,14 +141,17 @@ fn todo_row(
     }
 }
 
-/// Starts the claimed todo's windows anew where they ended and charges the
-/// claim to each ([`statements::roll_window`], [`statements::charge_window`]).
-fn charge_window(tx: &Connection, now: Timestamp, todo: &Todo) -> StoreResult<()> {
-    tx.prepare_cached(&ROLL_WINDOW)?.execute(params![
-        now.as_millis(),
-        todo.endpoint_id,
-        todo.queue
-    ])?;
+/// Starts the claimed todo's windows anew where they ended (`rolls`: some
+/// did) and charges the claim to each ([`statements::roll_window`],
+/// [`statements::charge_window`]).
+fn charge_window(tx: &Connection, now: Timestamp, todo: &Todo, rolls: bool) -> StoreResult<()> {
+    if rolls {
+        tx.prepare_cached(&ROLL_WINDOW)?.execute(params![
+            now.as_millis(),
+            todo.endpoint_id,
+            todo.queue
+        ])?;
+    }
     let mut charge = tx.prepare_cached(&CHARGE_WINDOW)?;
     let mut charged = charge.query(params![now.as_millis(), todo.endpoint_id, todo.queue])?;
     while charged.next()?.is_some() {}
@@ -214,14 +217,16 @@ pub(in crate::store::sql) fn claim_pending(
         });
     };
     // The writer thread runs one claim at a time, so the window the claim
-    // read as open is still open: its shard has room for the charge. A todo
-    // without a window (most) skips the roll and the charge: run with
+    // read as open is still open: its shard has room for the charge, and
+    // no other claim rolls a window between this read and the charge. A
+    // todo without a window (most) skips the roll and the charge: run with
     // nothing to do, they cost the writer ~5 µs a claim (B10 "off").
-    let window_levels: i64 = tx
-        .prepare_cached(&WINDOW_LEVELS)?
-        .query_row(params![todo.endpoint_id, todo.queue], |row| row.get(0))?;
-    if window_levels > 0 {
-        charge_window(tx, claim.now, &todo)?;
+    let (levels, ended): (i64, i64) = tx.prepare_cached(&WINDOW_LEVELS)?.query_row(
+        params![todo.endpoint_id, todo.queue, claim.now.as_millis()],
+        |row| Ok((row.get(0)?, row.get(1)?)),
+    )?;
+    if levels > 0 {
+        charge_window(tx, claim.now, &todo, ended > 0)?;
     }
     tx.prepare_cached(&OPEN_ATTEMPT)?.execute(params![
         todo.id,

@@ -68,6 +68,7 @@ impl SqlStore {
         let levels: i64 = sqlx::query(AssertSqlSafe(statements::window_levels(dialect)))
             .bind(&todo.endpoint_id)
             .bind(&todo.queue)
+            .bind(now.as_millis())
             .fetch_one(&mut **tx)
             .await?
             .try_get("levels")?;
