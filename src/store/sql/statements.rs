@@ -281,6 +281,19 @@ fn level_of(dialect: Dialect, alias: &str, queue: &str) -> String {
     }
 }
 
+/// Level row `level` has a window budget.
+fn windowed(level: &str) -> String {
+    format!("{level}.max_claims_per_window IS NOT NULL AND {level}.window_ms IS NOT NULL")
+}
+
+/// Level row `level`'s window has ended by `now` (or never began): the next
+/// claim starts a new one.
+fn window_ended(level: &str, now: &str) -> String {
+    format!(
+        "({level}.window_started_at IS NULL OR {level}.window_started_at + {level}.window_ms <= {now})"
+    )
+}
+
 /// Starts a new window at this claim (`$1` now) on the levels of endpoint
 /// `$2` and queue `$3` whose window has ended (or never began). The
 /// window's start is on the level's `admission` row, written once per
@@ -293,10 +306,10 @@ static ROLL_WINDOW: LazyLock<[String; 2]> = LazyLock::new(|| {
     [Dialect::Sqlite, Dialect::Postgres].map(|dialect| {
         format!(
             "UPDATE admission SET window_started_at = $1 \
-             WHERE endpoint_id = $2 AND {level} AND max_claims_per_window IS NOT NULL \
-               AND window_ms IS NOT NULL \
-               AND (window_started_at IS NULL OR window_started_at + window_ms <= $1)",
+             WHERE admission.endpoint_id = $2 AND {level} AND {windowed} AND {ended}",
             level = level_of(dialect, "admission", "$3"),
+            windowed = windowed("admission"),
+            ended = window_ended("admission", "$1"),
         )
     })
 });
@@ -315,11 +328,11 @@ static WINDOW_LEVELS: LazyLock<[String; 2]> = LazyLock::new(|| {
     [Dialect::Sqlite, Dialect::Postgres].map(|dialect| {
         format!(
             "SELECT count(*) AS levels, \
-               COALESCE(sum(CASE WHEN l.window_started_at IS NULL \
-                 OR l.window_started_at + l.window_ms <= $3 THEN 1 ELSE 0 END), 0) AS ended \
-             FROM admission l WHERE l.endpoint_id = $1 AND {level} \
-               AND l.max_claims_per_window IS NOT NULL AND l.window_ms IS NOT NULL",
+               COALESCE(sum(CASE WHEN {ended} THEN 1 ELSE 0 END), 0) AS ended \
+             FROM admission l WHERE l.endpoint_id = $1 AND {level} AND {windowed}",
             level = level_of(dialect, "l", "$2"),
+            windowed = windowed("l"),
+            ended = window_ended("l", "$3"),
         )
     })
 });
@@ -337,9 +350,9 @@ pub fn charge_window(dialect: Dialect) -> &'static str {
 static CHARGE_WINDOW: LazyLock<[String; 2]> = LazyLock::new(|| {
     let levels = |dialect| {
         format!(
-            "l.endpoint_id = $2 AND {level} \
-             AND l.max_claims_per_window IS NOT NULL AND l.window_ms IS NOT NULL",
-            level = level_of(dialect, "l", "$3")
+            "l.endpoint_id = $2 AND {level} AND {windowed}",
+            level = level_of(dialect, "l", "$3"),
+            windowed = windowed("l"),
         )
     };
     [
@@ -516,21 +529,22 @@ static CLAIM_PENDING_WITH_ATTEMPT: LazyLock<[String; 2]> = LazyLock::new(|| {
 /// another claim rolled or a shard another claim filled in the meantime
 /// shows as a row missing from `r` or `w` ([`charge_picked_shards`]).
 static CHARGE_CLAIMED_WINDOW: LazyLock<String> = LazyLock::new(|| {
-    let ended = "(l.window_started_at IS NULL OR l.window_started_at + l.window_ms <= $1)";
+    let ended = window_ended("l", "$1");
     format!(
         "lv AS (SELECT l.endpoint_id, l.queue, l.max_claims_per_window, {ended} AS rolls, \
            CASE WHEN {ended} THEN $1 ELSE l.window_started_at END AS window_started_at, \
            c.id AS todo_id \
          FROM admission l JOIN c ON l.endpoint_id = c.endpoint_id AND l.queue IN ('', c.queue) \
-         WHERE l.max_claims_per_window IS NOT NULL AND l.window_ms IS NOT NULL), \
+         WHERE {windowed}), \
          r AS (UPDATE admission SET window_started_at = $1 FROM lv \
            WHERE lv.rolls AND admission.endpoint_id = lv.endpoint_id \
-           AND admission.queue = lv.queue AND (admission.window_started_at IS NULL \
-             OR admission.window_started_at + admission.window_ms <= $1) \
+           AND admission.queue = lv.queue AND {admission_ended} \
            RETURNING admission.queue), \
          ws AS MATERIALIZED (SELECT lv.endpoint_id, lv.queue, lv.max_claims_per_window, \
            lv.window_started_at, {pick} AS shard FROM lv), \
          w AS ({charge})",
+        windowed = windowed("l"),
+        admission_ended = window_ended("admission", "$1"),
         pick = pick_shard("lv", "lv.window_started_at", "lv.todo_id"),
         charge = charge_picked_shards("ws"),
     )
