@@ -306,7 +306,7 @@ enum Path {
     /// The store without its background vacuum of the queue table
     /// (`StoreOptions::queue_vacuum_claims = None`): the A/B of issue 47.
     StoreNoVacuum,
-    /// The store without group commit of `complete`
+    /// The store without group commit of `complete` and of claims
     /// (`StoreOptions::group_commit = false`): the A/B of issue 47.
     StoreNoBatch,
     FloorSame,
@@ -1271,6 +1271,7 @@ impl Pg {
                     _ => self.store_nobatch.as_ref().context("no store-nobatch")?,
                 };
                 let batches_before = store.complete_batches();
+                let claim_batches_before = store.claim_batches();
                 // Open the connections the run will use before the clock starts.
                 store.open_hot_connections(conc).await?;
                 let vacuums_before = store.queue_vacuums();
@@ -1282,11 +1283,15 @@ impl Pg {
                 let loops = join_workers(set, limit).await?;
                 queue_vacuums = store.queue_vacuums() - vacuums_before;
                 let (batches, batched) = store.complete_batches();
+                let (claim_batches, claims_batched) = store.claim_batches();
                 eprintln!(
-                    "{} c={conc}: {loops} loops, {} completes in {} group commits",
+                    "{} c={conc}: {loops} loops, {} completes in {} group commits, \
+                     {} claims in {}",
                     path.name(),
                     batched - batches_before.1,
-                    batches - batches_before.0
+                    batches - batches_before.0,
+                    claims_batched - claim_batches_before.1,
+                    claim_batches - claim_batches_before.0,
                 );
                 (start, loops)
             }

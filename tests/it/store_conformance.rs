@@ -33,6 +33,8 @@ mod delayed;
 mod deliveries;
 #[path = "conformance/fencing.rs"]
 mod fencing;
+#[path = "conformance/group_commit.rs"]
+mod group_commit;
 #[path = "conformance/hooks.rs"]
 mod hooks;
 #[path = "conformance/leases.rs"]

@@ -205,8 +205,10 @@ pub struct StoreOptions {
     /// claims have gone by (`postgres/vacuum.rs`; default 2 000). `None`
     /// only to measure without it.
     pub queue_vacuum_claims: Option<u64>,
-    /// PostgreSQL: `complete`s that arrive while another runs wait and run
-    /// as one statement (`postgres/batch.rs`). Off only to measure without.
+    /// PostgreSQL: `complete`s that arrive while another runs, and claims
+    /// of an endpoint that arrive while another of its claims runs, wait
+    /// and run as one statement (`postgres/batch.rs`). Off only to measure
+    /// without.
     pub group_commit: bool,
 }
 
@@ -256,7 +258,10 @@ pub struct SqlStore {
     vacuum: Option<Arc<postgres::vacuum::QueueVacuum>>,
     /// PostgreSQL: concurrent `complete`s coalesced into one statement
     /// (`postgres/batch.rs`; [`StoreOptions::group_commit`]).
-    completes: Option<Arc<postgres::batch::CompleteBatcher>>,
+    completes: Option<Arc<postgres::batch::Batcher<postgres::batch::CompleteInput>>>,
+    /// PostgreSQL: concurrent pending claims of one endpoint (and queue)
+    /// coalesced into one statement (`postgres/claims.rs`).
+    claims: Option<Arc<postgres::batch::Batcher<postgres::batch::ClaimInput>>>,
 }
 
 impl SqlStore {
@@ -313,6 +318,7 @@ impl SqlStore {
                         .queue_vacuum_claims
                         .map(|claims| Arc::new(postgres::vacuum::QueueVacuum::new(claims))),
                     completes: options.group_commit.then(Arc::default),
+                    claims: options.group_commit.then(Arc::default),
                 })
             }
         }
@@ -386,6 +392,7 @@ impl SqlStore {
             // One writer, no row versions: nothing for a vacuum to remove.
             vacuum: None,
             completes: None,
+            claims: None,
         })
     }
 
@@ -477,6 +484,18 @@ impl SqlStore {
     /// `complete`s waiting for the one running to finish (tests).
     pub fn completes_waiting(&self) -> usize {
         self.completes.as_ref().map_or(0, |c| c.waiting())
+    }
+
+    /// PostgreSQL's group commit of pending claims (`postgres/claims.rs`):
+    /// how many statements ran more than one claim, and how many claims
+    /// they ran (for benchmarks and tests).
+    pub fn claim_batches(&self) -> (u64, u64) {
+        self.claims.as_ref().map_or((0, 0), |c| c.counts())
+    }
+
+    /// Claims waiting for their endpoint's running claim to finish (tests).
+    pub fn claims_waiting(&self) -> usize {
+        self.claims.as_ref().map_or(0, |c| c.waiting())
     }
 
     /// How many background vacuums of the queue table this store ran

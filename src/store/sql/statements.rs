@@ -18,13 +18,27 @@ use crate::store::rows::{attempt_columns, todo_columns};
 /// fence hash. A claim under an in-flight limit also takes a slot
 /// ([`free_slot`]).
 fn claim_set(dialect: Dialect) -> String {
+    claim_set_of(
+        ["$1", "$2", "$3", "$4"],
+        [
+            &free_slot(dialect, SlotLevel::Endpoint),
+            &free_slot(dialect, SlotLevel::Queue),
+        ],
+    )
+}
+
+/// What a claim sets, the holder's values given as expressions (now,
+/// owner, lease expiry, fence hash) and its two slots: one text whether a
+/// claim is bound alone or joined from a batch ([`claim_pending_batch`]).
+fn claim_set_of(
+    [now, owner, expires, fence]: [&str; 4],
+    [endpoint_slot, queue_slot]: [&str; 2],
+) -> String {
     format!(
-        "state = 'claimed', owner = $2, lease_expires_at = $3, \
-         lease_token_hash = $4, attempt = attempt + 1, attempts_total = attempts_total + 1, \
-         claimed_at = $1, updated_at = $1, next_retry_at = NULL, last_note = NULL, \
-         endpoint_slot = {endpoint_slot}, queue_slot = {queue_slot}",
-        endpoint_slot = free_slot(dialect, SlotLevel::Endpoint),
-        queue_slot = free_slot(dialect, SlotLevel::Queue),
+        "state = 'claimed', owner = {owner}, lease_expires_at = {expires}, \
+         lease_token_hash = {fence}, attempt = attempt + 1, attempts_total = attempts_total + 1, \
+         claimed_at = {now}, updated_at = {now}, next_retry_at = NULL, last_note = NULL, \
+         endpoint_slot = {endpoint_slot}, queue_slot = {queue_slot}"
     )
 }
 
@@ -179,6 +193,17 @@ fn admitted_pending(dialect: Dialect) -> String {
            AND {held}) \
          AND queue NOT IN (SELECT a.queue FROM admission a WHERE a.endpoint_id = $5 \
            AND a.queue <> '' AND {held})"
+    )
+}
+
+/// Whether any level of endpoint `endpoint` (its own or a queue's) has a
+/// limit that [`level_held`] could hold a claim by: paused, an in-flight
+/// limit, or a window budget. Without one, every pending todo of the
+/// endpoint is admitted, and claims need no slot and charge no window.
+fn has_limits(endpoint: &str) -> String {
+    format!(
+        "EXISTS (SELECT 1 FROM admission a WHERE a.endpoint_id = {endpoint} \
+           AND (a.paused = 1 OR a.max_in_flight IS NOT NULL OR a.max_claims_per_window IS NOT NULL))"
     )
 }
 
@@ -559,6 +584,50 @@ pub fn claim_pending_with_attempt(scope: ClaimScope) -> &'static str {
     &CLAIM_PENDING_WITH_ATTEMPT[scope.index()]
 }
 
+static CLAIM_PENDING_BATCH: LazyLock<[String; 2]> =
+    LazyLock::new(|| {
+        [ClaimScope::AnyQueue, ClaimScope::OneQueue].map(|scope| {
+        format!(
+            concat!(
+                "WITH i AS (SELECT * FROM json_to_recordset($1::json) AS i(n bigint, now bigint, ",
+                "owner text, expires bigint, fence text, claimant text)), ",
+                "lim AS (SELECT {limited} AS limited), ",
+                "k AS (SELECT p.id, row_number() OVER (ORDER BY {order}) AS n FROM (",
+                "SELECT id, priority, created_at FROM todos ",
+                "WHERE endpoint_id = $2 AND state = 'pending'{filter} ",
+                "AND NOT (SELECT limited FROM lim) ",
+                "ORDER BY {order} LIMIT $3 FOR UPDATE SKIP LOCKED) p), ",
+                "c AS (UPDATE todos SET {set} FROM k JOIN i ON i.n = k.n WHERE todos.id = k.id ",
+                "RETURNING todos.*, i.n AS holder, i.claimant AS holder_claimant), ",
+                "a AS (INSERT INTO todo_attempts (todo_id, seq, attempt, claimant, claimed_at) ",
+                "SELECT id, attempts_total, attempt, holder_claimant, claimed_at FROM c) ",
+                "SELECT lim.limited, c.holder, ",
+                todo_columns!(),
+                " FROM lim LEFT JOIN c ON true"
+            ),
+            limited = has_limits("$2"),
+            order = CLAIM_ORDER,
+            filter = match scope {
+                ClaimScope::AnyQueue => "",
+                ClaimScope::OneQueue => " AND queue = $4",
+            },
+            set = claim_set_of(["i.now", "i.owner", "i.expires", "i.fence"], ["NULL", "NULL"]),
+        )
+    })
+    });
+
+/// PostgreSQL: the pending claims of several callers of endpoint `$2` (and
+/// queue `$4`) as one statement and one commit (group commit,
+/// `postgres/claims.rs`): the next `$3` pending todos in claim order, the
+/// n-th to the n-th holder of the JSON array `$1` (`n` from 1, `now`,
+/// `owner`, `expires`, `fence`, `claimant`), each with its attempt record.
+/// Only for an endpoint without admission limits ([`has_limits`]): under
+/// limits it claims nothing. Returns `limited` and, per todo claimed, its
+/// `holder` and row; one row with a NULL holder when it claimed nothing.
+pub fn claim_pending_batch(scope: ClaimScope) -> &'static str {
+    &CLAIM_PENDING_BATCH[scope.index()]
+}
+
 /// A subquery yielding the id of the oldest todo of endpoint `$5` (and
 /// queue `$6`) that a takeover may claim ([`TAKEOVER_CONDITION`]) and
 /// admission lets in; `$1` is now.
@@ -821,6 +890,15 @@ mod tests {
         for scope in [ClaimScope::AnyQueue, ClaimScope::OneQueue] {
             let fused = claim_pending_with_attempt(scope);
             assert!(fused.contains(claim_pending(Dialect::Postgres, scope)));
+            let batch = claim_pending_batch(scope);
+            assert!(batch.contains(&claim_set_of(
+                ["i.now", "i.owner", "i.expires", "i.fence"],
+                ["NULL", "NULL"]
+            )));
+            assert!(batch.contains(&format!(
+                "ORDER BY {CLAIM_ORDER} LIMIT $3 FOR UPDATE SKIP LOCKED"
+            )));
+            assert_eq!(batch.contains("$4"), scope == ClaimScope::OneQueue);
         }
         assert!(COMPLETE_WITH_ATTEMPT.contains(COMPLETE.as_str()));
         assert!(claim_pending(Dialect::Postgres, ClaimScope::AnyQueue).contains("SKIP LOCKED"));

@@ -1,83 +1,157 @@
-//! Group commit of `complete` on PostgreSQL (issue 47; River's batch
-//! completer is the model).
+//! Group commit on PostgreSQL (issue 47; River's batch completer is the
+//! model): concurrent `complete`s, and concurrent pending claims of one
+//! endpoint (and queue), each as one statement and one commit.
 //!
-//! A `complete` that finds no other `complete` of this store running runs
-//! alone, as before: [`statements::COMPLETE_WITH_ATTEMPT`], one statement,
-//! one commit. One that arrives while another is running waits, and when
-//! that one is done, everything that waited meanwhile runs as ONE statement
-//! ([`statements::COMPLETE_BATCH`]) and one commit. Each caller is still
+//! A call that finds no other of its kind and key running runs alone, as
+//! before: one statement, one commit. One that arrives while another is
+//! running waits, and when that one is done, everything that waited
+//! meanwhile runs as ONE statement and one commit. Each caller is still
 //! answered only once its own change is committed, and only with its own
-//! row: every row of the batch is held to its own guard (id, endpoint,
-//! owner, state, fence hash), and a caller whose row did not match gets
-//! "nothing matched", as alone, and asks why on the transaction path.
+//! row: every row of the batch is held to its own guard, and a caller the
+//! batch could not serve runs alone instead, so it gets the answer it
+//! would have had alone.
 //!
 //! What keeps the semantics: a batch never holds the same todo twice (a
 //! second `complete` of one todo waits for the next batch, so it meets the
 //! first one's outcome, as it would alone); a caller that gave up before its
 //! batch ran (its future dropped) is left out of it; and when a batch's
 //! statement fails (a lost connection, a deadlock with another instance's
-//! batch), every caller in it runs alone instead, so each gets the answer
-//! it would have had.
+//! batch), every caller in it runs alone instead.
+//!
+//! The two kinds are [`CompleteInput`] (`transitions.rs`) and
+//! [`ClaimInput`] (`claims.rs`).
 
 use std::collections::{HashMap, HashSet};
+use std::future::Future;
+use std::hash::Hash;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
-use sqlx::AssertSqlSafe;
 use tokio::sync::oneshot;
 
+use crate::store::StoreResult;
 use crate::store::sql::SqlStore;
-use crate::store::sql::statements;
-use crate::store::{StoreResult, Todo, rows};
 
-/// The most `complete`s one statement takes.
+pub(in crate::store::sql) use super::claims::ClaimInput;
+pub(in crate::store::sql) use super::transitions::CompleteInput;
+
+/// The most calls one statement takes.
 const MAX_BATCH: usize = 64;
 
-/// One `complete`'s bound values.
-#[derive(Debug, Clone)]
-pub(in crate::store::sql) struct CompleteInput {
-    pub id: String,
-    pub endpoint_id: String,
-    pub owner: String,
-    pub fence: Option<String>,
-    pub result: Option<String>,
-    pub now: i64,
-    pub summary: Option<String>,
-    pub truncated: bool,
+/// A kind of call that may run in batches.
+pub(in crate::store::sql) trait Batched:
+    Clone + Send + Sync + Sized + 'static
+{
+    /// Only calls with the same key run together.
+    type Key: Clone + Eq + Hash + Send;
+    /// A call's answer.
+    type Output: Send + 'static;
+
+    fn key(&self) -> Self::Key;
+
+    /// Calls with the same value here never share a batch (a todo's id).
+    fn once(&self) -> Option<&str>;
+
+    /// The store's batcher of this kind, when group commit is on.
+    fn batcher(store: &SqlStore) -> Option<&Batcher<Self>>;
+
+    /// One call alone: today's statement.
+    fn run_one(
+        store: &SqlStore,
+        input: &Self,
+    ) -> impl Future<Output = StoreResult<Self::Output>> + Send;
+
+    /// Several calls as one statement: per call, in order, its answer, or
+    /// `None` when this batch could not serve it (it then runs alone).
+    fn run_together(
+        store: &SqlStore,
+        inputs: &[&Self],
+    ) -> impl Future<Output = StoreResult<Together<Self::Output>>> + Send;
 }
 
-/// A batch's answer to one caller: its row (or nothing matched), or `None`
-/// when the batch failed and the caller must run alone.
-type Answer = Option<StoreResult<Option<Todo>>>;
+/// What a batch's statement gave back.
+pub(in crate::store::sql) struct Together<O> {
+    /// Per call, in order: its answer, or `None` (it runs alone).
+    pub answers: Vec<Option<O>>,
+    /// The key's calls should run alone for a while: the statement learned
+    /// that a batch cannot serve them (a claim under admission limits).
+    pub run_alone_for: Option<Duration>,
+}
 
-type Waiting = (CompleteInput, oneshot::Sender<Answer>);
+/// A batch's answer to one caller: its own, or `None` when it must run alone.
+type Answer<O> = Option<StoreResult<O>>;
 
-#[derive(Debug, Default)]
-pub(in crate::store::sql) struct CompleteBatcher {
-    state: Mutex<State>,
-    /// Statements run for more than one `complete`, and the `complete`s they ran.
+type Waiting<I> = (I, oneshot::Sender<Answer<<I as Batched>::Output>>);
+
+pub(in crate::store::sql) struct Batcher<I: Batched> {
+    keys: Mutex<HashMap<I::Key, KeyState<I>>>,
+    /// Statements run for more than one call, and the calls they ran.
     batches: AtomicU64,
     batched: AtomicU64,
 }
 
-#[derive(Debug, Default)]
-struct State {
-    /// A `complete` (alone, or a batch) is running.
+impl<I: Batched> Default for Batcher<I> {
+    fn default() -> Self {
+        Self {
+            keys: Mutex::default(),
+            batches: AtomicU64::new(0),
+            batched: AtomicU64::new(0),
+        }
+    }
+}
+
+impl<I: Batched> std::fmt::Debug for Batcher<I> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Batcher")
+            .field("batches", &self.batches)
+            .field("batched", &self.batched)
+            .finish_non_exhaustive()
+    }
+}
+
+/// One key's calls: whether one runs, who waits, and until when its calls
+/// run alone.
+struct KeyState<I: Batched> {
     running: bool,
-    waiting: Vec<Waiting>,
+    waiting: Vec<Waiting<I>>,
+    alone_until: Option<Instant>,
 }
 
-/// How a `complete` goes: alone now (the caller leads), or in a batch; or
-/// alone with group commit off (`StoreOptions::group_commit`).
-pub(in crate::store::sql) enum Turn {
-    Alone(CompleteInput),
-    Lead(CompleteInput),
-    Wait(CompleteInput, oneshot::Receiver<Answer>),
+impl<I: Batched> Default for KeyState<I> {
+    fn default() -> Self {
+        Self {
+            running: false,
+            waiting: Vec::new(),
+            alone_until: None,
+        }
+    }
 }
 
-impl CompleteBatcher {
-    pub(in crate::store::sql) fn join(&self, input: CompleteInput) -> Turn {
-        let mut state = self.lock();
+impl<I: Batched> KeyState<I> {
+    fn idle(&self) -> bool {
+        !self.running && self.waiting.is_empty() && self.alone_until.is_none()
+    }
+}
+
+/// How a call goes: alone now (it leads: whatever arrives meanwhile waits
+/// for it), in a batch, or alone without leading.
+pub(in crate::store::sql) enum Turn<I: Batched> {
+    Alone(I),
+    Lead(I),
+    Wait(I, oneshot::Receiver<Answer<I::Output>>),
+}
+
+impl<I: Batched> Batcher<I> {
+    pub(in crate::store::sql) fn join(&self, input: I) -> Turn<I> {
+        let mut keys = self.lock();
+        let state = keys.entry(input.key()).or_default();
+        if let Some(until) = state.alone_until {
+            if Instant::now() < until {
+                return Turn::Alone(input);
+            }
+            state.alone_until = None;
+        }
         if !state.running {
             state.running = true;
             return Turn::Lead(input);
@@ -87,12 +161,12 @@ impl CompleteBatcher {
         Turn::Wait(input, rx)
     }
 
-    /// `complete`s waiting for a batch (tests wait for them).
+    /// Calls waiting for a batch (tests wait for them).
     pub(in crate::store::sql) fn waiting(&self) -> usize {
-        self.lock().waiting.len()
+        self.lock().values().map(|s| s.waiting.len()).sum()
     }
 
-    /// (statements run for more than one `complete`, `complete`s in them).
+    /// (statements run for more than one call, calls in them).
     pub(in crate::store::sql) fn counts(&self) -> (u64, u64) {
         (
             self.batches.load(Ordering::Relaxed),
@@ -100,21 +174,26 @@ impl CompleteBatcher {
         )
     }
 
-    /// The next batch, once the running `complete` is done: every waiting
-    /// caller still waiting, each todo once, at most [`MAX_BATCH`]. `None`
+    /// The key's next batch, once its running call is done: every caller
+    /// still waiting, each `once` value once, at most [`MAX_BATCH`]. `None`
     /// (and nothing running any more) when nobody waits.
-    fn next_batch(&self) -> Option<Vec<Waiting>> {
-        let mut state = self.lock();
+    fn next_batch(&self, key: &I::Key) -> Option<Vec<Waiting<I>>> {
+        let mut keys = self.lock();
+        let state = keys.get_mut(key)?;
         state.waiting.retain(|(_, reply)| !reply.is_closed());
         if state.waiting.is_empty() {
             state.running = false;
+            if state.idle() {
+                keys.remove(key);
+            }
             return None;
         }
-        let mut ids = HashSet::new();
+        let mut once = HashSet::new();
         let mut batch = Vec::new();
         let mut rest = Vec::new();
         for waiting in std::mem::take(&mut state.waiting) {
-            if batch.len() < MAX_BATCH && ids.insert(waiting.0.id.clone()) {
+            let first = waiting.0.once().is_none_or(|v| once.insert(v.to_owned()));
+            if batch.len() < MAX_BATCH && first {
                 batch.push(waiting);
             } else {
                 rest.push(waiting);
@@ -124,122 +203,104 @@ impl CompleteBatcher {
         Some(batch)
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+    /// The key's calls run alone for `period` (those waiting already still
+    /// get their batch's answer).
+    fn run_alone(&self, key: &I::Key, period: Duration) {
+        if let Some(state) = self.lock().get_mut(key) {
+            state.alone_until = Some(Instant::now() + period);
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<I::Key, KeyState<I>>> {
         // A panic while holding the lock left a valid state behind.
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        self.keys.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
 /// Held by the caller running alone: when it is done, however it ends
 /// (answered, failed, or its future dropped mid-statement), whatever waited
-/// meanwhile runs as the next batch.
-pub(in crate::store::sql) struct Leading<'a>(pub &'a SqlStore);
+/// for its key meanwhile runs as the next batch.
+struct Leading<'a, I: Batched> {
+    store: &'a SqlStore,
+    key: I::Key,
+}
 
-impl Drop for Leading<'_> {
+impl<I: Batched> Drop for Leading<'_, I> {
     fn drop(&mut self) {
-        self.0.run_next_batch();
+        let Some(batcher) = I::batcher(self.store) else {
+            return;
+        };
+        if let Some(batch) = batcher.next_batch(&self.key) {
+            let store = self.store.clone();
+            let key = self.key.clone();
+            tokio::spawn(async move { run_batches(&store, key, batch).await });
+        }
     }
 }
 
-impl SqlStore {
-    /// Starts the next batch in the background, if anyone waits.
-    fn run_next_batch(&self) {
-        if let Some(batch) = self.completes.as_ref().and_then(|b| b.next_batch()) {
-            let store = self.clone();
-            tokio::spawn(async move { store.run_batches(batch).await });
+/// A call of kind `I`: alone when group commit is off or nothing else of
+/// its key runs, else in the next batch; alone after all when the batch
+/// could not serve it or failed.
+pub(in crate::store::sql) async fn call<I: Batched>(
+    store: &SqlStore,
+    input: I,
+) -> StoreResult<I::Output> {
+    let turn = match I::batcher(store) {
+        Some(batcher) => batcher.join(input),
+        None => Turn::Alone(input),
+    };
+    match turn {
+        Turn::Alone(input) => I::run_one(store, &input).await,
+        Turn::Lead(input) => {
+            let _leading = Leading::<I> {
+                store,
+                key: input.key(),
+            };
+            I::run_one(store, &input).await
         }
+        Turn::Wait(input, answer) => match answer.await {
+            Ok(Some(answer)) => answer,
+            // Not served, the batch failed, or the runtime is shutting down.
+            Ok(None) | Err(_) => I::run_one(store, &input).await,
+        },
     }
+}
 
-    async fn run_batches(&self, mut batch: Vec<Waiting>) {
-        loop {
-            if batch.len() == 1 {
-                let (input, reply) = batch.pop().expect("one");
-                let _ = reply.send(Some(self.complete_one(&input).await));
-            } else {
-                let inputs: Vec<&CompleteInput> = batch.iter().map(|(i, _)| i).collect();
-                match self.complete_together(&inputs).await {
-                    Ok(mut done) => {
-                        if let Some(batcher) = &self.completes {
-                            batcher.batches.fetch_add(1, Ordering::Relaxed);
-                            batcher
-                                .batched
-                                .fetch_add(batch.len() as u64, Ordering::Relaxed);
-                        }
-                        for (input, reply) in batch.drain(..) {
-                            let _ = reply.send(Some(Ok(done.remove(&input.id))));
+async fn run_batches<I: Batched>(store: &SqlStore, key: I::Key, mut batch: Vec<Waiting<I>>) {
+    loop {
+        if batch.len() == 1 {
+            let (input, reply) = batch.pop().expect("one");
+            let _ = reply.send(Some(I::run_one(store, &input).await));
+        } else {
+            let inputs: Vec<&I> = batch.iter().map(|(i, _)| i).collect();
+            let together = I::run_together(store, &inputs).await;
+            let batcher = I::batcher(store);
+            match together {
+                Ok(together) => {
+                    if let Some(batcher) = batcher {
+                        batcher.batches.fetch_add(1, Ordering::Relaxed);
+                        batcher
+                            .batched
+                            .fetch_add(batch.len() as u64, Ordering::Relaxed);
+                        if let Some(period) = together.run_alone_for {
+                            batcher.run_alone(&key, period);
                         }
                     }
-                    Err(e) => {
-                        tracing::debug!(error = %e, "a batch of completes failed; each runs alone");
-                        for (_, reply) in batch.drain(..) {
-                            let _ = reply.send(None);
-                        }
+                    for ((_, reply), answer) in batch.drain(..).zip(together.answers) {
+                        let _ = reply.send(answer.map(Ok));
+                    }
+                }
+                Err(e) => {
+                    tracing::debug!(error = %e, "a batch failed; each of its calls runs alone");
+                    for (_, reply) in batch.drain(..) {
+                        let _ = reply.send(None);
                     }
                 }
             }
-            match self.completes.as_ref().and_then(|b| b.next_batch()) {
-                Some(next) => batch = next,
-                None => return,
-            }
         }
-    }
-
-    /// One `complete` alone: [`statements::COMPLETE_WITH_ATTEMPT`].
-    pub(in crate::store::sql) async fn complete_one(
-        &self,
-        input: &CompleteInput,
-    ) -> StoreResult<Option<Todo>> {
-        let mut conn = self.hot_connection().await?;
-        let row = sqlx::query(AssertSqlSafe(statements::COMPLETE_WITH_ATTEMPT.as_str()))
-            .bind(input.result.clone())
-            .bind(input.now)
-            .bind(&input.id)
-            .bind(&input.endpoint_id)
-            .bind(&input.owner)
-            .bind(input.fence.clone())
-            .bind(crate::domain::todo::Outcome::Completed.as_str())
-            .bind(crate::domain::todo::Disposition::Done.as_str())
-            .bind(input.summary.clone())
-            .bind(i64::from(input.truncated))
-            .fetch_optional(&mut *conn)
-            .await?;
-        self.put_hot_connection(conn);
-        row.map(|row| rows::todo(&row)).transpose()
-    }
-
-    /// Several `complete`s as one statement: the rows completed, by id.
-    async fn complete_together(
-        &self,
-        inputs: &[&CompleteInput],
-    ) -> StoreResult<HashMap<String, Todo>> {
-        // One JSON parameter: sqlx's Any driver binds no arrays.
-        let holders: Vec<serde_json::Value> = inputs
-            .iter()
-            .map(|i| {
-                serde_json::json!({
-                    "id": i.id,
-                    "endpoint_id": i.endpoint_id,
-                    "owner": i.owner,
-                    "fence": i.fence,
-                    "result": i.result,
-                    "now": i.now,
-                    "summary": i.summary,
-                    "truncated": i64::from(i.truncated),
-                })
-            })
-            .collect();
-        let holders = serde_json::Value::Array(holders).to_string();
-        let mut conn = self.hot_connection().await?;
-        let rows = sqlx::query(AssertSqlSafe(statements::COMPLETE_BATCH.as_str()))
-            .bind(holders)
-            .fetch_all(&mut *conn)
-            .await?;
-        self.put_hot_connection(conn);
-        let mut done = HashMap::with_capacity(rows.len());
-        for row in &rows {
-            let todo = rows::todo(row)?;
-            done.insert(todo.id.clone(), todo);
+        match I::batcher(store).and_then(|b| b.next_batch(&key)) {
+            Some(next) => batch = next,
+            None => return,
         }
-        Ok(done)
     }
 }

@@ -12,11 +12,15 @@
 //! cannot decide alone (nothing pending: a takeover; nothing matched: why)
 //! falls back to the transaction path, which re-checks under its own guards.
 
+use std::collections::HashMap;
+
+use sqlx::AssertSqlSafe;
+
 use crate::domain::Timestamp;
 use crate::domain::todo as rules;
 use crate::store::sql::SqlStore;
-use crate::store::sql::postgres::batch::{CompleteInput, Leading, Turn};
-use crate::store::sql::statements::{self, ClaimScope};
+use crate::store::sql::postgres::batch::{self, Batched, Batcher, ClaimInput, Together};
+use crate::store::sql::statements;
 use crate::store::{Attempt, Caller, StoreResult, Todo, rows};
 
 /// The claim's bound values, computed once by `claim_target`.
@@ -38,32 +42,18 @@ impl SqlStore {
         queue: Option<&str>,
         binds: &ClaimBinds<'_>,
     ) -> StoreResult<Option<(Todo, Vec<Attempt>)>> {
-        // Todos exist only in scope queues, so the whole scope needs no
-        // queue filter (and uses the endpoint's pending index).
-        let sql = statements::claim_pending_with_attempt(ClaimScope::of(queue));
-        let mut conn = self.hot_connection().await?;
-        let mut q = sqlx::query(sql)
-            .bind(binds.now.as_millis())
-            .bind(binds.owner.to_owned())
-            .bind(binds.expires.as_millis())
-            .bind(binds.token_hash.map(str::to_owned))
-            .bind(caller.endpoint_id.clone());
-        if let Some(queue) = queue {
-            q = q.bind(queue.to_owned());
-        }
-        let row = q
-            .bind(binds.claimant.map(str::to_owned))
-            .fetch_optional(&mut *conn)
-            .await?;
-        let Some(row) = row else {
-            self.put_hot_connection(conn);
+        let input = ClaimInput::new(caller, queue, binds);
+        let Some(todo) = batch::call(self, input).await? else {
             return Ok(None);
         };
         self.count_claim();
-        let todo = rows::todo(&row)?;
         // A todo back in the queue after earlier attempts shows the claimant
         // its recent history. Closed attempts do not change under a claim,
         // so reading them after the commit sees what the transaction would.
+        if todo.attempts_total <= 1 {
+            return Ok(Some((todo, Vec::new())));
+        }
+        let mut conn = self.hot_connection().await?;
         let prior = Self::prior_attempts(&mut conn, &todo).await?;
         self.put_hot_connection(conn);
         Ok(Some((todo, prior)))
@@ -96,23 +86,7 @@ impl SqlStore {
             summary,
             truncated,
         };
-        let turn = match &self.completes {
-            Some(batcher) => batcher.join(input),
-            None => Turn::Alone(input),
-        };
-        let todo = match turn {
-            Turn::Alone(input) => self.complete_one(&input).await?,
-            Turn::Lead(input) => {
-                let _leading = Leading(self);
-                self.complete_one(&input).await?
-            }
-            Turn::Wait(input, answer) => match answer.await {
-                Ok(Some(answer)) => answer?,
-                // The batch failed (or the runtime is shutting down): alone.
-                Ok(None) | Err(_) => self.complete_one(&input).await?,
-            },
-        };
-        let Some(mut todo) = todo else {
+        let Some(mut todo) = batch::call(self, input).await? else {
             return Ok(None);
         };
         if todo.attempts_total - todo.attempts_pruned > rules::KEPT_ATTEMPTS {
@@ -123,5 +97,96 @@ impl SqlStore {
             tx.commit().await?;
         }
         Ok(Some(todo))
+    }
+}
+
+/// One `complete`'s bound values.
+#[derive(Debug, Clone)]
+pub(in crate::store::sql) struct CompleteInput {
+    pub id: String,
+    pub endpoint_id: String,
+    pub owner: String,
+    pub fence: Option<String>,
+    pub result: Option<String>,
+    pub now: i64,
+    pub summary: Option<String>,
+    pub truncated: bool,
+}
+
+/// `complete`s batch across endpoints (each row is held to its own guard),
+/// each todo once a batch.
+impl Batched for CompleteInput {
+    type Key = ();
+    /// The completed row, or `None` when the guard matched nothing (the
+    /// caller then asks why on the transaction path).
+    type Output = Option<Todo>;
+
+    fn key(&self) {}
+
+    fn once(&self) -> Option<&str> {
+        Some(&self.id)
+    }
+
+    fn batcher(store: &SqlStore) -> Option<&Batcher<Self>> {
+        store.completes.as_deref()
+    }
+
+    /// [`statements::COMPLETE_WITH_ATTEMPT`].
+    async fn run_one(store: &SqlStore, input: &Self) -> StoreResult<Option<Todo>> {
+        let mut conn = store.hot_connection().await?;
+        let row = sqlx::query(AssertSqlSafe(statements::COMPLETE_WITH_ATTEMPT.as_str()))
+            .bind(input.result.clone())
+            .bind(input.now)
+            .bind(&input.id)
+            .bind(&input.endpoint_id)
+            .bind(&input.owner)
+            .bind(input.fence.clone())
+            .bind(rules::Outcome::Completed.as_str())
+            .bind(rules::Disposition::Done.as_str())
+            .bind(input.summary.clone())
+            .bind(i64::from(input.truncated))
+            .fetch_optional(&mut *conn)
+            .await?;
+        store.put_hot_connection(conn);
+        row.map(|row| rows::todo(&row)).transpose()
+    }
+
+    /// [`statements::COMPLETE_BATCH`]: every caller answered, matched or not.
+    async fn run_together(
+        store: &SqlStore,
+        inputs: &[&Self],
+    ) -> StoreResult<Together<Option<Todo>>> {
+        // One JSON parameter: sqlx's Any driver binds no arrays.
+        let holders: Vec<serde_json::Value> = inputs
+            .iter()
+            .map(|i| {
+                serde_json::json!({
+                    "id": i.id,
+                    "endpoint_id": i.endpoint_id,
+                    "owner": i.owner,
+                    "fence": i.fence,
+                    "result": i.result,
+                    "now": i.now,
+                    "summary": i.summary,
+                    "truncated": i64::from(i.truncated),
+                })
+            })
+            .collect();
+        let holders = serde_json::Value::Array(holders).to_string();
+        let mut conn = store.hot_connection().await?;
+        let rows = sqlx::query(AssertSqlSafe(statements::COMPLETE_BATCH.as_str()))
+            .bind(holders)
+            .fetch_all(&mut *conn)
+            .await?;
+        store.put_hot_connection(conn);
+        let mut done = HashMap::with_capacity(rows.len());
+        for row in &rows {
+            let todo = rows::todo(row)?;
+            done.insert(todo.id.clone(), todo);
+        }
+        Ok(Together {
+            answers: inputs.iter().map(|i| Some(done.remove(&i.id))).collect(),
+            run_alone_for: None,
+        })
     }
 }

@@ -1,0 +1,237 @@
+//! PostgreSQL only: claims that wait run as one statement (group commit of
+//! claims, issue 47, `src/store/sql/postgres/claims.rs`).
+//!
+//! The first claim is held up by another connection's `SHARE` lock on
+//! `todo_attempts` (its statement inserts the attempt record), so the claims
+//! that follow queue behind it; the lock released, the first runs alone and
+//! the queued ones as one batch.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use sqlx::postgres::PgConnection;
+use sqlx::{Connection, PgPool};
+use switchboard::domain::admission::Limits;
+use switchboard::domain::todo::TodoState;
+use switchboard::store::*;
+
+use crate::common::*;
+use crate::support::{self, Fixture, fixture, second_handle};
+
+/// A claim of `f`'s whole scope by claimant `who`, fenced or not.
+fn claim_by(
+    store: &Arc<SqlStore>,
+    f: &Fixture,
+    who: &str,
+    fenced: bool,
+) -> tokio::task::JoinHandle<StoreResult<Option<Claimed>>> {
+    let (store, caller) = (store.clone(), f.caller.clone());
+    let opts = ClaimOptions {
+        claimant: Some(who.to_owned()),
+        require_fence: fenced,
+        ..ClaimOptions::default()
+    };
+    tokio::spawn(async move { store.claim_next(&caller, None, opts).await })
+}
+
+/// A connection holding up every insert into `todo_attempts` until
+/// [`release`].
+async fn hold_attempt_inserts(url: &str) -> PgConnection {
+    let mut conn = PgConnection::connect(url).await.expect("connect");
+    for sql in ["BEGIN", "LOCK TABLE todo_attempts IN SHARE MODE"] {
+        sqlx::query(sql).execute(&mut conn).await.expect(sql);
+    }
+    conn
+}
+
+async fn release(mut held: PgConnection) {
+    sqlx::query("ROLLBACK")
+        .execute(&mut held)
+        .await
+        .expect("release the lock");
+}
+
+/// Waits until some backend of this database waits on a lock.
+async fn until_a_claim_waits(watch: &mut PgConnection, deadline: Instant) {
+    loop {
+        let (waiting,): (i64,) = sqlx::query_as(
+            "SELECT count(*) FROM pg_stat_activity \
+             WHERE datname = current_database() AND wait_event_type = 'Lock'",
+        )
+        .fetch_one(&mut *watch)
+        .await
+        .expect("read pg_stat_activity");
+        if waiting > 0 {
+            return;
+        }
+        assert!(Instant::now() < deadline, "the first claim never waited");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+async fn until_queued(store: &SqlStore, count: usize, deadline: Instant) {
+    while store.claims_waiting() < count {
+        assert!(Instant::now() < deadline, "the claims never queued");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Each todo's (state, owner's claimant on its open attempt, open attempts).
+async fn attempts_of(pool: &PgPool, id: &str) -> (String, Option<String>, i64) {
+    sqlx::query_as(
+        "SELECT t.state::text, \
+           (SELECT a.claimant FROM todo_attempts a WHERE a.todo_id = t.id AND a.ended_at IS NULL), \
+           (SELECT count(*) FROM todo_attempts a WHERE a.todo_id = t.id AND a.ended_at IS NULL) \
+         FROM todos t WHERE t.id = $1",
+    )
+    .bind(id)
+    .fetch_one(pool)
+    .await
+    .expect("read the todo")
+}
+
+/// Five claims queue behind a first one with five todos pending: the first
+/// takes the oldest alone, the five run as one statement that takes the
+/// next four in claim order (the highest priority first), each with its own
+/// claimant, lease and fence, and the fifth — left without a todo — runs
+/// alone and finds the queue empty, as it would have.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_postgres_claims_that_wait_run_as_one_statement_each_with_its_own_lease() {
+    let Some(ts) = support::postgres_store("claim_batch").await else {
+        return;
+    };
+    let url = ts.postgres_url().expect("a PostgreSQL store").to_owned();
+    let store = Arc::new(second_handle(&ts).await);
+    let f = fixture(&*store, "ada").await;
+    let mut ids = Vec::new();
+    for n in 0..5 {
+        let mut new = NewTodo::new(&f.endpoint.id, "inbox", format!("todo {n}"));
+        // The last one outranks the three before it.
+        new.priority = if n == 4 { 5 } else { 0 };
+        ids.push(create(&*store, new).await.id);
+    }
+    let pool = PgPool::connect(&url).await.expect("connect");
+
+    let held = hold_attempt_inserts(&url).await;
+    let leader = claim_by(&store, &f, "leader", false);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut watch = PgConnection::connect(&url).await.expect("connect");
+    until_a_claim_waits(&mut watch, deadline).await;
+    let names = ["plain-1", "fenced-2", "plain-3", "plain-4", "plain-5"];
+    let followers: Vec<_> = names
+        .iter()
+        .map(|who| claim_by(&store, &f, who, who.starts_with("fenced")))
+        .collect();
+    until_queued(&store, followers.len(), deadline).await;
+    release(held).await;
+
+    let first = leader
+        .await
+        .unwrap()
+        .expect("the first claim")
+        .expect("a todo");
+    assert_eq!(first.todo.id, ids[4], "the highest priority first, alone");
+    let mut claimed = Vec::new();
+    let mut empty = 0;
+    for (who, answer) in names.iter().zip(followers) {
+        match answer.await.unwrap().expect("a claim in the batch") {
+            Some(c) => claimed.push((who.to_string(), c)),
+            None => empty += 1,
+        }
+    }
+    assert_eq!(empty, 1, "four todos for five claims: one finds none");
+    let mut got: Vec<String> = claimed.iter().map(|(_, c)| c.todo.id.clone()).collect();
+    got.sort();
+    let mut want = ids[..4].to_vec();
+    want.sort();
+    assert_eq!(got, want, "each remaining todo claimed once");
+    let (batches, batched) = store.claim_batches();
+    assert!(
+        batches >= 1 && batched >= 2,
+        "the waiting claims ran together ({batches} batches, {batched} claims)"
+    );
+
+    for (who, c) in &claimed {
+        assert_eq!(c.todo.state, TodoState::Claimed);
+        assert_eq!(c.todo.attempt, 1);
+        assert!(c.todo.lease_expires_at.is_some(), "{who}: a lease");
+        let (state, claimant, open) = attempts_of(&pool, &c.todo.id).await;
+        assert_eq!(state, "claimed");
+        assert_eq!(
+            claimant.as_deref(),
+            Some(who.as_str()),
+            "the holder's own claimant"
+        );
+        assert_eq!(open, 1, "one open attempt");
+        assert_eq!(c.lease_token.is_some(), who.starts_with("fenced"), "{who}");
+    }
+    // Each holder's lease is its own: the fenced one needs its token.
+    let (_, fenced) = claimed
+        .iter()
+        .find(|(who, _)| who.starts_with("fenced"))
+        .expect("the fenced claim was served");
+    let wrong = Finish {
+        lease_token: Some("not-the-token".into()),
+        ..Finish::default()
+    };
+    assert_conflict(store.complete(&f.caller, &fenced.todo.id, wrong).await);
+    let right = Finish {
+        lease_token: fenced.lease_token.clone(),
+        ..Finish::default()
+    };
+    let done = store.complete(&f.caller, &fenced.todo.id, right).await;
+    assert_eq!(done.expect("its own token").state, TodoState::Done);
+    store.close().await;
+}
+
+/// Under an in-flight limit a batch claims nothing: its claims run alone,
+/// each under the limit, so five claims behind a first one with a limit of
+/// two take two todos in all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_postgres_claims_under_a_limit_run_alone_and_hold_it() {
+    let Some(ts) = support::postgres_store("claim_batch_limits").await else {
+        return;
+    };
+    let url = ts.postgres_url().expect("a PostgreSQL store").to_owned();
+    let store = Arc::new(second_handle(&ts).await);
+    let f = fixture(&*store, "ada").await;
+    for n in 0..6 {
+        add_todo(&*store, &f, &format!("todo {n}")).await;
+    }
+    let limits = Limits {
+        max_in_flight: Some(2),
+        ..Limits::default()
+    };
+    store
+        .set_admission(&f.human.id, &f.endpoint.id, None, &limits)
+        .await
+        .expect("set_admission");
+
+    let held = hold_attempt_inserts(&url).await;
+    let leader = claim_by(&store, &f, "leader", false);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut watch = PgConnection::connect(&url).await.expect("connect");
+    until_a_claim_waits(&mut watch, deadline).await;
+    let followers: Vec<_> = (0..5)
+        .map(|n| claim_by(&store, &f, &format!("follower-{n}"), false))
+        .collect();
+    until_queued(&store, followers.len(), deadline).await;
+    release(held).await;
+
+    let mut taken = usize::from(leader.await.unwrap().expect("claim").is_some());
+    for answer in followers {
+        taken += usize::from(answer.await.unwrap().expect("claim").is_some());
+    }
+    assert_eq!(taken, 2, "the in-flight limit held");
+    let (batches, _) = store.claim_batches();
+    assert_eq!(batches, 1, "the queued claims were tried as one batch");
+    let pool = PgPool::connect(&url).await.expect("connect");
+    let (claimed,): (i64,) =
+        sqlx::query_as("SELECT count(*) FROM todos WHERE endpoint_id = $1 AND state = 'claimed'")
+            .bind(&f.endpoint.id)
+            .fetch_one(&pool)
+            .await
+            .expect("count claims");
+    assert_eq!(claimed, 2);
+    store.close().await;
+}
