@@ -597,7 +597,11 @@ static CLAIM_PENDING_BATCH: LazyLock<[String; 2]> =
                 "WHERE endpoint_id = $2 AND state = 'pending'{filter} ",
                 "AND NOT (SELECT limited FROM lim) ",
                 "ORDER BY {order} LIMIT $3 FOR UPDATE SKIP LOCKED) p), ",
+                // The ids as an array too: joined by key alone, PostgreSQL
+                // merge-joined the batch with the primary key from its start,
+                // a walk over every todo before the ones claimed.
                 "c AS (UPDATE todos SET {set} FROM k JOIN i ON i.n = k.n WHERE todos.id = k.id ",
+                "AND todos.id = ANY (ARRAY(SELECT id FROM k)) ",
                 "RETURNING todos.*, i.n AS holder, i.claimant AS holder_claimant), ",
                 "a AS (INSERT INTO todo_attempts (todo_id, seq, attempt, claimant, claimed_at) ",
                 "SELECT id, attempts_total, attempt, holder_claimant, claimed_at FROM c) ",
