@@ -17,12 +17,10 @@
 //! instead of ~3). It runs as plain index range scans, which mark the index
 //! entries of dead versions as they meet them; a bitmap scan never does.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use sqlx::Connection;
 use sqlx::postgres::PgConnection;
-use switchboard::domain::todo::TodoState;
 use switchboard::store::*;
 
 use super::rings::{rung_todo, steps};
@@ -595,153 +593,5 @@ async fn on_postgres_the_store_vacuums_the_queue_table_as_claims_go_by() {
         claimed.push(c.todo.id);
     }
     assert_eq!(claimed, created[3..], "claimed oldest first, each once");
-    store.close().await;
-}
-
-/// Completes that arrive while another `complete` runs wait, then run as ONE
-/// statement (group commit, issue 47, `src/store/sql/postgres/batch.rs`),
-/// each held to its own guard and answered with its own result: here the
-/// first `complete` waits on a row lock held by another connection while
-/// six others queue behind it — two valid ones, a fenced one with the right
-/// token, one with a wrong token, one from another endpoint, and a second
-/// `complete` of a todo already in the batch.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn on_postgres_completes_that_wait_run_as_one_statement_each_with_its_own_guard() {
-    let Some(ts) = support::postgres_store("complete_batch").await else {
-        return;
-    };
-    let url = ts.postgres_url().expect("a PostgreSQL store");
-    let store = Arc::new(second_handle(&ts).await);
-    let f = fixture(&*store, "ada").await;
-    let stranger = fixture(&*store, "bob").await;
-    let mut ids = Vec::new();
-    for n in 0..6 {
-        ids.push(add_todo(&*store, &f, &format!("todo {n}")).await.id);
-    }
-    let mut tokens = Vec::new();
-    for id in &ids {
-        let (_, token) = fenced_claim(&*store, &f.caller, id).await;
-        tokens.push(token);
-    }
-    let finish = |token: Option<&String>| Finish {
-        lease_token: token.cloned(),
-        summary: Some("done in a batch".into()),
-        ..Finish::default()
-    };
-
-    let mut blocker = PgConnection::connect(&url).await.expect("connect");
-    let mut lock = blocker.begin().await.expect("begin");
-    sqlx::query("SELECT 1 FROM todos WHERE id = $1 FOR UPDATE")
-        .bind(&ids[0])
-        .execute(&mut *lock)
-        .await
-        .expect("lock the first todo");
-    let leader = {
-        let (store, caller, id, finish) = (
-            store.clone(),
-            f.caller.clone(),
-            ids[0].clone(),
-            finish(Some(&tokens[0])),
-        );
-        tokio::spawn(async move { store.complete(&caller, &id, finish).await })
-    };
-    let mut watch = PgConnection::connect(&url).await.expect("connect");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let (waiting,): (i64,) = sqlx::query_as(
-            "SELECT count(*) FROM pg_stat_activity \
-             WHERE datname = current_database() AND wait_event_type = 'Lock'",
-        )
-        .fetch_one(&mut watch)
-        .await
-        .expect("read pg_stat_activity");
-        if waiting > 0 {
-            break;
-        }
-        assert!(Instant::now() < deadline, "the first complete never waited");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-
-    let wrong = "not-the-token".to_owned();
-    let followers = [
-        (f.caller.clone(), ids[1].clone(), finish(Some(&tokens[1]))),
-        (f.caller.clone(), ids[2].clone(), finish(Some(&tokens[2]))),
-        (f.caller.clone(), ids[3].clone(), finish(Some(&wrong))),
-        (stranger.caller.clone(), ids[4].clone(), finish(None)),
-        (f.caller.clone(), ids[5].clone(), finish(Some(&tokens[5]))),
-        (f.caller.clone(), ids[5].clone(), finish(Some(&tokens[5]))),
-    ];
-    let mut answers = Vec::new();
-    for (caller, id, finish) in followers {
-        let store = store.clone();
-        answers.push(tokio::spawn(async move {
-            store.complete(&caller, &id, finish).await
-        }));
-    }
-    while store.completes_waiting() < answers.len() {
-        assert!(Instant::now() < deadline, "the completes never queued");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    lock.rollback().await.expect("release the row lock");
-
-    let first = leader.await.unwrap().expect("the first complete");
-    assert_eq!(first.state, TodoState::Done);
-    let mut results = Vec::new();
-    for answer in answers {
-        results.push(answer.await.unwrap());
-    }
-    let twice = results.split_off(4);
-    let mut results = results.into_iter();
-    for _ in 0..2 {
-        let done = results
-            .next()
-            .unwrap()
-            .expect("a valid complete in the batch");
-        assert_eq!(done.state, TodoState::Done);
-    }
-    assert_conflict(results.next().unwrap());
-    let stranger = results.next().unwrap();
-    assert!(
-        matches!(stranger, Err(StoreError::NotFound)),
-        "another endpoint's todo: {stranger:?}"
-    );
-    assert_eq!(
-        twice.iter().filter(|r| r.is_ok()).count(),
-        1,
-        "one of two completes of one todo wins: {twice:?}"
-    );
-    let (batches, batched) = store.complete_batches();
-    assert!(
-        batches >= 1 && batched >= 2,
-        "the waiting completes ran together ({batches} batches, {batched} completes)"
-    );
-
-    let states: Vec<(String, String, i64)> = sqlx::query_as(
-        "SELECT t.id, t.state::text, (SELECT count(*) FROM todo_attempts a \
-           WHERE a.todo_id = t.id AND a.ended_at IS NULL) FROM todos t \
-         WHERE t.id = ANY($1) ORDER BY t.created_at, t.id",
-    )
-    .bind(&ids)
-    .fetch_all(&mut watch)
-    .await
-    .expect("read the todos");
-    let expected = ["done", "done", "done", "claimed", "claimed", "done"];
-    for ((id, state, open), want) in states.iter().zip(expected) {
-        assert_eq!(state, want, "{id}");
-        let open_wanted = i64::from(want == "claimed");
-        assert_eq!(*open, open_wanted, "open attempts of {id}");
-    }
-    let summaries: (i64,) = sqlx::query_as(
-        "SELECT count(*) FROM todo_attempts WHERE todo_id = ANY($1) \
-         AND outcome = 'completed' AND summary = 'done in a batch'",
-    )
-    .bind(&ids)
-    .fetch_one(&mut watch)
-    .await
-    .expect("read the attempts");
-    assert_eq!(
-        summaries.0, 4,
-        "each completed attempt closed once, with its summary"
-    );
     store.close().await;
 }
