@@ -5,7 +5,8 @@
 //! transaction paths, but one round trip and one commit instead of
 //! BEGIN, two statements, COMMIT (`docs/performance.md`). The texts are
 //! [`statements::claim_pending_with_attempt`] and
-//! [`statements::COMPLETE_WITH_ATTEMPT`].
+//! [`statements::COMPLETE_WITH_ATTEMPT`]; concurrent calls run in batches
+//! (`batch.rs`: the claim's in `claims.rs`, the complete's below).
 //!
 //! SQLite has no data-modifying CTEs and no round trips to save (it runs in
 //! process), so it keeps the transaction paths. Whatever these statements
@@ -51,6 +52,7 @@ impl SqlStore {
         // its recent history. Closed attempts do not change under a claim,
         // so reading them after the commit sees what the transaction would.
         if todo.attempts_total <= 1 {
+            // A first attempt has none: no connection taken for them.
             return Ok(Some((todo, Vec::new())));
         }
         let mut conn = self.hot_connection().await?;
