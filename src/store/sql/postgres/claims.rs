@@ -82,7 +82,6 @@ impl Batched for ClaimInput {
         // queue filter (and uses the endpoint's pending index).
         let scope = ClaimScope::of(input.queue.as_deref());
         let sql = statements::claim_pending_with_attempt(scope);
-        let mut conn = store.hot_connection().await?;
         let mut q = sqlx::query(sql)
             .bind(input.now)
             .bind(input.owner.clone())
@@ -92,12 +91,8 @@ impl Batched for ClaimInput {
         if let Some(queue) = &input.queue {
             q = q.bind(queue.clone());
         }
-        let row = q
-            .bind(input.claimant.clone())
-            .fetch_optional(&mut *conn)
-            .await?;
-        store.put_hot_connection(conn);
-        row.map(|row| rows::todo(&row)).transpose()
+        let rows = store.run_hot(q.bind(input.claimant.clone())).await?;
+        rows.first().map(rows::todo).transpose()
     }
 
     async fn run_together(
@@ -122,7 +117,6 @@ impl Batched for ClaimInput {
             .collect();
         let holders = serde_json::Value::Array(holders).to_string();
         let scope = ClaimScope::of(first.queue.as_deref());
-        let mut conn = store.hot_connection().await?;
         let mut q = sqlx::query(AssertSqlSafe(statements::claim_pending_batch(scope)))
             .bind(holders)
             .bind(first.endpoint_id.clone())
@@ -130,8 +124,7 @@ impl Batched for ClaimInput {
         if let Some(queue) = &first.queue {
             q = q.bind(queue.clone());
         }
-        let rows = q.fetch_all(&mut *conn).await?;
-        store.put_hot_connection(conn);
+        let rows = store.run_hot(q).await?;
         let mut answers: Vec<Option<Option<Todo>>> = vec![None; inputs.len()];
         let mut limited = false;
         for row in &rows {

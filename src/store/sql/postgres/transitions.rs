@@ -61,6 +61,18 @@ impl SqlStore {
         Ok(Some((todo, prior)))
     }
 
+    /// Runs one statement of the hot path on a hot connection (given back
+    /// once it completed normally): its rows.
+    pub(in crate::store::sql) async fn run_hot<'q>(
+        &self,
+        statement: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments>,
+    ) -> StoreResult<Vec<sqlx::any::AnyRow>> {
+        let mut conn = self.hot_connection().await?;
+        let rows = statement.fetch_all(&mut *conn).await?;
+        self.put_hot_connection(conn);
+        Ok(rows)
+    }
+
     /// `complete` in one statement: the holder's guarded update and closing
     /// its open attempt; alone, or in one statement with the `complete`s
     /// that arrived while another ran (`batch.rs`). `None` when the guard
@@ -135,8 +147,7 @@ impl Batched for CompleteInput {
 
     /// [`statements::COMPLETE_WITH_ATTEMPT`].
     async fn run_one(store: &SqlStore, input: &Self) -> StoreResult<Option<Todo>> {
-        let mut conn = store.hot_connection().await?;
-        let row = sqlx::query(AssertSqlSafe(statements::COMPLETE_WITH_ATTEMPT.as_str()))
+        let complete = sqlx::query(AssertSqlSafe(statements::COMPLETE_WITH_ATTEMPT.as_str()))
             .bind(input.result.clone())
             .bind(input.now)
             .bind(&input.id)
@@ -146,11 +157,9 @@ impl Batched for CompleteInput {
             .bind(rules::Outcome::Completed.as_str())
             .bind(rules::Disposition::Done.as_str())
             .bind(input.summary.clone())
-            .bind(i64::from(input.truncated))
-            .fetch_optional(&mut *conn)
-            .await?;
-        store.put_hot_connection(conn);
-        row.map(|row| rows::todo(&row)).transpose()
+            .bind(i64::from(input.truncated));
+        let rows = store.run_hot(complete).await?;
+        rows.first().map(rows::todo).transpose()
     }
 
     /// [`statements::COMPLETE_BATCH`]: every caller answered, matched or not.
@@ -175,12 +184,8 @@ impl Batched for CompleteInput {
             })
             .collect();
         let holders = serde_json::Value::Array(holders).to_string();
-        let mut conn = store.hot_connection().await?;
-        let rows = sqlx::query(AssertSqlSafe(statements::COMPLETE_BATCH.as_str()))
-            .bind(holders)
-            .fetch_all(&mut *conn)
-            .await?;
-        store.put_hot_connection(conn);
+        let batch = sqlx::query(AssertSqlSafe(statements::COMPLETE_BATCH.as_str())).bind(holders);
+        let rows = store.run_hot(batch).await?;
         let mut done = HashMap::with_capacity(rows.len());
         for row in &rows {
             let todo = rows::todo(row)?;
