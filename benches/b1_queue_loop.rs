@@ -119,7 +119,7 @@ fn pg_claim_cte() -> &'static str {
 
 /// Diagnostic: `complete` and closing its attempt as ONE statement.
 fn pg_complete_cte() -> &'static str {
-    statements::COMPLETE_WITH_ATTEMPT.as_str()
+    statements::finish_with_attempt(statements::Ending::Complete)
 }
 
 const INSERT_ATTEMPT: &str = statements::OPEN_ATTEMPT;
@@ -637,8 +637,6 @@ async fn pg_cte_worker(mut conn: PoolConnection<Postgres>, ctx: Ctx) -> Result<u
             .bind(&ctx.endpoint_id)
             .bind(&ctx.owner)
             .bind(None::<String>)
-            .bind("completed")
-            .bind("done")
             .bind(None::<String>)
             .bind(0_i64)
             .fetch_optional(&mut *conn)
@@ -1270,7 +1268,7 @@ impl Pg {
                     Path::StoreNoVacuum => self.store_novac.as_ref().context("no store-novac")?,
                     _ => self.store_nobatch.as_ref().context("no store-nobatch")?,
                 };
-                let batches_before = store.complete_batches();
+                let batches_before = store.finish_batches();
                 let claim_batches_before = store.claim_batches();
                 // Open the connections the run will use before the clock starts.
                 store.open_hot_connections(conc).await?;
@@ -1282,7 +1280,7 @@ impl Pg {
                 }
                 let loops = join_workers(set, limit).await?;
                 queue_vacuums = store.queue_vacuums() - vacuums_before;
-                let (batches, batched) = store.complete_batches();
+                let (batches, batched) = store.finish_batches();
                 let (claim_batches, claims_batched) = store.claim_batches();
                 eprintln!(
                     "{} c={conc}: {loops} loops, {} completes in {} group commits, \

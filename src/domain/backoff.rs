@@ -15,6 +15,22 @@ pub fn retry_backoff(attempt: i64) -> Duration {
     (BASE * (1u32 << exponent)).min(CAP)
 }
 
+/// [`retry_backoff`] as a table, for a statement that decides a retry
+/// itself (PostgreSQL's one-statement `fail`): the backoffs of attempts 1,
+/// 2, … up to the first that reaches the cap. Attempt `n` waits
+/// `schedule[clamp(n, 1, len) − 1]`.
+pub fn retry_backoff_schedule() -> Vec<Duration> {
+    let mut schedule = Vec::new();
+    for attempt in 1.. {
+        let backoff = retry_backoff(attempt);
+        schedule.push(backoff);
+        if backoff == CAP {
+            return schedule;
+        }
+    }
+    unreachable!("the backoff reaches its cap")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -29,5 +45,15 @@ mod tests {
             "attempt 0 is treated as the first"
         );
         assert_eq!(retry_backoff(i64::MAX).as_secs(), 900);
+    }
+
+    #[test]
+    fn the_schedule_is_the_rule_for_every_attempt() {
+        let schedule = retry_backoff_schedule();
+        let last = i64::try_from(schedule.len()).unwrap();
+        for attempt in (-3..200).chain([i64::MAX]) {
+            let index = usize::try_from(attempt.clamp(1, last) - 1).unwrap();
+            assert_eq!(schedule[index], retry_backoff(attempt), "attempt {attempt}");
+        }
     }
 }

@@ -256,9 +256,10 @@ pub struct SqlStore {
     /// PostgreSQL: the queue table's vacuum as claims go by
     /// (`postgres/vacuum.rs`; [`StoreOptions::queue_vacuum_claims`]).
     vacuum: Option<Arc<postgres::vacuum::QueueVacuum>>,
-    /// PostgreSQL: concurrent `complete`s coalesced into one statement
-    /// (`postgres/batch.rs`; [`StoreOptions::group_commit`]).
-    completes: Option<Arc<postgres::batch::Batcher<postgres::batch::CompleteInput>>>,
+    /// PostgreSQL: concurrent `complete`s, and concurrent `fail`s, each
+    /// coalesced into one statement (`postgres/batch.rs`;
+    /// [`StoreOptions::group_commit`]).
+    finishes: Option<Arc<postgres::batch::Batcher<postgres::batch::FinishInput>>>,
     /// PostgreSQL: concurrent pending claims of one endpoint (and queue)
     /// coalesced into one statement (`postgres/claims.rs`).
     claims: Option<Arc<postgres::batch::Batcher<postgres::batch::ClaimInput>>>,
@@ -317,7 +318,7 @@ impl SqlStore {
                     vacuum: options
                         .queue_vacuum_claims
                         .map(|claims| Arc::new(postgres::vacuum::QueueVacuum::new(claims))),
-                    completes: options.group_commit.then(Arc::default),
+                    finishes: options.group_commit.then(Arc::default),
                     claims: options.group_commit.then(Arc::default),
                 })
             }
@@ -391,7 +392,7 @@ impl SqlStore {
             generic_only: options.generic_transitions_only,
             // One writer, no row versions: nothing for a vacuum to remove.
             vacuum: None,
-            completes: None,
+            finishes: None,
             claims: None,
         })
     }
@@ -474,16 +475,16 @@ impl SqlStore {
         }
     }
 
-    /// PostgreSQL's group commit of `complete` (`postgres/batch.rs`): how
-    /// many statements ran more than one `complete`, and how many
-    /// `complete`s they ran (for benchmarks and tests).
-    pub fn complete_batches(&self) -> (u64, u64) {
-        self.completes.as_ref().map_or((0, 0), |c| c.counts())
+    /// PostgreSQL's group commit of `complete` and `fail`
+    /// (`postgres/batch.rs`): how many statements ran more than one of
+    /// them, and how many they ran (for benchmarks and tests).
+    pub fn finish_batches(&self) -> (u64, u64) {
+        self.finishes.as_ref().map_or((0, 0), |c| c.counts())
     }
 
-    /// `complete`s waiting for the one running to finish (tests).
-    pub fn completes_waiting(&self) -> usize {
-        self.completes.as_ref().map_or(0, |c| c.waiting())
+    /// `complete`s and `fail`s waiting for the one running to finish (tests).
+    pub fn finishes_waiting(&self) -> usize {
+        self.finishes.as_ref().map_or(0, |c| c.waiting())
     }
 
     /// PostgreSQL's group commit of pending claims (`postgres/claims.rs`):

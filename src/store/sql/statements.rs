@@ -11,6 +11,7 @@
 
 use std::sync::LazyLock;
 
+use crate::domain::todo::{Disposition, Outcome};
 use crate::store::dialect::Dialect;
 use crate::store::rows::{attempt_columns, todo_columns};
 
@@ -780,47 +781,133 @@ pub static COMPLETE: LazyLock<String> = LazyLock::new(|| {
     )
 });
 
-/// PostgreSQL: [`COMPLETE`] and closing its attempt as one data-modifying
-/// statement; `$7`–`$10` the attempt's outcome, disposition, summary and
-/// whether the summary was cut.
-pub static COMPLETE_WITH_ATTEMPT: LazyLock<String> = LazyLock::new(|| {
+/// What a failure sets, `result` and `now` given as expressions: a retry
+/// after the backoff of [`retry_backoff`](crate::domain::backoff::retry_backoff)
+/// while attempts remain, else the dead letter's end. The same decision as
+/// the transaction path's `fail`, made by the statement from the row it
+/// updates (PostgreSQL only: SQLite's `fail` decides in its transaction).
+fn fail_set(result: &str, now: &str) -> String {
+    let schedule: Vec<String> = crate::domain::backoff::retry_backoff_schedule()
+        .iter()
+        .map(|backoff| backoff.as_millis().to_string())
+        .collect();
     format!(
-        concat!(
-            "WITH d AS ({complete}), a AS (UPDATE todo_attempts SET ended_at = $2, outcome = $7, ",
-            "disposition = $8, summary = $9, summary_truncated = $10 ",
-            "WHERE todo_id = (SELECT id FROM d) AND ended_at IS NULL) SELECT ",
-            todo_columns!(),
-            " FROM d"
-        ),
-        complete = COMPLETE.as_str(),
+        "state = 'failed', result = {result}, \
+         next_retry_at = CASE WHEN attempt < max_attempts THEN {now} + \
+         (ARRAY[{schedule}]::bigint[])[LEAST(GREATEST(attempt, 1), {last})::int] END, \
+         completed_at = CASE WHEN attempt < max_attempts THEN NULL ELSE {now} END, \
+         updated_at = {now}, lease_expires_at = NULL, lease_token_hash = NULL",
+        schedule = schedule.join(","),
+        last = schedule.len(),
     )
+}
+
+/// A failed attempt's disposition, from its todo's `next_retry_at`
+/// (expression) after [`fail_set`].
+fn fail_disposition(next_retry_at: &str) -> String {
+    format!(
+        "CASE WHEN {next_retry_at} IS NULL THEN '{dead}' ELSE '{retry}' END",
+        dead = Disposition::DeadLettered.as_str(),
+        retry = Disposition::RetryScheduled.as_str(),
+    )
+}
+
+/// How a holder ends its lease in one PostgreSQL statement (group commit,
+/// `postgres/transitions.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Ending {
+    Complete,
+    Fail,
+}
+
+/// PostgreSQL: the holder's `complete` or `fail` and closing its attempt as
+/// one data-modifying statement: `$1` result, `$2` now, `$3`–`$6` the
+/// holder's guard, `$7` the attempt's summary and `$8` whether it was cut.
+pub fn finish_with_attempt(ending: Ending) -> &'static str {
+    &FINISH_WITH_ATTEMPT[ending as usize]
+}
+
+static FINISH_WITH_ATTEMPT: LazyLock<[String; 2]> = LazyLock::new(|| {
+    [Ending::Complete, Ending::Fail].map(|ending| {
+        let (finish, outcome, disposition) = match ending {
+            Ending::Complete => (
+                COMPLETE.clone(),
+                Outcome::Completed,
+                format!("'{}'", Disposition::Done.as_str()),
+            ),
+            Ending::Fail => (
+                format!(
+                    concat!(
+                        "UPDATE todos SET {set} WHERE {guard} RETURNING ",
+                        todo_columns!()
+                    ),
+                    set = fail_set("$1", "$2"),
+                    guard = holder_guard(3),
+                ),
+                Outcome::Failed,
+                format!("(SELECT {} FROM d)", fail_disposition("next_retry_at")),
+            ),
+        };
+        format!(
+            concat!(
+                "WITH d AS ({finish}), a AS (UPDATE todo_attempts SET ended_at = $2, ",
+                "outcome = '{outcome}', disposition = {disposition}, summary = $7, ",
+                "summary_truncated = $8 ",
+                "WHERE todo_id = (SELECT id FROM d) AND ended_at IS NULL) SELECT ",
+                todo_columns!(),
+                " FROM d"
+            ),
+            finish = finish,
+            outcome = outcome.as_str(),
+            disposition = disposition,
+        )
+    })
 });
 
-/// PostgreSQL: [`COMPLETE_WITH_ATTEMPT`] for several holders at once, one
+/// PostgreSQL: [`finish_with_attempt`] for several holders at once, one
 /// statement and one commit (group commit, `postgres/batch.rs`). `$1` is a
 /// JSON array with one object per holder: `id`, `endpoint_id`, `owner`,
 /// `fence` (hash or null), `result`, `now`, `summary`, `truncated` (0/1).
 /// Each row is held to its own guard, as in [`holder_guard`]; the ids must
-/// be distinct. Returns the rows completed.
-pub static COMPLETE_BATCH: LazyLock<String> = LazyLock::new(|| {
-    format!(
-        concat!(
-            "WITH i AS (SELECT * FROM json_to_recordset($1::json) AS i(id text, ",
-            "endpoint_id text, owner text, fence text, result text, now bigint, summary text, ",
-            "truncated bigint)), ",
-            "d AS (UPDATE todos SET {set} FROM i WHERE {guard} RETURNING todos.*), ",
-            "a AS (UPDATE todo_attempts SET ended_at = i.now, outcome = '{outcome}', ",
-            "disposition = '{disposition}', summary = i.summary, summary_truncated = i.truncated ",
-            "FROM d JOIN i ON i.id = d.id ",
-            "WHERE todo_attempts.todo_id = d.id AND todo_attempts.ended_at IS NULL) SELECT ",
-            todo_columns!(),
-            " FROM d"
-        ),
-        set = complete_set("i.result", "i.now"),
-        guard = qualified_holder_guard("todos.", "i.id", "i.endpoint_id", "i.owner", "i.fence"),
-        outcome = crate::domain::todo::Outcome::Completed.as_str(),
-        disposition = crate::domain::todo::Disposition::Done.as_str(),
-    )
+/// be distinct. Returns the rows ended.
+pub fn finish_batch(ending: Ending) -> &'static str {
+    &FINISH_BATCH[ending as usize]
+}
+
+static FINISH_BATCH: LazyLock<[String; 2]> = LazyLock::new(|| {
+    [Ending::Complete, Ending::Fail].map(|ending| {
+        let (set, outcome, disposition) = match ending {
+            Ending::Complete => (
+                complete_set("i.result", "i.now"),
+                Outcome::Completed,
+                format!("'{}'", Disposition::Done.as_str()),
+            ),
+            Ending::Fail => (
+                fail_set("i.result", "i.now"),
+                Outcome::Failed,
+                fail_disposition("d.next_retry_at"),
+            ),
+        };
+        format!(
+            concat!(
+                "WITH i AS (SELECT * FROM json_to_recordset($1::json) AS i(id text, ",
+                "endpoint_id text, owner text, fence text, result text, now bigint, summary text, ",
+                "truncated bigint)), ",
+                "d AS (UPDATE todos SET {set} FROM i WHERE {guard} RETURNING todos.*), ",
+                "a AS (UPDATE todo_attempts SET ended_at = i.now, outcome = '{outcome}', ",
+                "disposition = {disposition}, summary = i.summary, ",
+                "summary_truncated = i.truncated ",
+                "FROM d JOIN i ON i.id = d.id ",
+                "WHERE todo_attempts.todo_id = d.id AND todo_attempts.ended_at IS NULL) SELECT ",
+                todo_columns!(),
+                " FROM d"
+            ),
+            set = set,
+            guard = qualified_holder_guard("todos.", "i.id", "i.endpoint_id", "i.owner", "i.fence"),
+            outcome = outcome.as_str(),
+            disposition = disposition,
+        )
+    })
 });
 
 /// The holder's heartbeat: `$1` lease expiry, `$2` now, `$3` note, `$4`–`$7`
@@ -904,7 +991,10 @@ mod tests {
             )));
             assert_eq!(batch.contains("$4"), scope == ClaimScope::OneQueue);
         }
-        assert!(COMPLETE_WITH_ATTEMPT.contains(COMPLETE.as_str()));
+        assert!(finish_with_attempt(Ending::Complete).contains(COMPLETE.as_str()));
+        assert!(finish_with_attempt(Ending::Fail).contains(&fail_set("$1", "$2")));
+        assert!(finish_batch(Ending::Complete).contains(&complete_set("i.result", "i.now")));
+        assert!(finish_batch(Ending::Fail).contains(&fail_set("i.result", "i.now")));
         assert!(claim_pending(Dialect::Postgres, ClaimScope::AnyQueue).contains("SKIP LOCKED"));
         assert!(!claim_pending(Dialect::Sqlite, ClaimScope::AnyQueue).contains("SKIP LOCKED"));
     }

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use sqlx::postgres::PgConnection;
 use sqlx::{Connection, PgPool};
+use switchboard::clock::Clock;
 use switchboard::domain::admission::Limits;
 use switchboard::domain::todo::TodoState;
 use switchboard::store::*;
@@ -385,7 +386,7 @@ async fn on_postgres_completes_that_wait_run_as_one_statement_each_with_its_own_
             store.complete(&caller, &id, finish).await
         }));
     }
-    while store.completes_waiting() < answers.len() {
+    while store.finishes_waiting() < answers.len() {
         assert!(Instant::now() < deadline, "the completes never queued");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
@@ -417,7 +418,7 @@ async fn on_postgres_completes_that_wait_run_as_one_statement_each_with_its_own_
         1,
         "one of two completes of one todo wins: {twice:?}"
     );
-    let (batches, batched) = store.complete_batches();
+    let (batches, batched) = store.finish_batches();
     assert!(
         batches >= 1 && batched >= 2,
         "the waiting completes ran together ({batches} batches, {batched} completes)"
@@ -449,6 +450,125 @@ async fn on_postgres_completes_that_wait_run_as_one_statement_each_with_its_own_
     assert_eq!(
         summaries.0, 4,
         "each completed attempt closed once, with its summary"
+    );
+    store.close().await;
+}
+
+/// `fail`s that arrive while another `fail` runs wait, then run as ONE
+/// statement that decides each row's retry from that row: a todo with
+/// attempts left is scheduled after its backoff, one at its cap is
+/// dead-lettered, a wrong token changes nothing — each attempt closed with
+/// its own disposition and summary.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_postgres_fails_that_wait_run_as_one_statement_each_deciding_its_retry() {
+    let Some(ts) = support::postgres_store("fail_batch").await else {
+        return;
+    };
+    let url = ts.postgres_url().expect("a PostgreSQL store");
+    let store = Arc::new(second_handle(&ts).await);
+    let f = fixture(&*store, "ada").await;
+    // The leader, two with attempts left, one at its cap, one with a wrong token.
+    let caps = [3, 3, 3, 1, 3];
+    let mut ids = Vec::new();
+    let mut tokens = Vec::new();
+    for (n, cap) in caps.iter().enumerate() {
+        let todo = create(&*store, capped_todo(&f, &format!("todo {n}"), *cap)).await;
+        let (_, token) = fenced_claim(&*store, &f.caller, &todo.id).await;
+        ids.push(todo.id);
+        tokens.push(token);
+    }
+    let finish = |token: &String| Finish {
+        lease_token: Some(token.clone()),
+        summary: Some("failed in a batch".into()),
+        ..Finish::default()
+    };
+    let fail = |id: &String, finish: Finish| {
+        let (store, caller, id) = (store.clone(), f.caller.clone(), id.clone());
+        tokio::spawn(async move { store.fail(&caller, &id, finish).await })
+    };
+
+    let mut blocker = PgConnection::connect(&url).await.expect("connect");
+    let mut lock = blocker.begin().await.expect("begin");
+    sqlx::query("SELECT 1 FROM todos WHERE id = $1 FOR UPDATE")
+        .bind(&ids[0])
+        .execute(&mut *lock)
+        .await
+        .expect("lock the first todo");
+    let leader = fail(&ids[0], finish(&tokens[0]));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut watch = PgConnection::connect(&url).await.expect("connect");
+    until_a_statement_waits(&mut watch, deadline).await;
+    let wrong = "not-the-token".to_owned();
+    let followers = [
+        fail(&ids[1], finish(&tokens[1])),
+        fail(&ids[2], finish(&tokens[2])),
+        fail(&ids[3], finish(&tokens[3])),
+        fail(&ids[4], finish(&wrong)),
+    ];
+    while store.finishes_waiting() < followers.len() {
+        assert!(Instant::now() < deadline, "the fails never queued");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    lock.rollback().await.expect("release the row lock");
+
+    let now = ts.clock.now();
+    let first = leader.await.unwrap().expect("the first fail");
+    assert_eq!(
+        first.next_retry_at,
+        Some(now.add_secs(30)),
+        "alone: backoff(1)"
+    );
+    let mut results = Vec::new();
+    for answer in followers {
+        results.push(answer.await.unwrap());
+    }
+    let (batches, batched) = store.finish_batches();
+    assert!(
+        batches >= 1 && batched >= 2,
+        "the waiting fails ran together ({batches} batches, {batched} fails)"
+    );
+    for retried in &results[..2] {
+        let retried = retried.as_ref().expect("a fail with attempts left");
+        assert_eq!(retried.state, TodoState::Failed);
+        assert_eq!(retried.next_retry_at, Some(now.add_secs(30)), "backoff(1)");
+        assert_eq!(retried.completed_at, None);
+    }
+    let dead = results[2].as_ref().expect("a fail at its cap");
+    assert_eq!(dead.state, TodoState::Failed);
+    assert_eq!(dead.next_retry_at, None, "dead-lettered: no retry");
+    assert_eq!(dead.completed_at, Some(now));
+    assert_conflict(results.pop().unwrap());
+
+    // (the todo's state, its attempt's outcome, disposition and summary)
+    type Closed = (String, Option<String>, Option<String>, Option<String>);
+    let attempts: Vec<Closed> = sqlx::query_as(
+        "SELECT t.state::text, a.outcome::text, a.disposition::text, a.summary \
+         FROM todos t JOIN todo_attempts a ON a.todo_id = t.id \
+         WHERE t.id = ANY($1) ORDER BY t.created_at, t.id",
+    )
+    .bind(&ids)
+    .fetch_all(&mut watch)
+    .await
+    .expect("read the attempts");
+    let summary = Some("failed in a batch".to_owned());
+    let failed = |disposition: &str| {
+        (
+            "failed".to_owned(),
+            Some("failed".to_owned()),
+            Some(disposition.to_owned()),
+            summary.clone(),
+        )
+    };
+    assert_eq!(
+        attempts,
+        [
+            failed("retry_scheduled"),
+            failed("retry_scheduled"),
+            failed("retry_scheduled"),
+            failed("dead_lettered"),
+            ("claimed".to_owned(), None, None, None),
+        ],
+        "each attempt closed once, with its own disposition"
     );
     store.close().await;
 }

@@ -1,6 +1,7 @@
 //! Group commit on PostgreSQL (issue 47; River's batch completer is the
-//! model): concurrent `complete`s, and concurrent pending claims of one
-//! endpoint (and queue), each as one statement and one commit.
+//! model): concurrent `complete`s, concurrent `fail`s, and concurrent
+//! pending claims of one endpoint (and queue), each as one statement and
+//! one commit.
 //!
 //! A call that finds no other of its kind and key running runs alone, as
 //! before: one statement, one commit. One that arrives while another is
@@ -18,8 +19,8 @@
 //! statement fails (a lost connection, a deadlock with another instance's
 //! batch), every caller in it runs alone instead.
 //!
-//! The two kinds are [`CompleteInput`] (`transitions.rs`) and
-//! [`ClaimInput`] (`claims.rs`).
+//! The kinds are [`FinishInput`] (`complete` and `fail`, `transitions.rs`)
+//! and [`ClaimInput`] (`claims.rs`).
 
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
@@ -34,7 +35,7 @@ use crate::store::StoreResult;
 use crate::store::sql::SqlStore;
 
 pub(in crate::store::sql) use super::claims::ClaimInput;
-pub(in crate::store::sql) use super::transitions::CompleteInput;
+pub(in crate::store::sql) use super::transitions::FinishInput;
 
 /// The most calls one statement takes.
 const MAX_BATCH: usize = 64;

@@ -1,12 +1,13 @@
-//! The two hot transitions as ONE statement each on PostgreSQL:
-//! the pending path of `claim_next` (the claim and its attempt record) and
-//! `complete` (the guarded update and closing the attempt), as
+//! The hot transitions as ONE statement each on PostgreSQL: the pending
+//! path of `claim_next` (the claim and its attempt record), `complete` and
+//! `fail` (the guarded update and closing the attempt), as
 //! data-modifying CTEs in autocommit. Same guards, same rows written as the
 //! transaction paths, but one round trip and one commit instead of
 //! BEGIN, two statements, COMMIT (`docs/performance.md`). The texts are
 //! [`statements::claim_pending_with_attempt`] and
-//! [`statements::COMPLETE_WITH_ATTEMPT`]; concurrent calls run in batches
-//! (`batch.rs`: the claim's in `claims.rs`, the complete's below).
+//! [`statements::finish_with_attempt`]; concurrent calls run in batches
+//! (`batch.rs`: the claim's in `claims.rs`, `complete`'s and `fail`'s
+//! below).
 //!
 //! SQLite has no data-modifying CTEs and no round trips to save (it runs in
 //! process), so it keeps the transaction paths. Whatever these statements
@@ -21,7 +22,7 @@ use crate::domain::Timestamp;
 use crate::domain::todo as rules;
 use crate::store::sql::SqlStore;
 use crate::store::sql::postgres::batch::{self, Batched, Batcher, ClaimInput, Together};
-use crate::store::sql::statements;
+use crate::store::sql::statements::{self, Ending};
 use crate::store::{Attempt, Caller, StoreResult, Todo, rows};
 
 /// The claim's bound values, computed once by `claim_target`.
@@ -73,12 +74,15 @@ impl SqlStore {
         Ok(rows)
     }
 
-    /// `complete` in one statement: the holder's guarded update and closing
-    /// its open attempt; alone, or in one statement with the `complete`s
-    /// that arrived while another ran (`batch.rs`). `None` when the guard
-    /// matched nothing (the caller then asks why, in a transaction).
-    pub(in crate::store::sql) async fn complete_at_once(
+    /// `complete` or `fail` in one statement: the holder's guarded update
+    /// and closing its open attempt; alone, or in one statement with the
+    /// others of its kind that arrived while another ran (`batch.rs`).
+    /// `None` when the guard matched nothing (the caller then asks why, in a
+    /// transaction).
+    #[allow(clippy::too_many_arguments)]
+    pub(in crate::store::sql) async fn finish_at_once(
         &self,
+        ending: Ending,
         caller: &Caller,
         id: &str,
         result: Option<String>,
@@ -90,7 +94,8 @@ impl SqlStore {
             Some((text, cut)) => (Some(text), cut),
             None => (None, false),
         };
-        let input = CompleteInput {
+        let input = FinishInput {
+            ending,
             id: id.to_owned(),
             endpoint_id: caller.endpoint_id.clone(),
             owner: caller.owner(),
@@ -114,9 +119,10 @@ impl SqlStore {
     }
 }
 
-/// One `complete`'s bound values.
+/// One `complete`'s or `fail`'s bound values.
 #[derive(Debug, Clone)]
-pub(in crate::store::sql) struct CompleteInput {
+pub(in crate::store::sql) struct FinishInput {
+    pub ending: Ending,
     pub id: String,
     pub endpoint_id: String,
     pub owner: String,
@@ -127,42 +133,42 @@ pub(in crate::store::sql) struct CompleteInput {
     pub truncated: bool,
 }
 
-/// `complete`s batch across endpoints (each row is held to its own guard),
-/// each todo once a batch.
-impl Batched for CompleteInput {
-    type Key = ();
-    /// The completed row, or `None` when the guard matched nothing (the
-    /// caller then asks why on the transaction path).
+/// `complete`s batch with `complete`s and `fail`s with `fail`s, across
+/// endpoints (each row is held to its own guard), each todo once a batch.
+impl Batched for FinishInput {
+    type Key = Ending;
+    /// The ended row, or `None` when the guard matched nothing (the caller
+    /// then asks why on the transaction path).
     type Output = Option<Todo>;
 
-    fn key(&self) {}
+    fn key(&self) -> Ending {
+        self.ending
+    }
 
     fn once(&self) -> Option<&str> {
         Some(&self.id)
     }
 
     fn batcher(store: &SqlStore) -> Option<&Batcher<Self>> {
-        store.completes.as_deref()
+        store.finishes.as_deref()
     }
 
-    /// [`statements::COMPLETE_WITH_ATTEMPT`].
+    /// [`statements::finish_with_attempt`].
     async fn run_one(store: &SqlStore, input: &Self) -> StoreResult<Option<Todo>> {
-        let complete = sqlx::query(AssertSqlSafe(statements::COMPLETE_WITH_ATTEMPT.as_str()))
+        let finish = sqlx::query(AssertSqlSafe(statements::finish_with_attempt(input.ending)))
             .bind(input.result.clone())
             .bind(input.now)
             .bind(&input.id)
             .bind(&input.endpoint_id)
             .bind(&input.owner)
             .bind(input.fence.clone())
-            .bind(rules::Outcome::Completed.as_str())
-            .bind(rules::Disposition::Done.as_str())
             .bind(input.summary.clone())
             .bind(i64::from(input.truncated));
-        let rows = store.run_hot(complete).await?;
+        let rows = store.run_hot(finish).await?;
         rows.first().map(rows::todo).transpose()
     }
 
-    /// [`statements::COMPLETE_BATCH`]: every caller answered, matched or not.
+    /// [`statements::finish_batch`]: every caller answered, matched or not.
     async fn run_together(
         store: &SqlStore,
         inputs: &[&Self],
@@ -184,15 +190,16 @@ impl Batched for CompleteInput {
             })
             .collect();
         let holders = serde_json::Value::Array(holders).to_string();
-        let batch = sqlx::query(AssertSqlSafe(statements::COMPLETE_BATCH.as_str())).bind(holders);
+        let ending = inputs.first().map_or(Ending::Complete, |i| i.ending);
+        let batch = sqlx::query(AssertSqlSafe(statements::finish_batch(ending))).bind(holders);
         let rows = store.run_hot(batch).await?;
-        let mut done = HashMap::with_capacity(rows.len());
+        let mut ended = HashMap::with_capacity(rows.len());
         for row in &rows {
             let todo = rows::todo(row)?;
-            done.insert(todo.id.clone(), todo);
+            ended.insert(todo.id.clone(), todo);
         }
         Ok(Together {
-            answers: inputs.iter().map(|i| Some(done.remove(&i.id))).collect(),
+            answers: inputs.iter().map(|i| Some(ended.remove(&i.id))).collect(),
             run_alone_for: None,
         })
     }

@@ -23,7 +23,7 @@ use refusal::Refused;
 
 use super::paging::Cursor;
 use super::sqlite::transitions as lane;
-use super::statements::{self, ClaimScope, holder_guard};
+use super::statements::{self, ClaimScope, Ending, holder_guard};
 use super::{Specialised, SqlStore, paging};
 use crate::domain::backoff::retry_backoff;
 use crate::domain::ids::sha256_hex;
@@ -364,7 +364,15 @@ impl TodoStore for SqlStore {
         if let Specialised::Postgres = specialised {
             let hash = finish.lease_token.as_deref().map(sha256_hex);
             if let Some(todo) = self
-                .complete_at_once(caller, id, result.clone(), hash, summary.clone(), now)
+                .finish_at_once(
+                    Ending::Complete,
+                    caller,
+                    id,
+                    result.clone(),
+                    hash,
+                    summary.clone(),
+                    now,
+                )
                 .await?
             {
                 return Ok(todo);
@@ -413,6 +421,24 @@ impl TodoStore for SqlStore {
         let result = encode_result(finish.result.as_ref())?;
         let summary = finish.summary.as_deref().map(rules::clip_summary);
         let now = self.now();
+        if let Specialised::Postgres = self.specialised() {
+            let hash = finish.lease_token.as_deref().map(sha256_hex);
+            if let Some(todo) = self
+                .finish_at_once(
+                    Ending::Fail,
+                    caller,
+                    id,
+                    result.clone(),
+                    hash,
+                    summary.clone(),
+                    now,
+                )
+                .await?
+            {
+                return Ok(todo);
+            }
+            // Nothing matched: the transaction below re-checks and says why.
+        }
         let mut tx = self.begin().await?;
         // Read the attempt under the row lock: the backoff depends on it.
         let held = sqlx::query(AssertSqlSafe(format!(
