@@ -2,6 +2,9 @@
 
 use std::time::Duration;
 
+use super::Timestamp;
+use super::todo::Disposition;
+
 const BASE: Duration = Duration::from_secs(30);
 const CAP: Duration = Duration::from_secs(15 * 60);
 
@@ -13,6 +16,49 @@ pub fn retry_backoff(attempt: i64) -> Duration {
         return CAP;
     }
     (BASE * (1u32 << exponent)).min(CAP)
+}
+
+/// What a holder's `fail` leads to (`docs/queue.md`): while attempts remain
+/// (`attempt < max_attempts`), a retry after [`retry_backoff`]; else a dead
+/// letter, finished now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AfterFailure {
+    RetryAt(Timestamp),
+    DeadLetter,
+}
+
+pub fn after_failure(attempt: i64, max_attempts: i64, now: Timestamp) -> AfterFailure {
+    if attempt < max_attempts {
+        AfterFailure::RetryAt(now.saturating_add(retry_backoff(attempt)))
+    } else {
+        AfterFailure::DeadLetter
+    }
+}
+
+impl AfterFailure {
+    /// The todo's `next_retry_at`.
+    pub fn next_retry_at(self) -> Option<Timestamp> {
+        match self {
+            Self::RetryAt(at) => Some(at),
+            Self::DeadLetter => None,
+        }
+    }
+
+    /// The todo's `completed_at`: a dead letter is finished `now`.
+    pub fn completed_at(self, now: Timestamp) -> Option<Timestamp> {
+        match self {
+            Self::RetryAt(_) => None,
+            Self::DeadLetter => Some(now),
+        }
+    }
+
+    /// The failed attempt's disposition.
+    pub fn disposition(self) -> Disposition {
+        match self {
+            Self::RetryAt(_) => Disposition::RetryScheduled,
+            Self::DeadLetter => Disposition::DeadLettered,
+        }
+    }
 }
 
 /// [`retry_backoff`] as a table, for a statement that decides a retry
@@ -45,6 +91,22 @@ mod tests {
             "attempt 0 is treated as the first"
         );
         assert_eq!(retry_backoff(i64::MAX).as_secs(), 900);
+    }
+
+    #[test]
+    fn a_fail_retries_while_attempts_remain() {
+        let now = Timestamp::from_millis(1_000);
+        let retry = after_failure(2, 3, now);
+        assert_eq!(retry, AfterFailure::RetryAt(now.add_secs(60)), "backoff(2)");
+        assert_eq!(retry.completed_at(now), None);
+        assert_eq!(retry.disposition(), Disposition::RetryScheduled);
+        for (attempt, cap) in [(3, 3), (4, 3), (1, 1)] {
+            let dead = after_failure(attempt, cap, now);
+            assert_eq!(dead, AfterFailure::DeadLetter, "attempt {attempt} of {cap}");
+            assert_eq!(dead.next_retry_at(), None);
+            assert_eq!(dead.completed_at(now), Some(now));
+            assert_eq!(dead.disposition(), Disposition::DeadLettered);
+        }
     }
 
     #[test]

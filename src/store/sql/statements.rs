@@ -781,6 +781,28 @@ pub static COMPLETE: LazyLock<String> = LazyLock::new(|| {
     )
 });
 
+/// The holder's attempt and its cap, read under the holder's guard
+/// (`$1`–`$4`) before `fail` decides ([`after_failure`]) on SQLite and on the
+/// transaction path (which appends its row lock).
+///
+/// [`after_failure`]: crate::domain::backoff::after_failure
+pub static FAIL_HELD: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "SELECT attempt, max_attempts FROM todos WHERE {}",
+        holder_guard(1)
+    )
+});
+
+/// The failure `fail` decided: `$1` result, `$2` next retry (NULL for a
+/// dead letter), `$3` completed at (a dead letter's now), `$4` now, `$5` the
+/// todo.
+pub const FAIL: &str = concat!(
+    "UPDATE todos SET state = 'failed', result = $1, next_retry_at = $2, ",
+    "completed_at = $3, updated_at = $4, lease_expires_at = NULL, ",
+    "lease_token_hash = NULL WHERE id = $5 RETURNING ",
+    todo_columns!()
+);
+
 /// What a failure sets, `result` and `now` given as expressions: a retry
 /// after the backoff of [`retry_backoff`](crate::domain::backoff::retry_backoff)
 /// while attempts remain, else the dead letter's end. The same decision as

@@ -9,10 +9,11 @@
 
 use std::sync::LazyLock;
 
-use rusqlite::{Connection, params};
+use rusqlite::{Connection, OptionalExtension, params};
 
 use super::lane::numbered;
 use crate::domain::Timestamp;
+use crate::domain::backoff::after_failure;
 use crate::domain::ids::sha256_hex;
 use crate::domain::todo::{self as rules, Disposition, Outcome};
 use crate::store::dialect::Dialect;
@@ -120,6 +121,8 @@ static CHARGE_WINDOW: LazyLock<String> =
 static PRIOR_ATTEMPTS: LazyLock<String> = LazyLock::new(|| numbered(statements::PRIOR_ATTEMPTS));
 static COMPLETE: LazyLock<String> = LazyLock::new(|| numbered(&statements::COMPLETE));
 static CLOSE_ATTEMPT: LazyLock<String> = LazyLock::new(|| numbered(statements::CLOSE_ATTEMPT));
+static FAIL_HELD: LazyLock<String> = LazyLock::new(|| numbered(&statements::FAIL_HELD));
+static FAIL: LazyLock<String> = LazyLock::new(|| numbered(statements::FAIL));
 static PRUNE_ATTEMPTS: LazyLock<String> = LazyLock::new(|| numbered(statements::PRUNE_ATTEMPTS));
 static COUNT_PRUNED: LazyLock<String> = LazyLock::new(|| numbered(statements::COUNT_PRUNED));
 static HEARTBEAT: LazyLock<String> = LazyLock::new(|| numbered(&statements::HEARTBEAT));
@@ -279,6 +282,62 @@ pub(in crate::store::sql) fn complete(
         now,
         Outcome::Completed.as_str(),
         Disposition::Done.as_str(),
+        summary,
+        i64::from(truncated),
+        todo.id
+    ])?;
+    todo.attempts_pruned += prune(tx, &todo)?;
+    Ok(Some(todo))
+}
+
+/// The holder's failure: a retry after its backoff while attempts remain,
+/// else a dead letter ([`after_failure`]), and the closing of its attempt.
+/// `None` when the holder's guard matched nothing. The lane's one writer
+/// makes the read and the update one decision (the transaction path locks
+/// the row for it).
+pub(in crate::store::sql) fn fail(
+    tx: &Connection,
+    finish: LaneFinish,
+) -> StoreResult<Option<Todo>> {
+    let now = finish.now;
+    let held = tx
+        .prepare_cached(&FAIL_HELD)?
+        .query_row(
+            params![
+                finish.holder.id,
+                finish.holder.endpoint_id,
+                finish.holder.owner,
+                finish.holder.lease_token_hash
+            ],
+            |row| Ok((row.get::<_, i64>(0)?, row.get::<_, i64>(1)?)),
+        )
+        .optional()?;
+    let Some((attempt, max_attempts)) = held else {
+        return Ok(None);
+    };
+    let after = after_failure(attempt, max_attempts, now);
+    let Some(mut todo) = todo_row(
+        tx,
+        &FAIL,
+        params![
+            finish.result,
+            after.next_retry_at().map(Timestamp::as_millis),
+            after.completed_at(now).map(Timestamp::as_millis),
+            now.as_millis(),
+            finish.holder.id
+        ],
+    )?
+    else {
+        return Ok(None);
+    };
+    let (summary, truncated) = match finish.summary {
+        Some((text, cut)) => (Some(text), cut),
+        None => (None, false),
+    };
+    tx.prepare_cached(&CLOSE_ATTEMPT)?.execute(params![
+        now.as_millis(),
+        Outcome::Failed.as_str(),
+        after.disposition().as_str(),
         summary,
         i64::from(truncated),
         todo.id

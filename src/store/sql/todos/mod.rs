@@ -25,7 +25,7 @@ use super::paging::Cursor;
 use super::sqlite::transitions as lane;
 use super::statements::{self, ClaimScope, Ending, holder_guard};
 use super::{Specialised, SqlStore, paging};
-use crate::domain::backoff::retry_backoff;
+use crate::domain::backoff::after_failure;
 use crate::domain::ids::sha256_hex;
 use crate::domain::lease::resolve_lease_seconds;
 use crate::domain::todo::{self as rules, Disposition, Outcome, TodoState};
@@ -421,7 +421,20 @@ impl TodoStore for SqlStore {
         let result = encode_result(finish.result.as_ref())?;
         let summary = finish.summary.as_deref().map(rules::clip_summary);
         let now = self.now();
-        if let Specialised::Postgres = self.specialised() {
+        let specialised = self.specialised();
+        if let Specialised::SqliteLane(writer) = specialised {
+            let finish = lane::LaneFinish {
+                holder: lane::LaneHolder::new(caller, id, finish.lease_token.as_deref()),
+                result: result.clone(),
+                summary: summary.clone(),
+                now,
+            };
+            if let Some(todo) = writer.run(move |conn| lane::fail(conn, finish)).await? {
+                return Ok(todo);
+            }
+            // Nothing matched: the transaction below re-checks and says why.
+        }
+        if let Specialised::Postgres = specialised {
             let hash = finish.lease_token.as_deref().map(sha256_hex);
             if let Some(todo) = self
                 .finish_at_once(
@@ -442,8 +455,8 @@ impl TodoStore for SqlStore {
         let mut tx = self.begin().await?;
         // Read the attempt under the row lock: the backoff depends on it.
         let held = sqlx::query(AssertSqlSafe(format!(
-            "SELECT attempt, max_attempts FROM todos WHERE {}{}",
-            holder_guard(1),
+            "{}{}",
+            statements::FAIL_HELD.as_str(),
             self.dialect.for_update()
         )))
         .bind(id)
@@ -457,31 +470,17 @@ impl TodoStore for SqlStore {
             tx.rollback().await?;
             return Err(err);
         };
-        let attempt: i64 = held.get("attempt");
-        let max_attempts: i64 = held.get("max_attempts");
-        let (next_retry_at, completed_at, disposition) = if attempt < max_attempts {
-            (
-                Some(now.saturating_add(retry_backoff(attempt)).as_millis()),
-                None,
-                Disposition::RetryScheduled,
-            )
-        } else {
-            (None, Some(now.as_millis()), Disposition::DeadLettered)
-        };
-        let row = sqlx::query(concat!(
-            "UPDATE todos SET state = 'failed', result = $1, next_retry_at = $2, ",
-            "completed_at = $3, updated_at = $4, lease_expires_at = NULL, ",
-            "lease_token_hash = NULL WHERE id = $5 RETURNING ",
-            todo_columns!()
-        ))
-        .bind(result)
-        .bind(next_retry_at)
-        .bind(completed_at)
-        .bind(now.as_millis())
-        .bind(id)
-        .fetch_one(&mut *tx)
-        .await?;
-        Self::end_lease_and_commit(tx, &row, now, Outcome::Failed, disposition, summary).await
+        let after = after_failure(held.get("attempt"), held.get("max_attempts"), now);
+        let row = sqlx::query(statements::FAIL)
+            .bind(result)
+            .bind(after.next_retry_at().map(Timestamp::as_millis))
+            .bind(after.completed_at(now).map(Timestamp::as_millis))
+            .bind(now.as_millis())
+            .bind(id)
+            .fetch_one(&mut *tx)
+            .await?;
+        Self::end_lease_and_commit(tx, &row, now, Outcome::Failed, after.disposition(), summary)
+            .await
     }
 
     async fn release(&self, caller: &Caller, id: &str, opts: ReleaseOptions) -> StoreResult<Todo> {
