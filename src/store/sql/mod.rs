@@ -262,7 +262,7 @@ pub struct SqlStore {
     finishes: Option<Arc<postgres::batch::Batcher<postgres::batch::FinishInput>>>,
     /// PostgreSQL: concurrent pending claims of one endpoint (and queue)
     /// coalesced into one statement (`postgres/claims.rs`).
-    claims: Option<Arc<postgres::batch::Batcher<postgres::batch::ClaimInput>>>,
+    claims: Option<Arc<postgres::claims::ClaimBatches>>,
 }
 
 impl SqlStore {
@@ -491,12 +491,12 @@ impl SqlStore {
     /// how many statements ran more than one claim, and how many claims
     /// they ran (for benchmarks and tests).
     pub fn claim_batches(&self) -> (u64, u64) {
-        self.claims.as_ref().map_or((0, 0), |c| c.counts())
+        self.claims.as_ref().map_or((0, 0), |c| c.batcher.counts())
     }
 
     /// Claims waiting for their endpoint's running claim to finish (tests).
     pub fn claims_waiting(&self) -> usize {
-        self.claims.as_ref().map_or(0, |c| c.waiting())
+        self.claims.as_ref().map_or(0, |c| c.batcher.waiting())
     }
 
     /// How many background vacuums of the queue table this store ran

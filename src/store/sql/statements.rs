@@ -633,6 +633,143 @@ pub fn claim_pending_batch(scope: ClaimScope) -> &'static str {
     &CLAIM_PENDING_BATCH[scope.index()]
 }
 
+/// PostgreSQL: [`claim_pending_batch`] for an endpoint under admission
+/// limits: the next `$3` pending todos of endpoint `$5` (and queue `$6`) that
+/// admission lets in at `$1` (the batch's now), the n-th to the n-th holder
+/// of the JSON array `$2` (as [`claim_pending_batch`]), each with its
+/// attempt record, its in-flight slots and the window charge, in one
+/// statement. The batch is admitted only as a whole, in one queue: each
+/// in-flight limit has room for all of its rows, each window a shard with
+/// room for all of them (charged by their number), and the levels with an
+/// in-flight limit a free slot for each row among the first `$4` + rows
+/// from a picked one. Else it claims nothing (`admitted` false) and its
+/// callers run alone, where admission decides claim by claim. A slot or a
+/// shard another claim took meanwhile fails the whole statement (the
+/// slots' unique indexes; [`OVER_BUDGET`]), and its callers run alone too.
+/// Returns `admitted` and, per todo claimed, its `holder` and row.
+pub fn claim_admitted_batch(scope: ClaimScope) -> &'static str {
+    &CLAIM_ADMITTED_BATCH[scope.index()]
+}
+
+static CLAIM_ADMITTED_BATCH: LazyLock<[String; 2]> = LazyLock::new(|| {
+    let pg = Dialect::Postgres;
+    // The level row `l` has a window, and it has ended by the batch's now.
+    let windowed = windowed("l");
+    let ended = window_ended("l", "$1");
+    // A free slot for each row at the level of `column`, from one picked by
+    // the first candidate's id, among the rows' number + `$4`.
+    let free_slots = |column: &str, level: &str, same_queue: &str| {
+        format!(
+            "SELECT x.slot, row_number() OVER (ORDER BY x.o) AS n FROM lv l, q, \
+               LATERAL (SELECT 1 + ((hashtext(q.seed) & 2147483647) + o) % l.max_in_flight AS slot, o \
+                 FROM generate_series(0, LEAST(l.max_in_flight, q.m + $4) - 1) AS o) x \
+             WHERE {level} AND l.max_in_flight IS NOT NULL \
+             AND NOT EXISTS (SELECT 1 FROM todos g WHERE g.endpoint_id = $5{same_queue} \
+               AND g.state = 'claimed' AND g.{column} IS NOT NULL AND g.{column} = x.slot)"
+        )
+    };
+    // Shard row `p` of level `lv` has room for all the batch's rows.
+    let room = shard_has_room_for("p", "lv", "lv.window_started_at", "q.m");
+    let n = window_shards(pg);
+    let picked = format!("(hashtext(q.seed) & 2147483647) % {n}");
+    let shard_of = |lock: &str| {
+        format!(
+            "(SELECT p.shard FROM admission_windows p WHERE p.endpoint_id = lv.endpoint_id \
+               AND p.queue = lv.queue AND {room} \
+               ORDER BY (p.shard + {n} - {picked}) % {n} LIMIT 1{lock})"
+        )
+    };
+    [ClaimScope::AnyQueue, ClaimScope::OneQueue].map(|scope| {
+        format!(
+            concat!(
+                "WITH i AS (SELECT * FROM json_to_recordset($2::json) AS i(n bigint, now bigint, ",
+                "owner text, expires bigint, fence text, claimant text)), ",
+                "k AS MATERIALIZED (SELECT p.id, p.queue, row_number() OVER (ORDER BY {order}) AS n ",
+                "FROM (SELECT id, queue, priority, created_at FROM todos ",
+                "WHERE endpoint_id = $5 AND state = 'pending'{filter} AND {admitted} ",
+                "ORDER BY {order} LIMIT $3 FOR UPDATE SKIP LOCKED) p), ",
+                "q AS MATERIALIZED (SELECT min(queue) AS queue, count(DISTINCT queue) AS queues, ",
+                "count(*) AS m, min(id) AS seed FROM k), ",
+                "lv AS MATERIALIZED (SELECT l.endpoint_id, l.queue, l.max_in_flight, ",
+                "l.max_claims_per_window, {windowed} AS windowed, {windowed} AND {ended} AS rolls, ",
+                "CASE WHEN {ended} THEN $1 ELSE l.window_started_at END AS window_started_at, ",
+                "CASE WHEN l.max_in_flight IS NULL THEN 0 ELSE (SELECT count(*) FROM todos f ",
+                "WHERE f.endpoint_id = $5 AND f.state = 'claimed' ",
+                "AND (l.queue = '' OR f.queue = l.queue)) END AS live ",
+                "FROM admission l, q WHERE l.endpoint_id = $5 AND l.queue IN ('', q.queue)), ",
+                "se AS MATERIALIZED ({endpoint_slots}), ",
+                "sq AS MATERIALIZED ({queue_slots}), ",
+                "ws AS MATERIALIZED (SELECT lv.endpoint_id, lv.queue, lv.window_started_at, ",
+                "lv.max_claims_per_window, lv.rolls, ",
+                "COALESCE({shard_unlocked}, {shard_any}) AS shard ",
+                "FROM lv, q WHERE lv.windowed), ",
+                "ok AS MATERIALIZED (SELECT q.m > 0 AND q.queues = 1 ",
+                "AND NOT EXISTS (SELECT 1 FROM lv WHERE lv.max_in_flight IS NOT NULL ",
+                "AND lv.live + q.m > lv.max_in_flight) ",
+                "AND NOT EXISTS (SELECT 1 FROM ws WHERE ws.shard IS NULL) ",
+                "AND (SELECT count(*) FROM se) >= CASE WHEN EXISTS (SELECT 1 FROM lv ",
+                "WHERE lv.queue = '' AND lv.max_in_flight IS NOT NULL) THEN q.m ELSE 0 END ",
+                "AND (SELECT count(*) FROM sq) >= CASE WHEN EXISTS (SELECT 1 FROM lv ",
+                "WHERE lv.queue <> '' AND lv.max_in_flight IS NOT NULL) THEN q.m ELSE 0 END ",
+                "AS admitted FROM q), ",
+                // The ids as an array too, as in the batch without limits.
+                "c AS (UPDATE todos SET {set} FROM k JOIN i ON i.n = k.n ",
+                "LEFT JOIN se ON se.n = k.n LEFT JOIN sq ON sq.n = k.n ",
+                "WHERE todos.id = k.id AND todos.id = ANY (ARRAY(SELECT id FROM k)) ",
+                "AND (SELECT admitted FROM ok) ",
+                "RETURNING todos.*, i.n AS holder, i.claimant AS holder_claimant), ",
+                "a AS (INSERT INTO todo_attempts (todo_id, seq, attempt, claimant, claimed_at) ",
+                "SELECT id, attempts_total, attempt, holder_claimant, claimed_at FROM c), ",
+                "r AS (UPDATE admission SET window_started_at = $1 FROM ws ",
+                "WHERE ws.rolls AND (SELECT admitted FROM ok) ",
+                "AND admission.endpoint_id = ws.endpoint_id AND admission.queue = ws.queue ",
+                "AND {admission_ended} RETURNING admission.queue), ",
+                "w AS (UPDATE admission_windows SET ",
+                "claims = CASE WHEN admission_windows.window_started_at = ws.window_started_at ",
+                "THEN admission_windows.claims + (SELECT m FROM q) ELSE (SELECT m FROM q) END, ",
+                "window_started_at = ws.window_started_at FROM ws, q ",
+                "WHERE (SELECT admitted FROM ok) AND admission_windows.endpoint_id = ws.endpoint_id ",
+                "AND admission_windows.queue = ws.queue AND admission_windows.shard = ws.shard ",
+                "AND {charged_room} RETURNING admission_windows.queue) ",
+                "SELECT ok.admitted, c.holder, ",
+                todo_columns!(),
+                " FROM ok LEFT JOIN c ON true ",
+                "WHERE CASE WHEN ok.admitted AND ((SELECT count(*) FROM w) < (SELECT count(*) FROM ws) ",
+                "OR (SELECT count(*) FROM r) < (SELECT count(*) FROM ws WHERE ws.rolls)) ",
+                "THEN switchboard_over_budget() ELSE 0 END = 0"
+            ),
+            order = CLAIM_ORDER,
+            filter = scope.filter(),
+            admitted = admitted_pending(pg),
+            windowed = windowed,
+            ended = ended,
+            endpoint_slots = free_slots("endpoint_slot", "l.queue = ''", ""),
+            queue_slots = free_slots("queue_slot", "l.queue <> ''", " AND g.queue = l.queue"),
+            shard_unlocked = shard_of(" FOR UPDATE SKIP LOCKED"),
+            shard_any = shard_of(""),
+            set = claim_set_of(["i.now", "i.owner", "i.expires", "i.fence"], ["se.slot", "sq.slot"]),
+            admission_ended = window_ended("admission", "$1"),
+            charged_room = shard_has_room_for(
+                "admission_windows",
+                "ws",
+                "ws.window_started_at",
+                "q.m"
+            ),
+        )
+    })
+});
+
+/// [`shard_has_room`] for `m` claims at once (PostgreSQL's batch under
+/// limits): shard row `s` of level `level` may take `m` more claims of the
+/// window starting at `start`.
+fn shard_has_room_for(s: &str, level: &str, start: &str, m: &str) -> String {
+    let share = shard_share(Dialect::Postgres, level, &format!("{s}.shard"));
+    format!(
+        "{share} >= {m} AND ({s}.window_started_at IS NULL OR {s}.window_started_at < {start} \
+           OR ({s}.window_started_at = {start} AND {s}.claims + {m} <= {share}))"
+    )
+}
+
 /// A subquery yielding the id of the oldest todo of endpoint `$5` (and
 /// queue `$6`) that a takeover may claim ([`TAKEOVER_CONDITION`]) and
 /// admission lets in; `$1` is now.

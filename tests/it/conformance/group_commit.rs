@@ -191,9 +191,9 @@ async fn on_postgres_claims_that_wait_run_as_one_statement_each_with_its_own_lea
     store.close().await;
 }
 
-/// Under an in-flight limit a batch claims nothing: its claims run alone,
-/// each under the limit, so five claims behind a first one with a limit of
-/// two take two todos in all.
+/// A batch with no room for all of its claims under an in-flight limit
+/// claims nothing: its claims run alone, each under the limit, so five
+/// claims behind a first one with a limit of two take two todos in all.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_postgres_claims_under_a_limit_run_alone_and_hold_it() {
     let Some(ts) = support::postgres_store("claim_batch_limits").await else {
@@ -230,8 +230,11 @@ async fn on_postgres_claims_under_a_limit_run_alone_and_hold_it() {
         taken += usize::from(answer.await.unwrap().expect("claim").is_some());
     }
     assert_eq!(taken, 2, "the in-flight limit held");
-    let (batches, _) = store.claim_batches();
-    assert_eq!(batches, 1, "the queued claims were tried as one batch");
+    assert_eq!(
+        store.claim_batches(),
+        (0, 0),
+        "a batch with no room for all of its claims served none"
+    );
     let pool = PgPool::connect(&url).await.expect("connect");
     let (claimed,): (i64,) =
         sqlx::query_as("SELECT count(*) FROM todos WHERE endpoint_id = $1 AND state = 'claimed'")
@@ -271,25 +274,57 @@ async fn on_postgres_a_claim_batch_reads_only_the_todos_it_claims() {
             .await
             .expect("complete");
     }
-    let mut db = PgConnection::connect(&url).await.expect("connect");
     let holders = r#"[{"n":1,"now":5,"owner":"o","expires":9,"fence":null,"claimant":"a"},
                       {"n":2,"now":5,"owner":"o","expires":9,"fence":null,"claimant":"b"}]"#;
-    let batch = switchboard::store::sql::statements::claim_pending_batch(
-        switchboard::store::sql::statements::ClaimScope::AnyQueue,
-    );
+    let scope = switchboard::store::sql::statements::ClaimScope::AnyQueue;
+    let batch = switchboard::store::sql::statements::claim_pending_batch(scope);
+    let plain = format!("EXECUTE batch('{holders}', '{}', 2)", f.endpoint.id);
+    assert_reads_only_two_todos_by_key(
+        &url,
+        &format!("batch(json, text, bigint) AS {batch}"),
+        &plain,
+    )
+    .await;
+
+    // Under limits that never bind (B10's), the batch that admits them.
+    let limits = Limits {
+        max_in_flight: Some(1000),
+        window: Some(Duration::from_secs(3600)),
+        max_claims_per_window: Some(10_000_000),
+        ..Limits::default()
+    };
+    for queue in [None, Some("inbox")] {
+        store
+            .set_admission(&f.human.id, &f.endpoint.id, queue, &limits)
+            .await
+            .expect("set_admission");
+    }
+    let admitted = switchboard::store::sql::statements::claim_admitted_batch(scope);
+    let execute = format!("EXECUTE batch(6, '{holders}', 2, 8, '{}')", f.endpoint.id);
+    assert_reads_only_two_todos_by_key(
+        &url,
+        &format!("batch(bigint, json, bigint, bigint, text) AS {admitted}"),
+        &execute,
+    )
+    .await;
+    store.close().await;
+}
+
+/// `statement` (`name(types) AS text`), prepared as the hot path's sessions
+/// run it (a generic plan, no sequential or bitmap scans) and run by
+/// `execute` in a transaction rolled back: every read of `todos` by key
+/// reads at most the two rows a batch of two claims.
+async fn assert_reads_only_two_todos_by_key(url: &str, statement: &str, execute: &str) {
+    let mut db = PgConnection::connect(url).await.expect("connect");
     let script = format!(
         "ANALYZE todos; SET enable_seqscan = off; SET enable_bitmapscan = off; \
-         SET plan_cache_mode = force_generic_plan; \
-         PREPARE batch(json, text, bigint) AS {batch}; BEGIN;"
+         SET plan_cache_mode = force_generic_plan; PREPARE {statement}; BEGIN;"
     );
     sqlx::raw_sql(sqlx::AssertSqlSafe(script))
         .execute(&mut db)
         .await
         .expect("prepare the batch");
-    let explain = format!(
-        "EXPLAIN (ANALYZE, COSTS OFF) EXECUTE batch('{holders}', '{}', 2)",
-        f.endpoint.id
-    );
+    let explain = format!("EXPLAIN (ANALYZE, COSTS OFF) {execute}");
     let plan: Vec<(String,)> = sqlx::query_as(sqlx::AssertSqlSafe(explain))
         .fetch_all(&mut db)
         .await
@@ -318,7 +353,6 @@ async fn on_postgres_a_claim_batch_reads_only_the_todos_it_claims() {
             plan.join("\n")
         );
     }
-    store.close().await;
 }
 
 /// Completes that arrive while another `complete` runs wait, then run as ONE
@@ -573,4 +607,250 @@ async fn on_postgres_fails_that_wait_run_as_one_statement_each_deciding_its_retr
         "each attempt closed once, with its own disposition"
     );
     store.close().await;
+}
+
+/// Claims queued behind a first one under admission limits that do not bind
+/// run as ONE statement (`statements::claim_admitted_batch`): each gets an
+/// in-flight slot of its own at the endpoint and at the queue, within the
+/// limits, and the window is charged once per claim.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_postgres_claims_under_limits_that_wait_run_as_one_statement_with_a_slot_each() {
+    let Some(ts) = support::postgres_store("claim_batch_admitted").await else {
+        return;
+    };
+    let url = ts.postgres_url().expect("a PostgreSQL store").to_owned();
+    let store = Arc::new(second_handle(&ts).await);
+    let f = fixture(&*store, "ada").await;
+    for n in 0..8 {
+        add_todo(&*store, &f, &format!("todo {n}")).await;
+    }
+    let endpoint_limits = Limits {
+        max_in_flight: Some(10),
+        window: Some(Duration::from_secs(3600)),
+        max_claims_per_window: Some(100),
+        ..Limits::default()
+    };
+    let queue_limits = Limits {
+        max_in_flight: Some(10),
+        ..Limits::default()
+    };
+    for (queue, limits) in [(None, &endpoint_limits), (Some("inbox"), &queue_limits)] {
+        store
+            .set_admission(&f.human.id, &f.endpoint.id, queue, limits)
+            .await
+            .expect("set_admission");
+    }
+
+    let held = hold_attempt_inserts(&url).await;
+    let leader = claim_by(&store, &f, "leader", false);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut watch = PgConnection::connect(&url).await.expect("connect");
+    until_a_statement_waits(&mut watch, deadline).await;
+    let followers: Vec<_> = (0..5)
+        .map(|n| claim_by(&store, &f, &format!("follower-{n}"), false))
+        .collect();
+    until_queued(&store, followers.len(), deadline).await;
+    release(held).await;
+
+    assert!(leader.await.unwrap().expect("claim").is_some());
+    for answer in followers {
+        assert!(
+            answer.await.unwrap().expect("claim").is_some(),
+            "work was pending"
+        );
+    }
+    assert_eq!(
+        store.claim_batches(),
+        (1, 5),
+        "the five queued claims were served by one statement"
+    );
+    let pool = PgPool::connect(&url).await.expect("connect");
+    let slots: Vec<(Option<i64>, Option<i64>, Option<String>)> = sqlx::query_as(
+        "SELECT t.endpoint_slot, t.queue_slot, a.claimant FROM todos t \
+         JOIN todo_attempts a ON a.todo_id = t.id AND a.ended_at IS NULL \
+         WHERE t.endpoint_id = $1 AND t.state = 'claimed'",
+    )
+    .bind(&f.endpoint.id)
+    .fetch_all(&pool)
+    .await
+    .expect("read the claims");
+    assert_eq!(slots.len(), 6, "six claims, one open attempt each");
+    for column in [0, 1] {
+        let mut taken: Vec<i64> = slots
+            .iter()
+            .map(|s| if column == 0 { s.0 } else { s.1 }.expect("a slot under a limit"))
+            .collect();
+        assert!(taken.iter().all(|s| (1..=10).contains(s)), "{taken:?}");
+        taken.sort();
+        taken.dedup();
+        assert_eq!(taken.len(), 6, "a slot of its own at each level");
+    }
+    let mut claimants: Vec<String> = slots.into_iter().filter_map(|s| s.2).collect();
+    claimants.sort();
+    assert_eq!(claimants.len(), 6, "each its own claimant: {claimants:?}");
+    let (charged,): (i64,) = sqlx::query_as(
+        "SELECT CAST(COALESCE(sum(claims), 0) AS BIGINT) FROM admission_windows \
+         WHERE endpoint_id = $1 AND queue = ''",
+    )
+    .bind(&f.endpoint.id)
+    .fetch_one(&pool)
+    .await
+    .expect("read the window");
+    assert_eq!(charged, 6, "the window charged once per claim");
+    store.close().await;
+}
+
+/// A batch with no window shard that has room for all of its claims is not
+/// admitted: its claims run alone and the window's budget holds (3 claims
+/// an hour: 3 of 16 shards have a share of one).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_postgres_a_claim_batch_beyond_a_window_runs_alone_and_the_budget_holds() {
+    let Some(ts) = support::postgres_store("claim_batch_window").await else {
+        return;
+    };
+    let url = ts.postgres_url().expect("a PostgreSQL store").to_owned();
+    let store = Arc::new(second_handle(&ts).await);
+    let f = fixture(&*store, "ada").await;
+    for n in 0..8 {
+        add_todo(&*store, &f, &format!("todo {n}")).await;
+    }
+    let limits = Limits {
+        window: Some(Duration::from_secs(3600)),
+        max_claims_per_window: Some(3),
+        ..Limits::default()
+    };
+    store
+        .set_admission(&f.human.id, &f.endpoint.id, None, &limits)
+        .await
+        .expect("set_admission");
+
+    let held = hold_attempt_inserts(&url).await;
+    let leader = claim_by(&store, &f, "leader", false);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut watch = PgConnection::connect(&url).await.expect("connect");
+    until_a_statement_waits(&mut watch, deadline).await;
+    let followers: Vec<_> = (0..5)
+        .map(|n| claim_by(&store, &f, &format!("follower-{n}"), false))
+        .collect();
+    until_queued(&store, followers.len(), deadline).await;
+    release(held).await;
+
+    let mut taken = usize::from(leader.await.unwrap().expect("claim").is_some());
+    for answer in followers {
+        taken += usize::from(answer.await.unwrap().expect("claim").is_some());
+    }
+    assert_eq!(taken, 3, "the window's budget held");
+    assert_eq!(store.claim_batches(), (0, 0), "no batch served a claim");
+    store.close().await;
+}
+
+/// Two instances' batches and lone claims under limits at once never pass
+/// a limit: 32 callers claim without completing until refused — the
+/// queue's in-flight limit (30) binds first, each claim with slots of its
+/// own — then claim and complete until the window (400) is spent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_postgres_batches_of_two_instances_hold_every_limit() {
+    let Some(ts) = support::postgres_store("claim_batch_race").await else {
+        return;
+    };
+    let url = ts.postgres_url().expect("a PostgreSQL store").to_owned();
+    let stores = [
+        Arc::new(second_handle(&ts).await),
+        Arc::new(second_handle(&ts).await),
+    ];
+    let f = fixture(&*stores[0], "ada").await;
+    for n in 0..450 {
+        add_todo(&*stores[0], &f, &format!("todo {n}")).await;
+    }
+    let endpoint_limits = Limits {
+        max_in_flight: Some(40),
+        window: Some(Duration::from_secs(3600)),
+        max_claims_per_window: Some(400),
+        ..Limits::default()
+    };
+    let queue_limits = Limits {
+        max_in_flight: Some(30),
+        ..Limits::default()
+    };
+    for (queue, limits) in [(None, &endpoint_limits), (Some("inbox"), &queue_limits)] {
+        stores[0]
+            .set_admission(&f.human.id, &f.endpoint.id, queue, limits)
+            .await
+            .expect("set_admission");
+    }
+    // Every caller claims (and completes, when told to) until it is
+    // refused three times in a row.
+    let claim_until_refused = |complete: bool| {
+        let callers: Vec<_> = (0..32)
+            .map(|n| {
+                let store = stores[n % 2].clone();
+                let caller = f.caller.clone();
+                tokio::spawn(async move {
+                    let mut claimed = Vec::new();
+                    let mut refused = 0;
+                    while refused < 3 {
+                        let opts = ClaimOptions {
+                            claimant: Some(format!("caller-{n}")),
+                            ..ClaimOptions::default()
+                        };
+                        match store.claim_next(&caller, None, opts).await.expect("claim") {
+                            Some(c) => {
+                                refused = 0;
+                                if complete {
+                                    store
+                                        .complete(&caller, &c.todo.id, Finish::default())
+                                        .await
+                                        .expect("complete");
+                                }
+                                claimed.push(c.todo.id);
+                            }
+                            None => refused += 1,
+                        }
+                    }
+                    claimed
+                })
+            })
+            .collect();
+        async move {
+            let mut all = Vec::new();
+            for caller in callers {
+                all.extend(caller.await.unwrap());
+            }
+            let distinct: std::collections::HashSet<&String> = all.iter().collect();
+            assert_eq!(distinct.len(), all.len(), "no todo claimed twice");
+            all
+        }
+    };
+    let held = claim_until_refused(false).await;
+    assert_eq!(held.len(), 30, "the queue's in-flight limit");
+    let pool = PgPool::connect(&url).await.expect("connect");
+    let (live, endpoint_slots, queue_slots): (i64, i64, i64) = sqlx::query_as(
+        "SELECT count(*), count(DISTINCT endpoint_slot), count(DISTINCT queue_slot) \
+         FROM todos WHERE endpoint_id = $1 AND state = 'claimed'",
+    )
+    .bind(&f.endpoint.id)
+    .fetch_one(&pool)
+    .await
+    .expect("read the claims");
+    assert_eq!((live, endpoint_slots, queue_slots), (30, 30, 30));
+    for id in &held {
+        stores[0]
+            .complete(&f.caller, id, Finish::default())
+            .await
+            .expect("complete");
+    }
+    let done = claim_until_refused(true).await;
+    assert_eq!(done.len(), 370, "the rest of the window's 400");
+    let (charged,): (i64,) = sqlx::query_as(
+        "SELECT CAST(COALESCE(sum(claims), 0) AS BIGINT) FROM admission_windows \
+         WHERE endpoint_id = $1 AND queue = ''",
+    )
+    .bind(&f.endpoint.id)
+    .fetch_one(&pool)
+    .await
+    .expect("read the window");
+    assert_eq!(charged, 400, "the window charged once per claim");
+    for store in stores {
+        store.close().await;
+    }
 }

@@ -1,7 +1,8 @@
 //! Group commit on PostgreSQL (issue 47; River's batch completer is the
 //! model): concurrent `complete`s, concurrent `fail`s, and concurrent
 //! pending claims of one endpoint (and queue), each as one statement and
-//! one commit.
+//! one commit (claims under admission limits too, when the batch is
+//! admitted as a whole: `claims.rs`).
 //!
 //! A call that finds no other of its kind and key running runs alone, as
 //! before: one statement, one commit. One that arrives while another is
@@ -87,7 +88,8 @@ type Waiting<I> = (I, oneshot::Sender<Answer<<I as Batched>::Output>>);
 
 pub(in crate::store::sql) struct Batcher<I: Batched> {
     keys: Mutex<HashMap<I::Key, KeyState<I>>>,
-    /// Statements run for more than one call, and the calls they ran.
+    /// Statements of more than one call that served some of them, and the
+    /// calls they served (answered without running alone).
     batches: AtomicU64,
     batched: AtomicU64,
 }
@@ -167,7 +169,7 @@ impl<I: Batched> Batcher<I> {
         self.lock().values().map(|s| s.waiting.len()).sum()
     }
 
-    /// (statements run for more than one call, calls in them).
+    /// (statements of more than one call that served some, calls served).
     pub(in crate::store::sql) fn counts(&self) -> (u64, u64) {
         (
             self.batches.load(Ordering::Relaxed),
@@ -279,10 +281,11 @@ async fn run_batches<I: Batched>(store: &SqlStore, key: I::Key, mut batch: Vec<W
             match together {
                 Ok(together) => {
                     if let Some(batcher) = batcher {
-                        batcher.batches.fetch_add(1, Ordering::Relaxed);
-                        batcher
-                            .batched
-                            .fetch_add(batch.len() as u64, Ordering::Relaxed);
+                        let served = together.answers.iter().flatten().count() as u64;
+                        if served > 0 {
+                            batcher.batches.fetch_add(1, Ordering::Relaxed);
+                            batcher.batched.fetch_add(served, Ordering::Relaxed);
+                        }
                         if let Some(period) = together.run_alone_for {
                             batcher.run_alone(&key, period);
                         }
