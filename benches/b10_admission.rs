@@ -406,6 +406,7 @@ async fn drive(
     pg: Option<&PgPool>,
     tck: f64,
 ) -> Result<RunResult> {
+    let (claims_before, finishes_before) = (store.claim_batches(), store.finish_batches());
     let start = sample(pg).await?;
     let deadline = start.at + Duration::from_secs(cfg.seconds);
     let empties = Arc::new(AtomicU64::new(0));
@@ -420,6 +421,17 @@ async fn drive(
     }
     let loops = join_workers(set, Duration::from_secs(cfg.seconds + 120)).await?;
     let end = sample(pg).await?;
+    let (claims, finishes) = (store.claim_batches(), store.finish_batches());
+    if pg.is_some() {
+        // Group commit (PostgreSQL): how much of the loop ran in batches.
+        eprintln!(
+            "  {loops} loops: {} claims served by {} batch statements, {} completes by {}",
+            claims.1 - claims_before.1,
+            claims.0 - claims_before.0,
+            finishes.1 - finishes_before.1,
+            finishes.0 - finishes_before.0,
+        );
+    }
     let mut res = result(&start, &end, loops, tck, pg.is_some());
     res.empties = empties.load(Ordering::Relaxed);
     if let (Some(a), Some(b)) = (start.rollbacks, end.rollbacks) {

@@ -634,16 +634,17 @@ pub fn claim_pending_batch(scope: ClaimScope) -> &'static str {
 }
 
 /// PostgreSQL: [`claim_pending_batch`] for an endpoint under admission
-/// limits: the next `$3` pending todos of endpoint `$5` (and queue `$6`) that
-/// admission lets in at `$1` (the batch's now), the n-th to the n-th holder
-/// of the JSON array `$2` (as [`claim_pending_batch`]), each with its
-/// attempt record, its in-flight slots and the window charge, in one
-/// statement. The batch is admitted only as a whole, in one queue: each
-/// in-flight limit has room for all of its rows, each window a shard with
-/// room for all of them (charged by their number), and the levels with an
-/// in-flight limit a free slot for each row among the first `$4` + rows
-/// from a picked one. Else it claims nothing (`admitted` false) and its
-/// callers run alone, where admission decides claim by claim. A slot or a
+/// limits: the next `$3` pending todos of endpoint `$5` (and queue `$6`),
+/// the n-th to the n-th holder of the JSON array `$2` (as
+/// [`claim_pending_batch`]), each with its attempt record, its in-flight
+/// slots and the window charge, in one statement — if admission at `$1`
+/// (the batch's now) lets them in as a whole: all in one queue, neither
+/// level paused, each in-flight limit with room for all of them, each
+/// window a shard with room for all of them (charged by their number), and
+/// the levels with an in-flight limit a free slot for each among the first
+/// `$4` + rows from a picked one. Else it claims nothing (`admitted` false)
+/// and its callers run alone, where admission decides claim by claim
+/// ([`admitted_pending`]); the batch reads the levels once instead. A slot or a
 /// shard another claim took meanwhile fails the whole statement (the
 /// slots' unique indexes; [`OVER_BUDGET`]), and its callers run alone too.
 /// Returns `admitted` and, per todo claimed, its `holder` and row.
@@ -672,10 +673,18 @@ static CLAIM_ADMITTED_BATCH: LazyLock<[String; 2]> = LazyLock::new(|| {
     let room = shard_has_room_for("p", "lv", "lv.window_started_at", "q.m");
     let n = window_shards(pg);
     let picked = format!("(hashtext(q.seed) & 2147483647) % {n}");
+    let same_level = "p.endpoint_id = lv.endpoint_id AND p.queue = lv.queue";
+    // As a lone claim's pick ([`pick_shard`]): the picked shard first,
+    // marked by an advisory lock (no WAL record), then the first with room
+    // not being charged, then any with room.
+    let shard_picked = format!(
+        "(SELECT p.shard FROM admission_windows p WHERE {same_level} AND p.shard = {picked} \
+           AND {room} AND pg_try_advisory_xact_lock(hashtext(p.endpoint_id || '/' || p.queue), \
+             CAST(p.shard AS INTEGER)))"
+    );
     let shard_of = |lock: &str| {
         format!(
-            "(SELECT p.shard FROM admission_windows p WHERE p.endpoint_id = lv.endpoint_id \
-               AND p.queue = lv.queue AND {room} \
+            "(SELECT p.shard FROM admission_windows p WHERE {same_level} AND {room} \
                ORDER BY (p.shard + {n} - {picked}) % {n} LIMIT 1{lock})"
         )
     };
@@ -686,11 +695,11 @@ static CLAIM_ADMITTED_BATCH: LazyLock<[String; 2]> = LazyLock::new(|| {
                 "owner text, expires bigint, fence text, claimant text)), ",
                 "k AS MATERIALIZED (SELECT p.id, p.queue, row_number() OVER (ORDER BY {order}) AS n ",
                 "FROM (SELECT id, queue, priority, created_at FROM todos ",
-                "WHERE endpoint_id = $5 AND state = 'pending'{filter} AND {admitted} ",
+                "WHERE endpoint_id = $5 AND state = 'pending'{filter} ",
                 "ORDER BY {order} LIMIT $3 FOR UPDATE SKIP LOCKED) p), ",
                 "q AS MATERIALIZED (SELECT min(queue) AS queue, count(DISTINCT queue) AS queues, ",
                 "count(*) AS m, min(id) AS seed FROM k), ",
-                "lv AS MATERIALIZED (SELECT l.endpoint_id, l.queue, l.max_in_flight, ",
+                "lv AS MATERIALIZED (SELECT l.endpoint_id, l.queue, l.paused, l.max_in_flight, ",
                 "l.max_claims_per_window, {windowed} AS windowed, {windowed} AND {ended} AS rolls, ",
                 "CASE WHEN {ended} THEN $1 ELSE l.window_started_at END AS window_started_at, ",
                 "CASE WHEN l.max_in_flight IS NULL THEN 0 ELSE (SELECT count(*) FROM todos f ",
@@ -701,9 +710,11 @@ static CLAIM_ADMITTED_BATCH: LazyLock<[String; 2]> = LazyLock::new(|| {
                 "sq AS MATERIALIZED ({queue_slots}), ",
                 "ws AS MATERIALIZED (SELECT lv.endpoint_id, lv.queue, lv.window_started_at, ",
                 "lv.max_claims_per_window, lv.rolls, ",
-                "COALESCE({shard_unlocked}, {shard_any}) AS shard ",
+                "COALESCE({shard_picked}, {shard_unlocked}, {shard_any}) AS shard ",
                 "FROM lv, q WHERE lv.windowed), ",
                 "ok AS MATERIALIZED (SELECT q.m > 0 AND q.queues = 1 ",
+                "AND NOT EXISTS (SELECT 1 FROM lv WHERE lv.paused = 1 OR lv.max_in_flight = 0 ",
+                "OR lv.max_claims_per_window = 0) ",
                 "AND NOT EXISTS (SELECT 1 FROM lv WHERE lv.max_in_flight IS NOT NULL ",
                 "AND lv.live + q.m > lv.max_in_flight) ",
                 "AND NOT EXISTS (SELECT 1 FROM ws WHERE ws.shard IS NULL) ",
@@ -740,11 +751,11 @@ static CLAIM_ADMITTED_BATCH: LazyLock<[String; 2]> = LazyLock::new(|| {
             ),
             order = CLAIM_ORDER,
             filter = scope.filter(),
-            admitted = admitted_pending(pg),
             windowed = windowed,
             ended = ended,
             endpoint_slots = free_slots("endpoint_slot", "l.queue = ''", ""),
             queue_slots = free_slots("queue_slot", "l.queue <> ''", " AND g.queue = l.queue"),
+            shard_picked = shard_picked,
             shard_unlocked = shard_of(" FOR UPDATE SKIP LOCKED"),
             shard_any = shard_of(""),
             set = claim_set_of(["i.now", "i.owner", "i.expires", "i.fence"], ["se.slot", "sq.slot"]),

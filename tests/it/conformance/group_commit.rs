@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use sqlx::postgres::PgConnection;
-use sqlx::{Connection, PgPool};
+use sqlx::{Connection, PgPool, Row};
 use switchboard::clock::Clock;
 use switchboard::domain::admission::Limits;
 use switchboard::domain::todo::TodoState;
@@ -853,4 +853,70 @@ async fn on_postgres_batches_of_two_instances_hold_every_limit() {
     for store in stores {
         store.close().await;
     }
+}
+
+/// The batch under limits claims nothing for a paused level (read once by
+/// the batch itself, not per candidate): the statement alone, on an
+/// endpoint with an in-flight limit whose queue is paused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_postgres_a_claim_batch_takes_nothing_from_a_paused_queue() {
+    let Some(ts) = support::postgres_store("claim_batch_paused").await else {
+        return;
+    };
+    let url = ts.postgres_url().expect("a PostgreSQL store").to_owned();
+    let store = second_handle(&ts).await;
+    let f = fixture(&store, "ada").await;
+    for n in 0..4 {
+        add_todo(&store, &f, &format!("todo {n}")).await;
+    }
+    let limits = [
+        (
+            None,
+            Limits {
+                max_in_flight: Some(10),
+                ..Limits::default()
+            },
+        ),
+        (
+            Some("inbox"),
+            Limits {
+                paused: true,
+                ..Limits::default()
+            },
+        ),
+    ];
+    for (queue, limits) in &limits {
+        store
+            .set_admission(&f.human.id, &f.endpoint.id, *queue, limits)
+            .await
+            .expect("set_admission");
+    }
+    let holders = r#"[{"n":1,"now":5,"owner":"o","expires":9,"fence":null,"claimant":"a"},
+                      {"n":2,"now":5,"owner":"o","expires":9,"fence":null,"claimant":"b"}]"#;
+    let batch = switchboard::store::sql::statements::claim_admitted_batch(
+        switchboard::store::sql::statements::ClaimScope::AnyQueue,
+    );
+    let pool = PgPool::connect(&url).await.expect("connect");
+    let rows = sqlx::query(sqlx::AssertSqlSafe(batch))
+        .bind(6_i64)
+        .bind(holders)
+        .bind(2_i64)
+        .bind(8_i64)
+        .bind(&f.endpoint.id)
+        .fetch_all(&pool)
+        .await
+        .expect("run the batch");
+    let rows: Vec<(bool, Option<i64>)> = rows
+        .iter()
+        .map(|r| (r.get("admitted"), r.get("holder")))
+        .collect();
+    assert_eq!(rows, [(false, None)], "not admitted, nothing claimed");
+    let (pending,): (i64,) =
+        sqlx::query_as("SELECT count(*) FROM todos WHERE endpoint_id = $1 AND state = 'pending'")
+            .bind(&f.endpoint.id)
+            .fetch_one(&pool)
+            .await
+            .expect("count");
+    assert_eq!(pending, 4);
+    store.close().await;
 }
