@@ -81,6 +81,50 @@ async fn until_queued(store: &SqlStore, count: usize, deadline: Instant) {
     }
 }
 
+type ClaimTask = tokio::task::JoinHandle<StoreResult<Option<Claimed>>>;
+
+/// Five plain claimants.
+const FOLLOWERS: [&str; 5] = [
+    "follower-1",
+    "follower-2",
+    "follower-3",
+    "follower-4",
+    "follower-5",
+];
+
+/// A claim by `leader`, held up on its attempt record by another
+/// connection's lock, and claims by `names` (fenced when the name starts
+/// with "fenced") queued behind it; then the lock released: (the leader's
+/// claim, the followers' in order).
+async fn claims_queued_behind_one(
+    store: &Arc<SqlStore>,
+    f: &Fixture,
+    url: &str,
+    names: &[&str],
+) -> (ClaimTask, Vec<ClaimTask>) {
+    let held = hold_attempt_inserts(url).await;
+    let leader = claim_by(store, f, "leader", false);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut watch = PgConnection::connect(url).await.expect("connect");
+    until_a_statement_waits(&mut watch, deadline).await;
+    let followers: Vec<_> = names
+        .iter()
+        .map(|who| claim_by(store, f, who, who.starts_with("fenced")))
+        .collect();
+    until_queued(store, followers.len(), deadline).await;
+    release(held).await;
+    (leader, followers)
+}
+
+/// How many of the claims took a todo.
+async fn claims_taken(leader: ClaimTask, followers: Vec<ClaimTask>) -> usize {
+    let mut taken = 0;
+    for claim in std::iter::once(leader).chain(followers) {
+        taken += usize::from(claim.await.unwrap().expect("claim").is_some());
+    }
+    taken
+}
+
 /// Each todo's (state, owner's claimant on its open attempt, open attempts).
 async fn attempts_of(pool: &PgPool, id: &str) -> (String, Option<String>, i64) {
     sqlx::query_as(
@@ -117,20 +161,10 @@ async fn on_postgres_claims_that_wait_run_as_one_statement_each_with_its_own_lea
     }
     let pool = PgPool::connect(&url).await.expect("connect");
 
-    let held = hold_attempt_inserts(&url).await;
-    let leader = claim_by(&store, &f, "leader", false);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let mut watch = PgConnection::connect(&url).await.expect("connect");
-    until_a_statement_waits(&mut watch, deadline).await;
     // Which caller the batch leaves without a todo depends on the order the
     // five queued in: two are fenced, so one of them is served.
     let names = ["plain-1", "fenced-2", "plain-3", "fenced-4", "plain-5"];
-    let followers: Vec<_> = names
-        .iter()
-        .map(|who| claim_by(&store, &f, who, who.starts_with("fenced")))
-        .collect();
-    until_queued(&store, followers.len(), deadline).await;
-    release(held).await;
+    let (leader, followers) = claims_queued_behind_one(&store, &f, &url, &names).await;
 
     let first = leader
         .await
@@ -214,21 +248,9 @@ async fn on_postgres_claims_under_a_limit_run_alone_and_hold_it() {
         .await
         .expect("set_admission");
 
-    let held = hold_attempt_inserts(&url).await;
-    let leader = claim_by(&store, &f, "leader", false);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let mut watch = PgConnection::connect(&url).await.expect("connect");
-    until_a_statement_waits(&mut watch, deadline).await;
-    let followers: Vec<_> = (0..5)
-        .map(|n| claim_by(&store, &f, &format!("follower-{n}"), false))
-        .collect();
-    until_queued(&store, followers.len(), deadline).await;
-    release(held).await;
+    let (leader, followers) = claims_queued_behind_one(&store, &f, &url, &FOLLOWERS).await;
 
-    let mut taken = usize::from(leader.await.unwrap().expect("claim").is_some());
-    for answer in followers {
-        taken += usize::from(answer.await.unwrap().expect("claim").is_some());
-    }
+    let taken = claims_taken(leader, followers).await;
     assert_eq!(taken, 2, "the in-flight limit held");
     assert_eq!(
         store.claim_batches(),
@@ -641,16 +663,7 @@ async fn on_postgres_claims_under_limits_that_wait_run_as_one_statement_with_a_s
             .expect("set_admission");
     }
 
-    let held = hold_attempt_inserts(&url).await;
-    let leader = claim_by(&store, &f, "leader", false);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let mut watch = PgConnection::connect(&url).await.expect("connect");
-    until_a_statement_waits(&mut watch, deadline).await;
-    let followers: Vec<_> = (0..5)
-        .map(|n| claim_by(&store, &f, &format!("follower-{n}"), false))
-        .collect();
-    until_queued(&store, followers.len(), deadline).await;
-    release(held).await;
+    let (leader, followers) = claims_queued_behind_one(&store, &f, &url, &FOLLOWERS).await;
 
     assert!(leader.await.unwrap().expect("claim").is_some());
     for answer in followers {
@@ -724,21 +737,9 @@ async fn on_postgres_a_claim_batch_beyond_a_window_runs_alone_and_the_budget_hol
         .await
         .expect("set_admission");
 
-    let held = hold_attempt_inserts(&url).await;
-    let leader = claim_by(&store, &f, "leader", false);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let mut watch = PgConnection::connect(&url).await.expect("connect");
-    until_a_statement_waits(&mut watch, deadline).await;
-    let followers: Vec<_> = (0..5)
-        .map(|n| claim_by(&store, &f, &format!("follower-{n}"), false))
-        .collect();
-    until_queued(&store, followers.len(), deadline).await;
-    release(held).await;
+    let (leader, followers) = claims_queued_behind_one(&store, &f, &url, &FOLLOWERS).await;
 
-    let mut taken = usize::from(leader.await.unwrap().expect("claim").is_some());
-    for answer in followers {
-        taken += usize::from(answer.await.unwrap().expect("claim").is_some());
-    }
+    let taken = claims_taken(leader, followers).await;
     assert_eq!(taken, 3, "the window's budget held");
     assert_eq!(store.claim_batches(), (0, 0), "no batch served a claim");
     store.close().await;

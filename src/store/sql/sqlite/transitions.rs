@@ -274,20 +274,33 @@ pub(in crate::store::sql) fn complete(
     else {
         return Ok(None);
     };
-    let (summary, truncated) = match finish.summary {
+    let ended = (Outcome::Completed, Disposition::Done, finish.summary);
+    close_attempt(tx, &mut todo, finish.now, ended)?;
+    Ok(Some(todo))
+}
+
+/// Closes the ended todo's open attempt (outcome, disposition, summary) and
+/// keeps its history to [`rules::KEPT_ATTEMPTS`].
+fn close_attempt(
+    tx: &Connection,
+    todo: &mut Todo,
+    now: Timestamp,
+    (outcome, disposition, summary): (Outcome, Disposition, Option<(String, bool)>),
+) -> StoreResult<()> {
+    let (summary, truncated) = match summary {
         Some((text, cut)) => (Some(text), cut),
         None => (None, false),
     };
     tx.prepare_cached(&CLOSE_ATTEMPT)?.execute(params![
-        now,
-        Outcome::Completed.as_str(),
-        Disposition::Done.as_str(),
+        now.as_millis(),
+        outcome.as_str(),
+        disposition.as_str(),
         summary,
         i64::from(truncated),
         todo.id
     ])?;
-    todo.attempts_pruned += prune(tx, &todo)?;
-    Ok(Some(todo))
+    todo.attempts_pruned += prune(tx, todo)?;
+    Ok(())
 }
 
 /// The holder's failure: a retry after its backoff while attempts remain,
@@ -330,19 +343,8 @@ pub(in crate::store::sql) fn fail(
     else {
         return Ok(None);
     };
-    let (summary, truncated) = match finish.summary {
-        Some((text, cut)) => (Some(text), cut),
-        None => (None, false),
-    };
-    tx.prepare_cached(&CLOSE_ATTEMPT)?.execute(params![
-        now.as_millis(),
-        Outcome::Failed.as_str(),
-        after.disposition().as_str(),
-        summary,
-        i64::from(truncated),
-        todo.id
-    ])?;
-    todo.attempts_pruned += prune(tx, &todo)?;
+    let ended = (Outcome::Failed, after.disposition(), finish.summary);
+    close_attempt(tx, &mut todo, now, ended)?;
     Ok(Some(todo))
 }
 

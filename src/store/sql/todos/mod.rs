@@ -204,6 +204,39 @@ pub(in crate::store::sql) fn checked(new: &NewTodo) -> StoreResult<(Option<Strin
 }
 
 impl SqlStore {
+    /// `complete` or `fail` on the agent loop's fast path: PostgreSQL's one
+    /// statement (`postgres/transitions.rs`) or SQLite's writer lane.
+    /// `None` without one, or when its guard matched nothing (the
+    /// transaction path then re-checks and says why).
+    async fn finish_fast(
+        &self,
+        caller: &Caller,
+        id: &str,
+        (ending, finish, result, summary, now): FastFinish<'_>,
+    ) -> StoreResult<Option<Todo>> {
+        match self.specialised() {
+            Specialised::Postgres => {
+                let hash = finish.lease_token.as_deref().map(sha256_hex);
+                let (result, summary) = (result.clone(), summary.clone());
+                self.finish_at_once(ending, caller, id, result, hash, summary, now)
+                    .await
+            }
+            Specialised::SqliteLane(writer) => {
+                let finish = lane::LaneFinish {
+                    holder: lane::LaneHolder::new(caller, id, finish.lease_token.as_deref()),
+                    result: result.clone(),
+                    summary: summary.clone(),
+                    now,
+                };
+                match ending {
+                    Ending::Complete => writer.run(move |conn| lane::complete(conn, finish)).await,
+                    Ending::Fail => writer.run(move |conn| lane::fail(conn, finish)).await,
+                }
+            }
+            Specialised::None => Ok(None),
+        }
+    }
+
     /// `create_todo`, with a delivery written in the todo's transaction.
     pub(crate) async fn create_todo_writing(
         &self,
@@ -227,6 +260,16 @@ impl SqlStore {
         ))
     }
 }
+
+/// What `complete` and `fail` hand their fast path: the ending, the
+/// caller's finish, its encoded result, its clipped summary, and now.
+type FastFinish<'a> = (
+    Ending,
+    &'a Finish,
+    &'a Option<String>,
+    &'a Option<(String, bool)>,
+    Timestamp,
+);
 
 #[async_trait]
 impl TodoStore for SqlStore {
@@ -360,37 +403,11 @@ impl TodoStore for SqlStore {
         let result = encode_result(finish.result.as_ref())?;
         let summary = finish.summary.as_deref().map(rules::clip_summary);
         let now = self.now();
-        let specialised = self.specialised();
-        if let Specialised::Postgres = specialised {
-            let hash = finish.lease_token.as_deref().map(sha256_hex);
-            if let Some(todo) = self
-                .finish_at_once(
-                    Ending::Complete,
-                    caller,
-                    id,
-                    result.clone(),
-                    hash,
-                    summary.clone(),
-                    now,
-                )
-                .await?
-            {
-                return Ok(todo);
-            }
-            // Nothing matched: the transaction below re-checks and says why.
+        let fast = (Ending::Complete, &finish, &result, &summary, now);
+        if let Some(todo) = self.finish_fast(caller, id, fast).await? {
+            return Ok(todo);
         }
-        if let Specialised::SqliteLane(writer) = specialised {
-            let finish = lane::LaneFinish {
-                holder: lane::LaneHolder::new(caller, id, finish.lease_token.as_deref()),
-                result: result.clone(),
-                summary: summary.clone(),
-                now,
-            };
-            if let Some(todo) = writer.run(move |conn| lane::complete(conn, finish)).await? {
-                return Ok(todo);
-            }
-            // Nothing matched: the transaction below re-checks and says why.
-        }
+        // Nothing matched: the transaction below re-checks and says why.
         let mut tx = self.begin().await?;
         let row = sqlx::query(AssertSqlSafe(statements::COMPLETE.as_str()))
             .bind(result)
@@ -421,37 +438,11 @@ impl TodoStore for SqlStore {
         let result = encode_result(finish.result.as_ref())?;
         let summary = finish.summary.as_deref().map(rules::clip_summary);
         let now = self.now();
-        let specialised = self.specialised();
-        if let Specialised::SqliteLane(writer) = specialised {
-            let finish = lane::LaneFinish {
-                holder: lane::LaneHolder::new(caller, id, finish.lease_token.as_deref()),
-                result: result.clone(),
-                summary: summary.clone(),
-                now,
-            };
-            if let Some(todo) = writer.run(move |conn| lane::fail(conn, finish)).await? {
-                return Ok(todo);
-            }
-            // Nothing matched: the transaction below re-checks and says why.
+        let fast = (Ending::Fail, &finish, &result, &summary, now);
+        if let Some(todo) = self.finish_fast(caller, id, fast).await? {
+            return Ok(todo);
         }
-        if let Specialised::Postgres = specialised {
-            let hash = finish.lease_token.as_deref().map(sha256_hex);
-            if let Some(todo) = self
-                .finish_at_once(
-                    Ending::Fail,
-                    caller,
-                    id,
-                    result.clone(),
-                    hash,
-                    summary.clone(),
-                    now,
-                )
-                .await?
-            {
-                return Ok(todo);
-            }
-            // Nothing matched: the transaction below re-checks and says why.
-        }
+        // Nothing matched: the transaction below re-checks and says why.
         let mut tx = self.begin().await?;
         // Read the attempt under the row lock: the backoff depends on it.
         let held = sqlx::query(AssertSqlSafe(format!(
