@@ -56,7 +56,7 @@ pub(in crate::store::sql) struct ClaimBatches {
 }
 
 impl ClaimBatches {
-    fn under_limits(&self, key: &ClaimKey) -> bool {
+    fn limited_lately(&self, key: &ClaimKey) -> bool {
         let mut keys = self.lock();
         match keys.get(key) {
             Some(until) if Instant::now() < *until => true,
@@ -151,7 +151,7 @@ impl Batched for ClaimInput {
     ) -> StoreResult<Together<Option<Todo>>> {
         let key = inputs[0].key();
         let batches = store.claims.as_deref();
-        if !batches.is_some_and(|b| b.under_limits(&key)) {
+        if !batches.is_some_and(|b| b.limited_lately(&key)) {
             let (answers, limited) = Self::without_limits(store, inputs).await?;
             if !limited {
                 return Ok(Together {

@@ -274,8 +274,15 @@ pub(in crate::store::sql) fn complete(
     else {
         return Ok(None);
     };
-    let ended = (Outcome::Completed, Disposition::Done, finish.summary);
-    close_attempt(tx, &mut todo, finish.now, ended)?;
+    let done = Disposition::Done;
+    close_attempt(
+        tx,
+        &mut todo,
+        finish.now,
+        Outcome::Completed,
+        done,
+        finish.summary,
+    )?;
     Ok(Some(todo))
 }
 
@@ -285,7 +292,9 @@ fn close_attempt(
     tx: &Connection,
     todo: &mut Todo,
     now: Timestamp,
-    (outcome, disposition, summary): (Outcome, Disposition, Option<(String, bool)>),
+    outcome: Outcome,
+    disposition: Disposition,
+    summary: Option<(String, bool)>,
 ) -> StoreResult<()> {
     let (summary, truncated) = match summary {
         Some((text, cut)) => (Some(text), cut),
@@ -343,8 +352,15 @@ pub(in crate::store::sql) fn fail(
     else {
         return Ok(None);
     };
-    let ended = (Outcome::Failed, after.disposition(), finish.summary);
-    close_attempt(tx, &mut todo, now, ended)?;
+    let disposition = after.disposition();
+    close_attempt(
+        tx,
+        &mut todo,
+        now,
+        Outcome::Failed,
+        disposition,
+        finish.summary,
+    )?;
     Ok(Some(todo))
 }
 

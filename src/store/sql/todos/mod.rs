@@ -212,8 +212,15 @@ impl SqlStore {
         &self,
         caller: &Caller,
         id: &str,
-        (ending, finish, result, summary, now): FastFinish<'_>,
+        fast: FastFinish<'_>,
     ) -> StoreResult<Option<Todo>> {
+        let FastFinish {
+            ending,
+            finish,
+            result,
+            summary,
+            now,
+        } = fast;
         match self.specialised() {
             Specialised::Postgres => {
                 let hash = finish.lease_token.as_deref().map(sha256_hex);
@@ -261,15 +268,16 @@ impl SqlStore {
     }
 }
 
-/// What `complete` and `fail` hand their fast path: the ending, the
-/// caller's finish, its encoded result, its clipped summary, and now.
-type FastFinish<'a> = (
-    Ending,
-    &'a Finish,
-    &'a Option<String>,
-    &'a Option<(String, bool)>,
-    Timestamp,
-);
+/// What `complete` and `fail` hand their fast path.
+struct FastFinish<'a> {
+    ending: Ending,
+    finish: &'a Finish,
+    /// The finish's result, encoded.
+    result: &'a Option<String>,
+    /// The finish's summary, clipped.
+    summary: &'a Option<(String, bool)>,
+    now: Timestamp,
+}
 
 #[async_trait]
 impl TodoStore for SqlStore {
@@ -403,7 +411,13 @@ impl TodoStore for SqlStore {
         let result = encode_result(finish.result.as_ref())?;
         let summary = finish.summary.as_deref().map(rules::clip_summary);
         let now = self.now();
-        let fast = (Ending::Complete, &finish, &result, &summary, now);
+        let fast = FastFinish {
+            ending: Ending::Complete,
+            finish: &finish,
+            result: &result,
+            summary: &summary,
+            now,
+        };
         if let Some(todo) = self.finish_fast(caller, id, fast).await? {
             return Ok(todo);
         }
@@ -438,7 +452,13 @@ impl TodoStore for SqlStore {
         let result = encode_result(finish.result.as_ref())?;
         let summary = finish.summary.as_deref().map(rules::clip_summary);
         let now = self.now();
-        let fast = (Ending::Fail, &finish, &result, &summary, now);
+        let fast = FastFinish {
+            ending: Ending::Fail,
+            finish: &finish,
+            result: &result,
+            summary: &summary,
+            now,
+        };
         if let Some(todo) = self.finish_fast(caller, id, fast).await? {
             return Ok(todo);
         }
