@@ -447,6 +447,12 @@ pub const OVER_BUDGET: &str = "SB001";
 /// slot.
 pub const SLOT_TAKEN: &str = "23505";
 
+/// The SQLSTATE of a deadlock PostgreSQL broke by ending one of its
+/// statements: a batch of claims inserts several rows' slots, and a lone
+/// claim's two slots (the endpoint's, then the queue's) can each wait on
+/// the other's entries.
+pub const DEADLOCK: &str = "40P01";
+
 /// Where a claim looks: the endpoint's whole scope, or one named queue
 /// (bound as `$6`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

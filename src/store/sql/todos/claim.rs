@@ -22,7 +22,9 @@ const ADMISSION_RACE_RETRIES: usize = 64;
 
 /// Whether a claim failed because a concurrent claim (on another instance
 /// or connection) took what it had read as free: the same in-flight slot,
-/// or the window's last claim (`statements::OVER_BUDGET`). Its writes were
+/// or the window's last claim (`statements::OVER_BUDGET`); or because it
+/// and a batch of claims waited on each other's slots
+/// (`statements::DEADLOCK`: PostgreSQL ended this one). Its writes were
 /// undone with the statement.
 fn lost_admission_race(err: &StoreError) -> bool {
     let StoreError::Internal(source) = err else {
@@ -35,7 +37,7 @@ fn lost_admission_race(err: &StoreError) -> bool {
         return false;
     };
     match db.code().as_deref() {
-        Some(statements::OVER_BUDGET) => true,
+        Some(statements::OVER_BUDGET | statements::DEADLOCK) => true,
         Some(statements::SLOT_TAKEN) => db
             .constraint()
             .is_some_and(|name| name == "todos_endpoint_slot" || name == "todos_queue_slot"),
