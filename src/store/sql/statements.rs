@@ -959,9 +959,11 @@ pub const FAIL: &str = concat!(
 
 /// What a failure sets, `result` and `now` given as expressions: a retry
 /// after the backoff of [`retry_backoff`](crate::domain::backoff::retry_backoff)
-/// while attempts remain, else the dead letter's end. The same decision as
-/// the transaction path's `fail`, made by the statement from the row it
-/// updates (PostgreSQL only: SQLite's `fail` decides in its transaction).
+/// while attempts remain, else the dead letter's end: the rule of
+/// [`after_failure`](crate::domain::backoff::after_failure), which the lane
+/// and the transaction path call, made here by the statement from the row
+/// it updates (PostgreSQL only). A change to the rule changes both; the
+/// conformance suite holds both to the same cases.
 fn fail_set(result: &str, now: &str) -> String {
     let schedule: Vec<String> = crate::domain::backoff::retry_backoff_schedule()
         .iter()
