@@ -159,6 +159,11 @@ pub static SQLITE_MIGRATIONS: &[Migration] = &[
         name: "checks_without_in_lists",
         sql: include_str!("migrations/sqlite/0028_checks_without_in_lists.sql"),
     },
+    Migration {
+        version: 29,
+        name: "claimed_with_queue",
+        sql: include_str!("migrations/sqlite/0029_claimed_with_queue.sql"),
+    },
 ];
 
 pub static POSTGRES_MIGRATIONS: &[Migration] = &[

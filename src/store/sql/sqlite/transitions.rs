@@ -117,7 +117,7 @@ static WINDOW_LEVELS: LazyLock<String> =
 static ROLL_WINDOW: LazyLock<String> =
     LazyLock::new(|| numbered(statements::roll_window(Dialect::Sqlite)));
 static CHARGE_WINDOW: LazyLock<String> =
-    LazyLock::new(|| numbered(statements::charge_window(Dialect::Sqlite)));
+    LazyLock::new(|| numbered(&statements::CHARGE_WINDOW_ON_ONE_WRITER));
 static PRIOR_ATTEMPTS: LazyLock<String> = LazyLock::new(|| numbered(statements::PRIOR_ATTEMPTS));
 static COMPLETE: LazyLock<String> = LazyLock::new(|| numbered(&statements::COMPLETE));
 static CLOSE_ATTEMPT: LazyLock<String> = LazyLock::new(|| numbered(statements::CLOSE_ATTEMPT));
@@ -146,7 +146,7 @@ fn todo_row(
 
 /// Starts the claimed todo's windows anew where they ended (`rolls`: some
 /// did) and charges the claim to each ([`statements::roll_window`],
-/// [`statements::charge_window`]).
+/// [`statements::CHARGE_WINDOW_ON_ONE_WRITER`]).
 fn charge_window(tx: &Connection, now: Timestamp, todo: &Todo, rolls: bool) -> StoreResult<()> {
     if rolls {
         tx.prepare_cached(&ROLL_WINDOW)?.execute(params![
@@ -155,9 +155,11 @@ fn charge_window(tx: &Connection, now: Timestamp, todo: &Todo, rolls: bool) -> S
             todo.queue
         ])?;
     }
-    let mut charge = tx.prepare_cached(&CHARGE_WINDOW)?;
-    let mut charged = charge.query(params![now.as_millis(), todo.endpoint_id, todo.queue])?;
-    while charged.next()?.is_some() {}
+    tx.prepare_cached(&CHARGE_WINDOW)?.execute(params![
+        now.as_millis(),
+        todo.endpoint_id,
+        todo.queue
+    ])?;
     Ok(())
 }
 
