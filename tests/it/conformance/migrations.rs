@@ -155,9 +155,12 @@ async fn a_lost_database_is_unavailable(store: &dyn Store, ts: &TestStore) {
     if ts.dialect() == Dialect::Postgres {
         let cut = second_handle(ts).await;
         cut.readiness().await.expect("ready while connected");
-        // Terminate every other session on this database: `cut`'s idle one dies.
+        // Terminate every other session on this database: `cut`'s idle one
+        // dies. With a timeout the call waits until each backend has exited;
+        // without, it returns once signalled, and under load `cut`'s next
+        // query could still reach its backend (seen once in a full run).
         sqlx::query(
-            "SELECT pg_terminate_backend(pid)::text FROM pg_stat_activity \
+            "SELECT pg_terminate_backend(pid, 10000)::text FROM pg_stat_activity \
              WHERE datname = current_database() AND pid <> pg_backend_pid()",
         )
         .fetch_all(ts.store.pool())
