@@ -1122,6 +1122,19 @@ static FINISH_BATCH: LazyLock<[String; 2]> = LazyLock::new(|| {
     })
 });
 
+/// The holder's release: the todo pending again, its lease and fence gone;
+/// `$1` now, `$2`–`$5` the holder's guard.
+pub static RELEASE: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        concat!(
+            "UPDATE todos SET state = 'pending', owner = NULL, lease_expires_at = NULL, ",
+            "lease_token_hash = NULL, updated_at = $1 WHERE {} RETURNING ",
+            todo_columns!()
+        ),
+        holder_guard(2)
+    )
+});
+
 /// The holder's heartbeat: `$1` lease expiry, `$2` now, `$3` note, `$4`–`$7`
 /// the holder's guard.
 pub static HEARTBEAT: LazyLock<String> = LazyLock::new(|| {

@@ -1,5 +1,7 @@
-//! PostgreSQL only: `complete`s and claims that wait run as one statement
-//! (group commit, issue 47, `src/store/sql/postgres/batch.rs`).
+//! PostgreSQL: `complete`s and claims that wait run as one statement
+//! (group commit, issue 47, `src/store/sql/postgres/batch.rs`). SQLite: the
+//! agent loop's verbs are jobs of the writer thread, which commits every
+//! call queued behind the previous one together (`src/store/sql/sqlite/`).
 //!
 //! The first call is held up by another connection's lock (a row lock on
 //! the todo a `complete` writes; a `SHARE` lock on `todo_attempts`, where a
@@ -14,8 +16,9 @@ use sqlx::postgres::PgConnection;
 use sqlx::{Connection, PgPool, Row};
 use switchboard::clock::Clock;
 use switchboard::domain::admission::Limits;
-use switchboard::domain::todo::TodoState;
+use switchboard::domain::todo::{Disposition, Outcome, TodoState};
 use switchboard::store::*;
+use switchboard::testkit::StorePeek;
 
 use crate::common::*;
 use crate::support::{self, Fixture, fixture, second_handle};
@@ -920,4 +923,64 @@ async fn on_postgres_a_claim_batch_takes_nothing_from_a_paused_queue() {
             .expect("count");
     assert_eq!(pending, 4);
     store.close().await;
+}
+
+/// SQLite: each verb of the agent's loop — the pending claim, heartbeat,
+/// release, fail and complete — is one job of the writer thread (one of its
+/// transactions, run alone), never a second writer on the sqlx pool beside
+/// it waiting on SQLite's lock.
+#[tokio::test]
+async fn on_sqlite_every_verb_of_the_loop_is_a_writer_thread_job() {
+    let ts = support::sqlite_store().await;
+    let store = &*ts.store;
+    let f = fixture(store, "ada").await;
+    for n in 0..2 {
+        create(store, inbox_todo(&f, &format!("todo {n}"))).await;
+    }
+    let writer_jobs = || store.sqlite_writer_transactions().expect("a writer thread");
+    let mut before = writer_jobs();
+    let mut ran_one_job = |verb: &str| {
+        let after = writer_jobs();
+        assert_eq!(after, before + 1, "{verb}");
+        before = after;
+    };
+    let next = || store.claim_next(&f.caller, None, ClaimOptions::default());
+
+    let held = next().await.unwrap().expect("a pending todo");
+    ran_one_job("claim_next");
+    let id = held.todo.id;
+    store
+        .heartbeat(&f.caller, &id, HeartbeatOptions::default())
+        .await
+        .unwrap();
+    ran_one_job("heartbeat");
+    let released = store
+        .release(&f.caller, &id, ReleaseOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(released.state, TodoState::Pending);
+    ran_one_job("release");
+    let again = next().await.unwrap().expect("the released todo");
+    assert_eq!(again.todo.id, id);
+    ran_one_job("claim_next");
+    let failed = store.fail(&f.caller, &id, Finish::default()).await.unwrap();
+    assert_eq!(failed.state, TodoState::Failed);
+    ran_one_job("fail");
+    let other = next().await.unwrap().expect("the second todo");
+    ran_one_job("claim_next");
+    store
+        .complete(&f.caller, &other.todo.id, Finish::default())
+        .await
+        .unwrap();
+    ran_one_job("complete");
+    let history = attempts(store, &f.caller, &id).await;
+    let outcomes: Vec<_> = history.iter().map(|a| (a.outcome, a.disposition)).collect();
+    assert_eq!(
+        outcomes,
+        [
+            (Some(Outcome::Failed), Some(Disposition::RetryScheduled)),
+            (Some(Outcome::Released), Some(Disposition::Requeued)),
+        ],
+        "newest first"
+    );
 }

@@ -1,8 +1,8 @@
 //! The agent loop's transitions on SQLite's writer thread ([`super::lane`]):
-//! `claim_next`'s pending path, `complete` and `heartbeat`, each one job
-//! inside the thread's write transaction (all or nothing: an `Err` undoes
-//! the job's writes), with the same guards and the same rows written as
-//! the sqlx transaction paths beside them. A job answers `None` when its guard
+//! `claim_next`'s pending path, `complete`, `fail`, `release` and
+//! `heartbeat`, each one job inside the thread's write transaction (all or
+//! nothing: an `Err` undoes the job's writes), with the same guards and the
+//! same rows written as the sqlx transaction paths beside them. A job answers `None` when its guard
 //! matched nothing; the caller then asks why on the transaction path, which
 //! re-checks under its own guards (as `postgres/transitions.rs` does on
 //! PostgreSQL). Every text is [`statements`]'s, numbered `?n`.
@@ -126,6 +126,7 @@ static FAIL: LazyLock<String> = LazyLock::new(|| numbered(statements::FAIL));
 static PRUNE_ATTEMPTS: LazyLock<String> = LazyLock::new(|| numbered(statements::PRUNE_ATTEMPTS));
 static COUNT_PRUNED: LazyLock<String> = LazyLock::new(|| numbered(statements::COUNT_PRUNED));
 static HEARTBEAT: LazyLock<String> = LazyLock::new(|| numbered(&statements::HEARTBEAT));
+static RELEASE: LazyLock<String> = LazyLock::new(|| numbered(&statements::RELEASE));
 static HEARTBEAT_ATTEMPT: LazyLock<String> =
     LazyLock::new(|| numbered(statements::HEARTBEAT_ATTEMPT));
 static ENDPOINT_NOTE: LazyLock<String> = LazyLock::new(|| numbered(statements::ENDPOINT_NOTE));
@@ -363,6 +364,33 @@ pub(in crate::store::sql) fn fail(
         disposition,
         finish.summary,
     )?;
+    Ok(Some(todo))
+}
+
+/// The holder's release: the todo pending again and its attempt closed as
+/// released (requeued). `None` when the holder's guard matched nothing.
+pub(in crate::store::sql) fn release(
+    tx: &Connection,
+    holder: LaneHolder,
+    summary: Option<(String, bool)>,
+    now: Timestamp,
+) -> StoreResult<Option<Todo>> {
+    let Some(mut todo) = todo_row(
+        tx,
+        &RELEASE,
+        params![
+            now.as_millis(),
+            holder.id,
+            holder.endpoint_id,
+            holder.owner,
+            holder.lease_token_hash
+        ],
+    )?
+    else {
+        return Ok(None);
+    };
+    let requeued = Disposition::Requeued;
+    close_attempt(tx, &mut todo, now, Outcome::Released, requeued, summary)?;
     Ok(Some(todo))
 }
 

@@ -23,7 +23,7 @@ use refusal::Refused;
 
 use super::paging::Cursor;
 use super::sqlite::transitions as lane;
-use super::statements::{self, ClaimScope, Ending, holder_guard};
+use super::statements::{self, ClaimScope, Ending};
 use super::{Specialised, SqlStore, paging};
 use crate::domain::backoff::after_failure;
 use crate::domain::ids::sha256_hex;
@@ -497,22 +497,26 @@ impl TodoStore for SqlStore {
     async fn release(&self, caller: &Caller, id: &str, opts: ReleaseOptions) -> StoreResult<Todo> {
         let summary = opts.summary.as_deref().map(rules::clip_summary);
         let now = self.now();
+        if let Specialised::SqliteLane(writer) = self.specialised() {
+            let holder = lane::LaneHolder::new(caller, id, opts.lease_token.as_deref());
+            let clipped = summary.clone();
+            let released = writer
+                .run(move |conn| lane::release(conn, holder, clipped, now))
+                .await?;
+            if let Some(todo) = released {
+                return Ok(todo);
+            }
+            // Nothing matched: the transaction below re-checks and says why.
+        }
         let mut tx = self.begin().await?;
-        let row = sqlx::query(AssertSqlSafe(format!(
-            concat!(
-                "UPDATE todos SET state = 'pending', owner = NULL, lease_expires_at = NULL, ",
-                "lease_token_hash = NULL, updated_at = $1 WHERE {} RETURNING ",
-                todo_columns!()
-            ),
-            holder_guard(2)
-        )))
-        .bind(now.as_millis())
-        .bind(id)
-        .bind(&caller.endpoint_id)
-        .bind(caller.owner())
-        .bind(opts.lease_token.as_deref().map(sha256_hex))
-        .fetch_optional(&mut *tx)
-        .await?;
+        let row = sqlx::query(AssertSqlSafe(statements::RELEASE.as_str()))
+            .bind(now.as_millis())
+            .bind(id)
+            .bind(&caller.endpoint_id)
+            .bind(caller.owner())
+            .bind(opts.lease_token.as_deref().map(sha256_hex))
+            .fetch_optional(&mut *tx)
+            .await?;
         let Some(row) = row else {
             let err = Self::refusal(&mut tx, caller, id, Refused::Holder, now).await;
             tx.rollback().await?;
