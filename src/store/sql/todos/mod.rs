@@ -19,7 +19,7 @@ mod operator;
 mod refusal;
 
 use claim::ClaimTarget;
-use refusal::Refused;
+use refusal::{Holding, Refused};
 
 use super::paging::Cursor;
 use super::sqlite::transitions as lane;
@@ -372,22 +372,12 @@ impl TodoStore for SqlStore {
             }
             // Nothing matched: the transaction below re-checks and says why.
         }
-        let mut tx = self.begin().await?;
-        let row = sqlx::query(AssertSqlSafe(statements::HEARTBEAT.as_str()))
+        let holding = Holding::new(caller, id, opts.lease_token.as_deref(), now);
+        let beat = sqlx::query(AssertSqlSafe(statements::HEARTBEAT.as_str()))
             .bind(now.add_secs(lease_secs).as_millis())
             .bind(now.as_millis())
-            .bind(note.clone())
-            .bind(id)
-            .bind(&caller.endpoint_id)
-            .bind(caller.owner())
-            .bind(opts.lease_token.as_deref().map(sha256_hex))
-            .fetch_optional(&mut *tx)
-            .await?;
-        let Some(row) = row else {
-            let err = Self::refusal(&mut tx, caller, id, Refused::Holder, now).await;
-            tx.rollback().await?;
-            return Err(err);
-        };
+            .bind(note.clone());
+        let (mut tx, row) = Self::held_row(self.begin().await?, beat, &holding).await?;
         sqlx::query(statements::HEARTBEAT_ATTEMPT)
             .bind(now.as_millis())
             .bind(note.clone())
@@ -422,21 +412,11 @@ impl TodoStore for SqlStore {
             return Ok(todo);
         }
         // Nothing matched: the transaction below re-checks and says why.
-        let mut tx = self.begin().await?;
-        let row = sqlx::query(AssertSqlSafe(statements::COMPLETE.as_str()))
+        let holding = Holding::new(caller, id, finish.lease_token.as_deref(), now);
+        let complete = sqlx::query(AssertSqlSafe(statements::COMPLETE.as_str()))
             .bind(result)
-            .bind(now.as_millis())
-            .bind(id)
-            .bind(&caller.endpoint_id)
-            .bind(caller.owner())
-            .bind(finish.lease_token.as_deref().map(sha256_hex))
-            .fetch_optional(&mut *tx)
-            .await?;
-        let Some(row) = row else {
-            let err = Self::refusal(&mut tx, caller, id, Refused::Holder, now).await;
-            tx.rollback().await?;
-            return Err(err);
-        };
+            .bind(now.as_millis());
+        let (tx, row) = Self::held_row(self.begin().await?, complete, &holding).await?;
         Self::end_lease_and_commit(
             tx,
             &row,
@@ -463,24 +443,14 @@ impl TodoStore for SqlStore {
             return Ok(todo);
         }
         // Nothing matched: the transaction below re-checks and says why.
-        let mut tx = self.begin().await?;
+        let holding = Holding::new(caller, id, finish.lease_token.as_deref(), now);
         // Read the attempt under the row lock: the backoff depends on it.
-        let held = sqlx::query(AssertSqlSafe(format!(
+        let read = sqlx::query(AssertSqlSafe(format!(
             "{}{}",
             statements::FAIL_HELD.as_str(),
             self.dialect.for_update()
-        )))
-        .bind(id)
-        .bind(&caller.endpoint_id)
-        .bind(caller.owner())
-        .bind(finish.lease_token.as_deref().map(sha256_hex))
-        .fetch_optional(&mut *tx)
-        .await?;
-        let Some(held) = held else {
-            let err = Self::refusal(&mut tx, caller, id, Refused::Holder, now).await;
-            tx.rollback().await?;
-            return Err(err);
-        };
+        )));
+        let (mut tx, held) = Self::held_row(self.begin().await?, read, &holding).await?;
         let after = after_failure(held.get("attempt"), held.get("max_attempts"), now);
         let row = sqlx::query(statements::FAIL)
             .bind(result)
@@ -508,20 +478,10 @@ impl TodoStore for SqlStore {
             }
             // Nothing matched: the transaction below re-checks and says why.
         }
-        let mut tx = self.begin().await?;
-        let row = sqlx::query(AssertSqlSafe(statements::RELEASE.as_str()))
-            .bind(now.as_millis())
-            .bind(id)
-            .bind(&caller.endpoint_id)
-            .bind(caller.owner())
-            .bind(opts.lease_token.as_deref().map(sha256_hex))
-            .fetch_optional(&mut *tx)
-            .await?;
-        let Some(row) = row else {
-            let err = Self::refusal(&mut tx, caller, id, Refused::Holder, now).await;
-            tx.rollback().await?;
-            return Err(err);
-        };
+        let holding = Holding::new(caller, id, opts.lease_token.as_deref(), now);
+        let release =
+            sqlx::query(AssertSqlSafe(statements::RELEASE.as_str())).bind(now.as_millis());
+        let (tx, row) = Self::held_row(self.begin().await?, release, &holding).await?;
         Self::end_lease_and_commit(
             tx,
             &row,

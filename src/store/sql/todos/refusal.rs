@@ -11,7 +11,65 @@ pub(super) enum Refused {
     Claim,
 }
 
+/// A holder's verb in its transaction (`heartbeat`, `complete`, `fail`,
+/// `release`): whose guard a statement checks ([`statements::holder_guard`],
+/// its last four parameters), and when.
+#[derive(Clone, Copy)]
+pub(super) struct Holding<'a> {
+    pub caller: &'a Caller,
+    pub id: &'a str,
+    pub lease_token: Option<&'a str>,
+    pub now: Timestamp,
+}
+
+impl<'a> Holding<'a> {
+    pub(super) fn new(
+        caller: &'a Caller,
+        id: &'a str,
+        lease_token: Option<&'a str>,
+        now: Timestamp,
+    ) -> Self {
+        Self {
+            caller,
+            id,
+            lease_token,
+            now,
+        }
+    }
+}
+
 impl SqlStore {
+    /// The row `query` answers once the holder's guard is bound after its
+    /// own parameters; when the guard matched nothing, the transaction is
+    /// rolled back and the refusal says why.
+    pub(super) async fn held_row<'q>(
+        mut tx: Transaction<'static, Any>,
+        query: sqlx::query::Query<'q, Any, sqlx::any::AnyArguments>,
+        holding: &Holding<'q>,
+    ) -> StoreResult<(Transaction<'static, Any>, sqlx::any::AnyRow)> {
+        let Holding {
+            caller,
+            id,
+            lease_token,
+            now,
+        } = *holding;
+        let row = query
+            .bind(id)
+            .bind(&caller.endpoint_id)
+            .bind(caller.owner())
+            .bind(lease_token.map(sha256_hex))
+            .fetch_optional(&mut *tx)
+            .await?;
+        match row {
+            Some(row) => Ok((tx, row)),
+            None => {
+                let err = Self::refusal(&mut tx, caller, id, Refused::Holder, now).await;
+                tx.rollback().await?;
+                Err(err)
+            }
+        }
+    }
+
     /// Why an agent's guarded update matched nothing: `not_found` when the
     /// todo is not the caller's (byte-identical to missing), else a conflict
     /// that says which state stood in the way.
