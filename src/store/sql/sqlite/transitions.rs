@@ -2,10 +2,11 @@
 //! `claim_next`'s pending path, `complete`, `fail`, `release` and
 //! `heartbeat`, each one job inside the thread's write transaction (all or
 //! nothing: an `Err` undoes the job's writes), with the same guards and the
-//! same rows written as the sqlx transaction paths beside them. A job answers `None` when its guard
-//! matched nothing; the caller then asks why on the transaction path, which
-//! re-checks under its own guards (as `postgres/transitions.rs` does on
-//! PostgreSQL). Every text is [`statements`]'s, numbered `?n`.
+//! same rows written as the sqlx transaction paths beside them. A job
+//! answers `None` when its guard matched nothing; the caller then asks why
+//! on the transaction path, which re-checks under its own guards (as
+//! `postgres/transitions.rs` does on PostgreSQL). Every text is
+//! [`statements`]'s, numbered `?n`.
 
 use std::sync::LazyLock;
 
