@@ -205,22 +205,39 @@ pub(in crate::store::sql) fn checked(new: &NewTodo) -> StoreResult<(Option<Strin
 
 impl SqlStore {
     /// `complete` or `fail` on the agent loop's fast path: PostgreSQL's one
-    /// statement (`postgres/transitions.rs`) or SQLite's writer lane.
-    /// `None` without one, or when its guard matched nothing (the
-    /// transaction path then re-checks and says why).
+    /// statement (`postgres/transitions.rs`) or SQLite's writer lane. `Err`
+    /// with what the transaction path binds without one, or when its guard
+    /// matched nothing (the transaction path then re-checks and says why).
     async fn finish_fast(
         &self,
         caller: &Caller,
         id: &str,
-        fast: FastFinish<'_>,
+        ending: Ending,
+        finish: &Finish,
+    ) -> StoreResult<Result<Todo, FinishBinds>> {
+        let binds = FinishBinds::of(finish, self.now())?;
+        let finished = self
+            .finish_specialised(caller, id, ending, finish, &binds)
+            .await?;
+        Ok(finished.ok_or(binds))
+    }
+
+    /// [`Self::finish_fast`] on the backend's specialisation: `None` without
+    /// one, or when its guard matched nothing.
+    async fn finish_specialised(
+        &self,
+        caller: &Caller,
+        id: &str,
+        ending: Ending,
+        finish: &Finish,
+        binds: &FinishBinds,
     ) -> StoreResult<Option<Todo>> {
-        let FastFinish {
-            ending,
-            finish,
+        let FinishBinds {
             result,
             summary,
             now,
-        } = fast;
+        } = binds;
+        let now = *now;
         match self.specialised() {
             Specialised::Postgres => {
                 let hash = finish.lease_token.as_deref().map(sha256_hex);
@@ -268,15 +285,24 @@ impl SqlStore {
     }
 }
 
-/// What `complete` and `fail` hand their fast path.
-struct FastFinish<'a> {
-    ending: Ending,
-    finish: &'a Finish,
+/// What `complete` and `fail` bind, on their fast path and on the
+/// transaction path alike.
+struct FinishBinds {
     /// The finish's result, encoded.
-    result: &'a Option<String>,
+    result: Option<String>,
     /// The finish's summary, clipped.
-    summary: &'a Option<(String, bool)>,
+    summary: Option<(String, bool)>,
     now: Timestamp,
+}
+
+impl FinishBinds {
+    fn of(finish: &Finish, now: Timestamp) -> StoreResult<Self> {
+        Ok(Self {
+            result: encode_result(finish.result.as_ref())?,
+            summary: finish.summary.as_deref().map(rules::clip_summary),
+            now,
+        })
+    }
 }
 
 #[async_trait]
@@ -398,20 +424,18 @@ impl TodoStore for SqlStore {
     }
 
     async fn complete(&self, caller: &Caller, id: &str, finish: Finish) -> StoreResult<Todo> {
-        let result = encode_result(finish.result.as_ref())?;
-        let summary = finish.summary.as_deref().map(rules::clip_summary);
-        let now = self.now();
-        let fast = FastFinish {
-            ending: Ending::Complete,
-            finish: &finish,
-            result: &result,
-            summary: &summary,
-            now,
-        };
-        if let Some(todo) = self.finish_fast(caller, id, fast).await? {
-            return Ok(todo);
-        }
+        let fast = self
+            .finish_fast(caller, id, Ending::Complete, &finish)
+            .await?;
         // Nothing matched: the transaction below re-checks and says why.
+        let FinishBinds {
+            result,
+            summary,
+            now,
+        } = match fast {
+            Ok(todo) => return Ok(todo),
+            Err(binds) => binds,
+        };
         let holding = Holding::new(caller, id, finish.lease_token.as_deref(), now);
         let complete = sqlx::query(AssertSqlSafe(statements::COMPLETE.as_str()))
             .bind(result)
@@ -429,20 +453,16 @@ impl TodoStore for SqlStore {
     }
 
     async fn fail(&self, caller: &Caller, id: &str, finish: Finish) -> StoreResult<Todo> {
-        let result = encode_result(finish.result.as_ref())?;
-        let summary = finish.summary.as_deref().map(rules::clip_summary);
-        let now = self.now();
-        let fast = FastFinish {
-            ending: Ending::Fail,
-            finish: &finish,
-            result: &result,
-            summary: &summary,
-            now,
-        };
-        if let Some(todo) = self.finish_fast(caller, id, fast).await? {
-            return Ok(todo);
-        }
+        let fast = self.finish_fast(caller, id, Ending::Fail, &finish).await?;
         // Nothing matched: the transaction below re-checks and says why.
+        let FinishBinds {
+            result,
+            summary,
+            now,
+        } = match fast {
+            Ok(todo) => return Ok(todo),
+            Err(binds) => binds,
+        };
         let holding = Holding::new(caller, id, finish.lease_token.as_deref(), now);
         // Read the attempt under the row lock: the backoff depends on it.
         let read = sqlx::query(AssertSqlSafe(format!(
