@@ -503,7 +503,7 @@ async fn sqlite_run(cfg: &Config, mode: Mode, tck: f64) -> Result<RunResult> {
     );
     store.migrate(None).await?;
     let reg = register(&store).await?;
-    sqlx::query(SQLITE_PRELOAD)
+    sqlx::query(AssertSqlSafe(SQLITE_PRELOAD.as_str()))
         .bind(&reg.caller.endpoint_id)
         .bind(now_ms() - cfg.sqlite_preload - 1000)
         .bind(cfg.sqlite_preload)

@@ -886,7 +886,7 @@ async fn sqlite_run(cfg: &Config, path: Path, conc: usize, tck: f64) -> Result<R
     );
     store.migrate(None).await?;
     let reg = register(&store).await?;
-    sqlx::query(queue_loop::SQLITE_PRELOAD)
+    sqlx::query(AssertSqlSafe(queue_loop::SQLITE_PRELOAD.as_str()))
         .bind(&reg.caller.endpoint_id)
         .bind(now_ms() - cfg.sqlite_preload - 1000)
         .bind(cfg.sqlite_preload)

@@ -13,6 +13,7 @@ use sqlx::{AnyPool, Row};
 use switchboard::domain::ids::sha256_hex;
 use switchboard::mint::random_token;
 use switchboard::store::prelude::*;
+use switchboard::store::sql::statements;
 use switchboard::store::{AgentKind, Caller, NewEndpoint, SqlStore};
 
 /// Pending todos, `$3` of them, oldest first by `(created_at, id)`; ids
@@ -25,13 +26,21 @@ pub const PG_PRELOAD: &str = "INSERT INTO todos (id, endpoint_id, queue, title, 
        (i * 2654435761) % $4, $2 + i, $2 + i \
      FROM generate_series(1::bigint, $3::bigint) AS s(i)";
 
-/// [`PG_PRELOAD`] for SQLite.
-pub const SQLITE_PRELOAD: &str = "WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < $3) \
-     INSERT INTO todos (id, endpoint_id, queue, title, state, max_attempts, priority, created_at, \
-       updated_at) \
-     SELECT printf('td_%032x', i), $1, 'inbox', 'bench todo ' || i, 'pending', 5, \
-       (i * 2654435761) % $4, $2 + i, $2 + i \
-     FROM s";
+/// [`PG_PRELOAD`] for SQLite, each todo's rowid in its priority's band as
+/// the store places it (`statements::sqlite_priority_band`): the rows lie
+/// where the store's own inserts would have put them.
+pub static SQLITE_PRELOAD: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < $3), \
+           r(i, p) AS (SELECT i, (i * 2654435761) % $4 FROM s) \
+         INSERT INTO todos (rowid, id, endpoint_id, queue, title, state, max_attempts, priority, \
+           created_at, updated_at) \
+         SELECT {band} + i, printf('td_%032x', i), $1, 'inbox', 'bench todo ' || i, 'pending', 5, \
+           p, $2 + i, $2 + i \
+         FROM r",
+        band = statements::sqlite_priority_band("p"),
+    )
+});
 
 pub const LEASE_MS: i64 = 300_000;
 

@@ -444,3 +444,43 @@ exercise_on_every_path!(
     a_limit_change_keeps_the_windows_count,
     limits_are_validated_and_scoped,
 );
+
+/// SQLite keeps `todos` in rowid order: each priority's todos lie side by
+/// side there, in arrival order, whatever arrived between them (so claims
+/// in priority order read and write neighbouring rows), the edge priorities
+/// included; and the claim order is unchanged by where the rows lie.
+#[tokio::test]
+async fn on_sqlite_each_priority_is_stored_side_by_side() {
+    use switchboard::domain::todo::MAX_PRIORITY;
+    use switchboard::testkit::StorePeek;
+    let ts = crate::support::sqlite_store().await;
+    let store = &*ts.store;
+    let f = fixture(store, "ada").await;
+    let mut pushed = Vec::new();
+    for (n, p) in [0, 5, 0, -3, 5, MAX_PRIORITY, 0, -MAX_PRIORITY, 5]
+        .into_iter()
+        .enumerate()
+    {
+        advance_secs(&ts, 1);
+        pushed.push(with_priority(store, &f, "inbox", &format!("todo {n}"), p).await);
+    }
+    let stored: Vec<(String, i64)> =
+        sqlx::query_as("SELECT id, priority FROM todos ORDER BY rowid")
+            .fetch_all(store.pool())
+            .await
+            .expect("read the table in rowid order");
+    let mut by_priority: Vec<(String, i64)> =
+        pushed.iter().map(|t| (t.id.clone(), t.priority)).collect();
+    by_priority.sort_by_key(|(_, p)| *p); // stable: arrival order within a priority
+    assert_eq!(stored, by_priority);
+
+    let claimed: Vec<String> = claim_until_empty(store, &f.caller, None)
+        .await
+        .into_iter()
+        .map(|t| t.id)
+        .collect();
+    let mut claim_order = by_priority;
+    claim_order.sort_by_key(|(_, p)| -p); // stable: the oldest first within a priority
+    let claim_order: Vec<String> = claim_order.into_iter().map(|(id, _)| id).collect();
+    assert_eq!(claimed, claim_order);
+}

@@ -131,30 +131,23 @@ impl SqlStore {
             }
         };
 
-        let inserted = sqlx::query(concat!(
-            "INSERT INTO todos (id, endpoint_id, queue, title, kind, source, payload, \
-               idempotency_key, event_id, state, max_attempts, created_at, updated_at, priority, \
-               run_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $13, $10, $11, $11, $12, $14) \
-             ON CONFLICT DO NOTHING RETURNING ",
-            todo_columns!()
-        ))
-        .bind(new_todo_id())
-        .bind(&new.endpoint_id)
-        .bind(&new.queue)
-        .bind(&new.title)
-        .bind(&new.kind)
-        .bind(&new.source)
-        .bind(payload)
-        .bind(&new.idempotency_key)
-        .bind(&event_id)
-        .bind(max_attempts)
-        .bind(now)
-        .bind(new.priority)
-        .bind(if delayed { "delayed" } else { "pending" })
-        .bind(new.run_at.map(Timestamp::as_millis))
-        .fetch_optional(&mut **tx)
-        .await?;
+        let inserted = sqlx::query(statements::insert_todo(self.dialect))
+            .bind(new_todo_id())
+            .bind(&new.endpoint_id)
+            .bind(&new.queue)
+            .bind(&new.title)
+            .bind(&new.kind)
+            .bind(&new.source)
+            .bind(payload)
+            .bind(&new.idempotency_key)
+            .bind(&event_id)
+            .bind(max_attempts)
+            .bind(now)
+            .bind(new.priority)
+            .bind(if delayed { "delayed" } else { "pending" })
+            .bind(new.run_at.map(Timestamp::as_millis))
+            .fetch_optional(&mut **tx)
+            .await?;
 
         inserted.as_ref().map(rows::todo).transpose()
     }
