@@ -344,13 +344,19 @@ fn free_slot(dialect: Dialect, level: SlotLevel) -> String {
 /// and the first try's series is short: PostgreSQL builds a function's
 /// whole series before the first row is read, and a series to the limit
 /// cost every claim hundreds of rows (B10, a limit of 1 000).
+///
+/// Each slot is looked up by its key in the slot's unique index (`OFFSET 0`
+/// keeps the `NOT EXISTS` a subquery per slot): as an anti join, PostgreSQL
+/// read and kept every live claim's slot of the endpoint for each try, a
+/// join and a materialization to set up on every claim, and a scan of
+/// every live slot per slot tried when the limit is nearly full.
 fn spread_free_slot(column: &str, admission_queue: &str, g_queue: &str) -> String {
     let first_free = |series: &str| {
         format!(
             "(SELECT n FROM generate_series({series}) AS n \
                WHERE NOT EXISTS (SELECT 1 FROM todos g WHERE g.endpoint_id = todos.endpoint_id{g_queue} \
                  AND g.state = 'claimed' AND g.{column} IS NOT NULL AND g.{column} = n \
-                 AND g.id <> todos.id) LIMIT 1)"
+                 AND g.id <> todos.id OFFSET 0) LIMIT 1)"
         )
     };
     let picked = "1 + (hashtext(todos.id) & 2147483647) % GREATEST(l.max_in_flight, 1)";

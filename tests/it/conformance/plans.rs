@@ -517,6 +517,85 @@ async fn on_postgres_a_claim_under_admission_limits_reads_the_head_of_the_pendin
     ts.finish().await;
 }
 
+/// A lone claim under in-flight limits looks each slot it tries up by key
+/// in the slot's unique index, whatever the statistics say. Written as an
+/// anti join, PostgreSQL's generic plan, made from statistics that knew of
+/// no live claim (as after a preload), read and kept every live claim's
+/// slot of the endpoint on every claim (B10: a join and a materialization to
+/// set up each time, and a scan of them all per slot tried;
+/// `statements::spread_free_slot`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_postgres_a_lone_claim_looks_its_slot_up_by_key() {
+    let Some(ts) = support::postgres_store("slot_plans").await else {
+        return;
+    };
+    let url = ts.postgres_url().expect("a PostgreSQL store");
+    let store = &*ts.store;
+    let f = fixture(store, "ada").await;
+    for n in 0..BACKLOG {
+        create(
+            store,
+            NewTodo::new(&f.endpoint.id, "inbox", format!("todo {n}")),
+        )
+        .await;
+    }
+    let limits = switchboard::domain::admission::Limits {
+        max_in_flight: Some(1_000),
+        ..Default::default()
+    };
+    for queue in [None, Some("inbox")] {
+        store
+            .set_admission(&f.human.id, &f.endpoint.id, queue, &limits)
+            .await
+            .unwrap();
+    }
+    let mut db = PgConnection::connect(&url).await.expect("connect");
+    let claim = switchboard::store::sql::statements::claim_pending_with_attempt(
+        switchboard::store::sql::statements::ClaimScope::AnyQueue,
+    );
+    let script = format!(
+        "ANALYZE todos; ANALYZE admission; SET enable_seqscan = off; \
+         SET enable_bitmapscan = off; SET plan_cache_mode = force_generic_plan; \
+         PREPARE claim(bigint, text, bigint, text, text, text) AS {claim}"
+    );
+    sqlx::raw_sql(sqlx::AssertSqlSafe(script))
+        .execute(&mut db)
+        .await
+        .expect("prepare the claim");
+    let explain = format!(
+        "EXPLAIN (COSTS OFF) EXECUTE claim(1, 'o', 2, NULL, '{}', NULL)",
+        f.endpoint.id
+    );
+    let plan: Vec<(String,)> = sqlx::query_as(sqlx::AssertSqlSafe(explain))
+        .fetch_all(&mut db)
+        .await
+        .expect("explain the claim");
+    let plan: Vec<String> = plan.into_iter().map(|(line,)| line).collect();
+    for (slot_index, slot) in [
+        ("todos_endpoint_slot", "endpoint_slot = "),
+        ("todos_queue_slot", "queue_slot = "),
+    ] {
+        let scans: Vec<usize> = (0..plan.len())
+            .filter(|&n| plan[n].contains(&format!("using {slot_index}")))
+            .collect();
+        assert!(
+            !scans.is_empty(),
+            "the claim reads {slot_index}:\n{}",
+            plan.join("\n")
+        );
+        for n in scans {
+            let cond = plan.get(n + 1).map_or("", String::as_str);
+            assert!(
+                cond.contains("Index Cond") && cond.contains(slot),
+                "a read of {slot_index} not by the slot's key:\n{}",
+                plan.join("\n")
+            );
+        }
+    }
+    drop(db);
+    ts.finish().await;
+}
+
 /// The number of manual VACUUMs PostgreSQL's statistics count for `todos`
 /// (the store's background vacuum is one; autovacuum counts apart).
 async fn vacuums_of_todos(db: &mut PgConnection) -> i64 {
