@@ -187,6 +187,46 @@ async fn on_postgres_complete_is_a_key_lookup_whatever_the_statistics() {
     ts.finish().await;
 }
 
+/// A lone claim of an endpoint without admission limits (most endpoints)
+/// runs the claim without admission checks, slots or window charge
+/// (`statements::claim_pending_unlimited`): it reads the endpoint's
+/// admission rows once, to find it has none. The full claim reads them in
+/// five places (its two held checks, two slots and the window's levels),
+/// and PostgreSQL starts every part of its plan on every run (a lone
+/// claim's CPU a third more).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_postgres_a_lone_claim_without_limits_reads_admission_once() {
+    let Some(ts) = support::postgres_store("unlimited_claims").await else {
+        return;
+    };
+    let url = ts.postgres_url().expect("a PostgreSQL store");
+    let store = &*ts.store;
+    let f = fixture(store, "ada").await;
+    for n in 0..LOOPS {
+        add_todo(store, &f, &format!("todo {n}")).await;
+    }
+    let mut db = PgConnection::connect(&url).await.expect("connect");
+    store.close().await;
+    until_the_store_has_disconnected(&mut db).await;
+    let before = scans(&mut db, "admission").await;
+
+    let store = second_handle(&ts).await;
+    for _ in 0..LOOPS {
+        claim_next_and_complete(&store, &f).await;
+    }
+    store.close().await;
+    until_the_store_has_disconnected(&mut db).await;
+    let after = scans(&mut db, "admission").await;
+    let (seq, idx) = (after.0 - before.0, after.1 - before.1);
+    assert_eq!(seq, 0, "sequential scans of admission");
+    assert!(
+        idx <= LOOPS as i64,
+        "{idx} index scans of admission for {LOOPS} lone claims: more than one a claim"
+    );
+    drop(db);
+    ts.finish().await;
+}
+
 /// Todos rung at once before the due reads: enough, once analyzed, for
 /// PostgreSQL to prefer a bitmap scan where it may.
 const RUNG: usize = 100;

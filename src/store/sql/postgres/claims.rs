@@ -1,7 +1,10 @@
 //! The pending claim on PostgreSQL, alone or in a batch (`batch.rs`).
 //!
 //! Alone it is [`statements::claim_pending_with_attempt`]: the claim, its
-//! attempt record and its window charge in one statement. Claims of one
+//! attempt record and its window charge in one statement; for an endpoint
+//! without admission limits (most), [`statements::claim_pending_unlimited`],
+//! the claim and its attempt record only, which says so when it finds
+//! limits after all (the endpoint is then remembered as below). Claims of one
 //! endpoint (and named queue) that arrive while another runs wait, and run
 //! as one statement: the next pending todos in claim order, one per caller,
 //! each with the caller's own owner, lease and fence, and an attempt record
@@ -127,22 +130,24 @@ impl Batched for ClaimInput {
         store.claims.as_deref().map(|c| &c.batcher)
     }
 
+    /// [`statements::claim_pending_unlimited`] first, unless the endpoint
+    /// was found under admission limits lately: most endpoints have none,
+    /// and the full claim's admission checks, slots and window charge cost
+    /// a lone claim a third of its time with nothing to do. Under limits,
+    /// [`statements::claim_pending_with_attempt`].
     async fn run_one(store: &SqlStore, input: &Self) -> StoreResult<Option<Todo>> {
-        // Todos exist only in scope queues, so the whole scope needs no
-        // queue filter (and uses the endpoint's pending index).
-        let scope = ClaimScope::of(input.queue.as_deref());
-        let sql = statements::claim_pending_with_attempt(scope);
-        let mut q = sqlx::query(sql)
-            .bind(input.now)
-            .bind(input.owner.clone())
-            .bind(input.expires)
-            .bind(input.token_hash.clone())
-            .bind(input.endpoint_id.clone());
-        if let Some(queue) = &input.queue {
-            q = q.bind(queue.clone());
+        let key = input.key();
+        let batches = store.claims.as_deref();
+        if !batches.is_some_and(|b| b.limited_lately(&key)) {
+            let (todo, limited) = input.claim(store, Claim::Unlimited).await?;
+            if !limited {
+                return Ok(todo);
+            }
+            if let Some(batches) = batches {
+                batches.remember_limits(key);
+            }
         }
-        let rows = store.run_hot(q.bind(input.claimant.clone())).await?;
-        rows.first().map(rows::todo).transpose()
+        Ok(input.claim(store, Claim::Full).await?.0)
     }
 
     async fn run_together(
@@ -171,7 +176,49 @@ impl Batched for ClaimInput {
     }
 }
 
+/// Which text a lone claim runs.
+#[derive(Clone, Copy)]
+enum Claim {
+    Unlimited,
+    Full,
+}
+
 impl ClaimInput {
+    /// One claim alone, by `text` (both take the claim's own parameters,
+    /// then the claimant): its todo, and whether the unlimited text found
+    /// admission limits (then it claimed nothing).
+    async fn claim(&self, store: &SqlStore, text: Claim) -> StoreResult<(Option<Todo>, bool)> {
+        // Todos exist only in scope queues, so the whole scope needs no
+        // queue filter (and uses the endpoint's pending index).
+        let scope = ClaimScope::of(self.queue.as_deref());
+        let sql = match text {
+            Claim::Unlimited => statements::claim_pending_unlimited(scope),
+            Claim::Full => statements::claim_pending_with_attempt(scope),
+        };
+        let mut q = sqlx::query(AssertSqlSafe(sql))
+            .bind(self.now)
+            .bind(self.owner.clone())
+            .bind(self.expires)
+            .bind(self.token_hash.clone())
+            .bind(self.endpoint_id.clone());
+        if let Some(queue) = &self.queue {
+            q = q.bind(queue.clone());
+        }
+        let rows = store.run_hot(q.bind(self.claimant.clone())).await?;
+        let Some(row) = rows.first() else {
+            return Ok((None, false));
+        };
+        if let Claim::Unlimited = text {
+            if row.try_get::<bool, _>("limited")? {
+                return Ok((None, true));
+            }
+            if row.try_get::<Option<String>, _>("id")?.is_none() {
+                return Ok((None, false));
+            }
+        }
+        Ok((Some(rows::todo(row)?), false))
+    }
+
     /// [`statements::claim_pending_batch`]: the answers, and whether the
     /// endpoint has admission limits (then it claimed nothing).
     async fn without_limits(
