@@ -584,6 +584,15 @@ impl ClaimScope {
         }
     }
 
+    /// The lone claim's claimant parameter: after the claim's own (`$6`,
+    /// or `$7` with a named queue).
+    fn claimant(self) -> usize {
+        match self {
+            Self::AnyQueue => 6,
+            Self::OneQueue => 7,
+        }
+    }
+
     fn index(self) -> usize {
         match self {
             Self::AnyQueue => 0,
@@ -650,11 +659,7 @@ static CLAIM_PENDING_WITH_ATTEMPT: LazyLock<[String; 2]> = LazyLock::new(|| {
                 "THEN switchboard_over_budget() ELSE 0 END = 0"
             ),
             claim = claim_pending(pg, scope),
-            // The claimant follows the claim's own parameters.
-            claimant = match scope {
-                ClaimScope::AnyQueue => 6,
-                ClaimScope::OneQueue => 7,
-            },
+            claimant = scope.claimant(),
             windows = CHARGE_CLAIMED_WINDOW.as_str(),
         )
     })
@@ -715,10 +720,7 @@ static CLAIM_UNLIMITED: LazyLock<[String; 2]> = LazyLock::new(|| {
             set = claim_set_of(["$1", "$2", "$3", "$4"], ["NULL", "NULL"]),
             filter = scope.filter(),
             order = CLAIM_ORDER,
-            claimant = match scope {
-                ClaimScope::AnyQueue => 6,
-                ClaimScope::OneQueue => 7,
-            },
+            claimant = scope.claimant(),
         )
     })
 });
