@@ -714,3 +714,91 @@ async fn on_postgres_the_store_vacuums_the_queue_table_as_claims_go_by() {
     assert_eq!(claimed, created[3..], "claimed oldest first, each once");
     store.close().await;
 }
+
+/// What the server logs, captured (`tracing`'s default for this thread).
+#[derive(Clone, Default)]
+struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A vacuum skipped because another session holds the table (autovacuum,
+/// another instance's vacuum) is nothing an operator can act on: the
+/// store's vacuum says nothing of it, where sqlx logged PostgreSQL's
+/// `WARNING: skipping vacuum of "todos" --- lock not available` at `WARN`
+/// every second or so under load. A current-thread runtime, so that the
+/// background vacuum logs to this thread's subscriber.
+#[tokio::test]
+async fn on_postgres_a_skipped_vacuum_of_the_queue_table_logs_nothing() {
+    let Some(ts) = support::postgres_store("quiet_vacuum").await else {
+        return;
+    };
+    let url = ts.postgres_url().expect("a PostgreSQL store");
+    let logged = Captured::default();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::INFO)
+        .with_ansi(false)
+        .with_writer({
+            let logged = logged.clone();
+            move || logged.clone()
+        })
+        .finish();
+    let _capture = tracing::subscriber::set_default(subscriber);
+
+    let store = SqlStore::connect(
+        &DatabaseLocation::Postgres(url.clone()),
+        ts.clock.clone(),
+        &StoreOptions {
+            queue_vacuum_claims: Some(1),
+            ..StoreOptions::default()
+        },
+    )
+    .await
+    .expect("open a store");
+    let f = fixture(&store, "ada").await;
+    add_todo(&store, &f, "one").await;
+    // The lock a vacuum takes, held by another session as autovacuum would.
+    let mut holder = PgConnection::connect(&url).await.expect("connect");
+    sqlx::raw_sql("BEGIN").execute(&mut holder).await.unwrap();
+    sqlx::raw_sql("LOCK TABLE todos IN SHARE UPDATE EXCLUSIVE MODE")
+        .execute(&mut holder)
+        .await
+        .unwrap();
+    let before = vacuums_of_todos(&mut db_of(&url).await).await;
+
+    claim_next_and_complete(&store, &f).await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while store.queue_vacuums() == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "no vacuum ended within 20 s of the claim"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    sqlx::raw_sql("ROLLBACK")
+        .execute(&mut holder)
+        .await
+        .unwrap();
+    assert_eq!(
+        vacuums_of_todos(&mut db_of(&url).await).await,
+        before,
+        "the vacuum was skipped: another session held the table"
+    );
+    let logged = String::from_utf8(logged.0.lock().unwrap().clone()).unwrap();
+    assert!(
+        !logged.contains("skipping vacuum"),
+        "a skipped vacuum is not logged: {logged}"
+    );
+    store.close().await;
+}
+
+async fn db_of(url: &str) -> PgConnection {
+    PgConnection::connect(url).await.expect("connect")
+}

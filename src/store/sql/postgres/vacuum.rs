@@ -23,11 +23,18 @@
 //! the table, this one is skipped, not queued. `INDEX_CLEANUP ON`: left
 //! to itself, VACUUM skips the indexes when few heap pages hold dead rows
 //! (under 2 %, as in a long history), and the index entries are the point.
-//! A role that does not own the table gets a warning from PostgreSQL and
-//! nothing happens, as before.
+//!
+//! PostgreSQL answers a skipped vacuum with a `WARNING`, which sqlx logs at
+//! `WARN` (`sqlx::postgres::notice`): under load, a line every second or so
+//! in the server's log about nothing an operator can act on. The vacuum's
+//! connection says errors only (`client_min_messages`) and leaves the pool
+//! afterwards, so the setting never reaches a caller's statement. The one
+//! warning that matters — the store's role may not vacuum the table, which
+//! PostgreSQL also skips with a warning — is checked once, before the first
+//! vacuum, and logged once; the store then leaves the table to autovacuum.
 
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use sqlx::AnyPool;
@@ -44,6 +51,15 @@ const MIN_PAUSE: Duration = Duration::from_secs(1);
 
 const VACUUM: &str = "VACUUM (SKIP_LOCKED, INDEX_CLEANUP ON) todos";
 
+/// Whether the store's role may vacuum `todos` (PostgreSQL 15: its owner, the
+/// database's owner, or a superuser, who holds every role).
+const MAY_VACUUM: &str = "SELECT pg_has_role(c.relowner, 'USAGE') OR pg_has_role(d.datdba, 'USAGE') \
+     FROM pg_class c, pg_database d \
+     WHERE c.oid = CAST('todos' AS regclass) AND d.datname = current_database()";
+
+/// What the vacuum's connection is told to say: errors only.
+const ERRORS_ONLY: &str = "SET client_min_messages = error";
+
 #[derive(Debug)]
 pub(in crate::store::sql) struct QueueVacuum {
     /// Claims between two vacuums at least.
@@ -56,6 +72,8 @@ pub(in crate::store::sql) struct QueueVacuum {
     not_before: Mutex<Instant>,
     /// How many vacuums ran (tests and benchmarks read it).
     runs: AtomicU64,
+    /// Whether the role may vacuum the table: `None` until checked.
+    may_vacuum: OnceLock<bool>,
 }
 
 impl QueueVacuum {
@@ -66,6 +84,7 @@ impl QueueVacuum {
             running: AtomicBool::new(false),
             not_before: Mutex::new(Instant::now()),
             runs: AtomicU64::new(0),
+            may_vacuum: OnceLock::new(),
         }
     }
 
@@ -93,10 +112,12 @@ impl QueueVacuum {
         let (this, pool) = (self.clone(), pool.clone());
         tokio::spawn(async move {
             let started = Instant::now();
-            match sqlx::raw_sql(VACUUM).execute(&pool).await {
-                Ok(_) => {
+            match this.vacuum(&pool).await {
+                Ok(true) => {
                     this.runs.fetch_add(1, Ordering::Relaxed);
                 }
+                // Refused for good: `running` stays set, so none starts again.
+                Ok(false) => return,
                 // Never a caller's error: the next due claim tries again.
                 Err(e) => tracing::debug!(error = %e, "vacuum of the queue table failed"),
             }
@@ -104,6 +125,35 @@ impl QueueVacuum {
             *this.lock() = Instant::now() + (took * PAUSE_FACTOR).max(MIN_PAUSE);
             this.running.store(false, Ordering::Release);
         });
+    }
+
+    /// One vacuum on a connection of its own; `false` when the role may not
+    /// vacuum the table at all.
+    async fn vacuum(&self, pool: &AnyPool) -> Result<bool, sqlx::Error> {
+        let mut conn = pool.acquire().await?;
+        let may = match self.may_vacuum.get() {
+            Some(&may) => may,
+            None => {
+                let (may,): (bool,) = sqlx::query_as(MAY_VACUUM).fetch_one(&mut *conn).await?;
+                let _ = self.may_vacuum.set(may);
+                if !may {
+                    tracing::warn!(
+                        "the store's database role does not own the todos table, so the store \
+                         cannot vacuum it as the queue moves: claims slow down between \
+                         autovacuum's visits (docs/storage.md, \"The store vacuums todos itself\")"
+                    );
+                }
+                may
+            }
+        };
+        if !may {
+            return Ok(false);
+        }
+        // Its settings change: the connection is closed, not pooled again.
+        conn.close_on_drop();
+        sqlx::raw_sql(ERRORS_ONLY).execute(&mut *conn).await?;
+        sqlx::raw_sql(VACUUM).execute(&mut *conn).await?;
+        Ok(true)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Instant> {
