@@ -475,14 +475,15 @@ impl SqlStore {
         }
     }
 
-    /// PostgreSQL's group commit of `complete` and `fail`
+    /// PostgreSQL's group commit of `complete`, `fail` and `release`
     /// (`postgres/batch.rs`): how many statements ran more than one of
     /// them, and how many they ran (for benchmarks and tests).
     pub fn finish_batches(&self) -> (u64, u64) {
         self.finishes.as_ref().map_or((0, 0), |c| c.counts())
     }
 
-    /// `complete`s and `fail`s waiting for the one running to finish (tests).
+    /// `complete`s, `fail`s and `release`s waiting for the one running to
+    /// finish (tests).
     pub fn finishes_waiting(&self) -> usize {
         self.finishes.as_ref().map_or(0, |c| c.waiting())
     }

@@ -1147,17 +1147,22 @@ fn fail_disposition(next_retry_at: &str) -> String {
 pub enum Ending {
     Complete,
     Fail,
+    /// Back to pending ([`RELEASE`]); binds no result.
+    Release,
 }
 
-/// PostgreSQL: the holder's `complete` or `fail` and closing its attempt as
-/// one data-modifying statement: `$1` result, `$2` now, `$3`–`$6` the
-/// holder's guard, `$7` the attempt's summary and `$8` whether it was cut.
+const ENDINGS: [Ending; 3] = [Ending::Complete, Ending::Fail, Ending::Release];
+
+/// PostgreSQL: the holder's `complete`, `fail` or `release` and closing its
+/// attempt as one data-modifying statement: `$1` result (a release leaves
+/// it as it was), `$2` now, `$3`–`$6` the holder's guard, `$7` the
+/// attempt's summary and `$8` whether it was cut.
 pub fn finish_with_attempt(ending: Ending) -> &'static str {
     &FINISH_WITH_ATTEMPT[ending as usize]
 }
 
-static FINISH_WITH_ATTEMPT: LazyLock<[String; 2]> = LazyLock::new(|| {
-    [Ending::Complete, Ending::Fail].map(|ending| {
+static FINISH_WITH_ATTEMPT: LazyLock<[String; 3]> = LazyLock::new(|| {
+    ENDINGS.map(|ending| {
         let (finish, outcome, disposition) = match ending {
             Ending::Complete => (
                 COMPLETE.clone(),
@@ -1175,6 +1180,18 @@ static FINISH_WITH_ATTEMPT: LazyLock<[String; 2]> = LazyLock::new(|| {
                 ),
                 Outcome::Failed,
                 format!("(SELECT {} FROM d)", fail_disposition("next_retry_at")),
+            ),
+            Ending::Release => (
+                format!(
+                    concat!(
+                        "UPDATE todos SET {set} WHERE {guard} RETURNING ",
+                        todo_columns!()
+                    ),
+                    set = release_set("$2"),
+                    guard = holder_guard(3),
+                ),
+                Outcome::Released,
+                format!("'{}'", Disposition::Requeued.as_str()),
             ),
         };
         format!(
@@ -1203,8 +1220,8 @@ pub fn finish_batch(ending: Ending) -> &'static str {
     &FINISH_BATCH[ending as usize]
 }
 
-static FINISH_BATCH: LazyLock<[String; 2]> = LazyLock::new(|| {
-    [Ending::Complete, Ending::Fail].map(|ending| {
+static FINISH_BATCH: LazyLock<[String; 3]> = LazyLock::new(|| {
+    ENDINGS.map(|ending| {
         let (set, outcome, disposition) = match ending {
             Ending::Complete => (
                 complete_set("i.result", "i.now"),
@@ -1215,6 +1232,11 @@ static FINISH_BATCH: LazyLock<[String; 2]> = LazyLock::new(|| {
                 fail_set("i.result", "i.now"),
                 Outcome::Failed,
                 fail_disposition("d.next_retry_at"),
+            ),
+            Ending::Release => (
+                release_set("i.now"),
+                Outcome::Released,
+                format!("'{}'", Disposition::Requeued.as_str()),
             ),
         };
         format!(
@@ -1239,16 +1261,24 @@ static FINISH_BATCH: LazyLock<[String; 2]> = LazyLock::new(|| {
     })
 });
 
+/// A released todo: pending again, its owner, lease and fence gone.
+fn release_set(now: &str) -> String {
+    format!(
+        "state = 'pending', owner = NULL, lease_expires_at = NULL, \
+         lease_token_hash = NULL, updated_at = {now}"
+    )
+}
+
 /// The holder's release: the todo pending again, its lease and fence gone;
 /// `$1` now, `$2`–`$5` the holder's guard.
 pub static RELEASE: LazyLock<String> = LazyLock::new(|| {
     format!(
         concat!(
-            "UPDATE todos SET state = 'pending', owner = NULL, lease_expires_at = NULL, ",
-            "lease_token_hash = NULL, updated_at = $1 WHERE {} RETURNING ",
+            "UPDATE todos SET {set} WHERE {guard} RETURNING ",
             todo_columns!()
         ),
-        holder_guard(2)
+        set = release_set("$1"),
+        guard = holder_guard(2),
     )
 });
 
@@ -1337,6 +1367,9 @@ mod tests {
         assert!(finish_with_attempt(Ending::Fail).contains(&fail_set("$1", "$2")));
         assert!(finish_batch(Ending::Complete).contains(&complete_set("i.result", "i.now")));
         assert!(finish_batch(Ending::Fail).contains(&fail_set("i.result", "i.now")));
+        assert!(finish_with_attempt(Ending::Release).contains(&release_set("$2")));
+        assert!(finish_batch(Ending::Release).contains(&release_set("i.now")));
+        assert!(RELEASE.contains(&release_set("$1")));
         assert!(claim_pending(Dialect::Postgres, ClaimScope::AnyQueue).contains("SKIP LOCKED"));
         assert!(!claim_pending(Dialect::Sqlite, ClaimScope::AnyQueue).contains("SKIP LOCKED"));
     }

@@ -56,6 +56,37 @@ async fn release(mut held: PgConnection) {
         .expect("release the lock");
 }
 
+/// A connection holding a row lock on todo `id` until [`release`].
+async fn hold_row_lock(url: &str, id: &str) -> PgConnection {
+    let mut conn = PgConnection::connect(url).await.expect("connect");
+    sqlx::query("BEGIN")
+        .execute(&mut conn)
+        .await
+        .expect("begin");
+    sqlx::query("SELECT 1 FROM todos WHERE id = $1 FOR UPDATE")
+        .bind(id)
+        .execute(&mut conn)
+        .await
+        .expect("lock the todo");
+    conn
+}
+
+/// Each todo's state and its attempt's outcome, disposition and summary.
+type Closed = (String, Option<String>, Option<String>, Option<String>);
+
+/// [`Closed`] for every attempt of `ids`, in the todos' creation order.
+async fn closed_attempts(watch: &mut PgConnection, ids: &[String]) -> Vec<Closed> {
+    sqlx::query_as(
+        "SELECT t.state::text, a.outcome::text, a.disposition::text, a.summary \
+         FROM todos t JOIN todo_attempts a ON a.todo_id = t.id \
+         WHERE t.id = ANY($1) ORDER BY t.created_at, t.id",
+    )
+    .bind(ids)
+    .fetch_all(watch)
+    .await
+    .expect("read the attempts")
+}
+
 /// Waits until some backend of this database waits on a lock.
 async fn until_a_statement_waits(watch: &mut PgConnection, deadline: Instant) {
     loop {
@@ -411,13 +442,7 @@ async fn on_postgres_completes_that_wait_run_as_one_statement_each_with_its_own_
         ..Finish::default()
     };
 
-    let mut blocker = PgConnection::connect(&url).await.expect("connect");
-    let mut lock = blocker.begin().await.expect("begin");
-    sqlx::query("SELECT 1 FROM todos WHERE id = $1 FOR UPDATE")
-        .bind(&ids[0])
-        .execute(&mut *lock)
-        .await
-        .expect("lock the first todo");
+    let lock = hold_row_lock(&url, &ids[0]).await;
     let leader = {
         let (store, caller, id, finish) = (
             store.clone(),
@@ -451,7 +476,7 @@ async fn on_postgres_completes_that_wait_run_as_one_statement_each_with_its_own_
         assert!(Instant::now() < deadline, "the completes never queued");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    lock.rollback().await.expect("release the row lock");
+    release(lock).await;
 
     let first = leader.await.unwrap().expect("the first complete");
     assert_eq!(first.state, TodoState::Done);
@@ -548,13 +573,7 @@ async fn on_postgres_fails_that_wait_run_as_one_statement_each_deciding_its_retr
         tokio::spawn(async move { store.fail(&caller, &id, finish).await })
     };
 
-    let mut blocker = PgConnection::connect(&url).await.expect("connect");
-    let mut lock = blocker.begin().await.expect("begin");
-    sqlx::query("SELECT 1 FROM todos WHERE id = $1 FOR UPDATE")
-        .bind(&ids[0])
-        .execute(&mut *lock)
-        .await
-        .expect("lock the first todo");
+    let lock = hold_row_lock(&url, &ids[0]).await;
     let leader = fail(&ids[0], finish(&tokens[0]));
     let deadline = Instant::now() + Duration::from_secs(20);
     let mut watch = PgConnection::connect(&url).await.expect("connect");
@@ -570,7 +589,7 @@ async fn on_postgres_fails_that_wait_run_as_one_statement_each_deciding_its_retr
         assert!(Instant::now() < deadline, "the fails never queued");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    lock.rollback().await.expect("release the row lock");
+    release(lock).await;
 
     let now = ts.clock.now();
     let first = leader.await.unwrap().expect("the first fail");
@@ -600,17 +619,7 @@ async fn on_postgres_fails_that_wait_run_as_one_statement_each_deciding_its_retr
     assert_eq!(dead.completed_at, Some(now));
     assert_conflict(results.pop().unwrap());
 
-    // (the todo's state, its attempt's outcome, disposition and summary)
-    type Closed = (String, Option<String>, Option<String>, Option<String>);
-    let attempts: Vec<Closed> = sqlx::query_as(
-        "SELECT t.state::text, a.outcome::text, a.disposition::text, a.summary \
-         FROM todos t JOIN todo_attempts a ON a.todo_id = t.id \
-         WHERE t.id = ANY($1) ORDER BY t.created_at, t.id",
-    )
-    .bind(&ids)
-    .fetch_all(&mut watch)
-    .await
-    .expect("read the attempts");
+    let attempts = closed_attempts(&mut watch, &ids).await;
     let summary = Some("failed in a batch".to_owned());
     let failed = |disposition: &str| {
         (
@@ -630,6 +639,93 @@ async fn on_postgres_fails_that_wait_run_as_one_statement_each_deciding_its_retr
             ("claimed".to_owned(), None, None, None),
         ],
         "each attempt closed once, with its own disposition"
+    );
+    store.close().await;
+}
+
+/// `release` is one statement on PostgreSQL too (`Ending::Release`): the
+/// todo pending again and its attempt closed `released`/`requeued`, and
+/// releases that wait run together, each held to its own guard (a wrong
+/// token releases nothing and says `conflict`). It was a transaction of
+/// its own (the row locked, then the attempt closed: four round trips).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_postgres_releases_that_wait_run_as_one_statement_each_with_its_own_guard() {
+    let Some(ts) = support::postgres_store("release_batch").await else {
+        return;
+    };
+    let url = ts.postgres_url().expect("a PostgreSQL store");
+    let store = Arc::new(second_handle(&ts).await);
+    let f = fixture(&*store, "ada").await;
+    let mut ids = Vec::new();
+    let mut tokens = Vec::new();
+    for n in 0..4 {
+        let todo = create(&*store, inbox_todo(&f, &format!("todo {n}"))).await;
+        let (_, token) = fenced_claim(&*store, &f.caller, &todo.id).await;
+        ids.push(todo.id);
+        tokens.push(token);
+    }
+    let hand_back = |id: &String, token: &str| {
+        let (store, caller, id) = (store.clone(), f.caller.clone(), id.clone());
+        let opts = ReleaseOptions {
+            summary: Some("handed back".into()),
+            lease_token: Some(token.to_owned()),
+        };
+        tokio::spawn(async move { store.release(&caller, &id, opts).await })
+    };
+
+    let lock = hold_row_lock(&url, &ids[0]).await;
+    let leader = hand_back(&ids[0], &tokens[0]);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut watch = PgConnection::connect(&url).await.expect("connect");
+    until_a_statement_waits(&mut watch, deadline).await;
+    let followers = [
+        hand_back(&ids[1], &tokens[1]),
+        hand_back(&ids[2], &tokens[2]),
+        hand_back(&ids[3], "not-the-token"),
+    ];
+    while store.finishes_waiting() < followers.len() {
+        assert!(Instant::now() < deadline, "the releases never queued");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let (batches_before, _) = store.finish_batches();
+    release(lock).await;
+
+    let first = leader.await.unwrap().expect("the first release");
+    assert_eq!(first.state, TodoState::Pending);
+    assert_eq!(first.owner, None);
+    let mut results = Vec::new();
+    for answer in followers {
+        results.push(answer.await.unwrap());
+    }
+    let (batches, batched) = store.finish_batches();
+    assert!(
+        batches > batches_before && batched >= 2,
+        "the waiting releases ran together ({batches} batches, {batched} calls)"
+    );
+    for released in &results[..2] {
+        let released = released.as_ref().expect("a release by its holder");
+        assert_eq!(released.state, TodoState::Pending);
+        assert_eq!(released.owner, None);
+        assert_eq!(released.lease_expires_at, None);
+    }
+    assert_conflict(results.pop().unwrap());
+
+    let attempts = closed_attempts(&mut watch, &ids).await;
+    let released = (
+        "pending".to_owned(),
+        Some(Outcome::Released.as_str().to_owned()),
+        Some(Disposition::Requeued.as_str().to_owned()),
+        Some("handed back".to_owned()),
+    );
+    assert_eq!(
+        attempts,
+        [
+            released.clone(),
+            released.clone(),
+            released,
+            ("claimed".to_owned(), None, None, None),
+        ],
+        "each attempt closed once; the wrong token's todo still held"
     );
     store.close().await;
 }

@@ -20,7 +20,7 @@
 //! statement fails (a lost connection, a deadlock with another instance's
 //! batch), every caller in it runs alone instead.
 //!
-//! The kinds are [`FinishInput`] (`complete` and `fail`, `transitions.rs`)
+//! The kinds are [`FinishInput`] (`complete`, `fail` and `release`, `transitions.rs`)
 //! and [`ClaimInput`] (`claims.rs`).
 
 use std::collections::{HashMap, HashSet};

@@ -1,13 +1,12 @@
 //! The hot transitions as ONE statement each on PostgreSQL: the pending
-//! path of `claim_next` (the claim and its attempt record), `complete` and
-//! `fail` (the guarded update and closing the attempt), as
+//! path of `claim_next` (the claim and its attempt record), `complete`,
+//! `fail` and `release` (the guarded update and closing the attempt), as
 //! data-modifying CTEs in autocommit. Same guards, same rows written as the
 //! transaction paths, but one round trip and one commit instead of
 //! BEGIN, two statements, COMMIT (`docs/performance.md`). The texts are
 //! [`statements::claim_pending_with_attempt`] and
 //! [`statements::finish_with_attempt`]; concurrent calls run in batches
-//! (`batch.rs`: the claim's in `claims.rs`, `complete`'s and `fail`'s
-//! below).
+//! (`batch.rs`: the claim's in `claims.rs`, the endings' below).
 //!
 //! SQLite has no data-modifying CTEs and no round trips to save (it runs in
 //! process), so it keeps the transaction paths. Whatever these statements
@@ -74,7 +73,7 @@ impl SqlStore {
         Ok(rows)
     }
 
-    /// `complete` or `fail` in one statement: the holder's guarded update
+    /// `complete`, `fail` or `release` in one statement: the holder's guarded update
     /// and closing its open attempt; alone, or in one statement with the
     /// others of its kind that arrived while another ran (`batch.rs`).
     /// `None` when the guard matched nothing (the caller then asks why, in a
@@ -119,7 +118,7 @@ impl SqlStore {
     }
 }
 
-/// One `complete`'s or `fail`'s bound values.
+/// One `complete`'s, `fail`'s or `release`'s bound values.
 #[derive(Debug, Clone)]
 pub(in crate::store::sql) struct FinishInput {
     pub ending: Ending,
@@ -133,8 +132,8 @@ pub(in crate::store::sql) struct FinishInput {
     pub truncated: bool,
 }
 
-/// `complete`s batch with `complete`s and `fail`s with `fail`s, across
-/// endpoints (each row is held to its own guard), each todo once a batch.
+/// Each kind of ending batches with its own kind, across endpoints (each
+/// row is held to its own guard), each todo once a batch.
 impl Batched for FinishInput {
     type Key = Ending;
     /// The ended row, or `None` when the guard matched nothing (the caller

@@ -98,6 +98,9 @@ impl QueueVacuum {
         if self.claims.fetch_add(1, Ordering::Relaxed) + 1 < self.every {
             return;
         }
+        if self.may_vacuum.get() == Some(&false) {
+            return;
+        }
         if Instant::now() < *self.lock() {
             return;
         }
@@ -116,7 +119,7 @@ impl QueueVacuum {
                 Ok(true) => {
                     this.runs.fetch_add(1, Ordering::Relaxed);
                 }
-                // Refused for good: `running` stays set, so none starts again.
+                // Refused for good: none starts again.
                 Ok(false) => return,
                 // Never a caller's error: the next due claim tries again.
                 Err(e) => tracing::debug!(error = %e, "vacuum of the queue table failed"),

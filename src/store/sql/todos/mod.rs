@@ -204,7 +204,7 @@ pub(in crate::store::sql) fn checked(new: &NewTodo) -> StoreResult<(Option<Strin
 }
 
 impl SqlStore {
-    /// `complete` or `fail` on the agent loop's fast path: PostgreSQL's one
+    /// `complete`, `fail` or `release` on the agent loop's fast path: PostgreSQL's one
     /// statement (`postgres/transitions.rs`) or SQLite's writer lane. `Err`
     /// with what the transaction path binds without one, or when its guard
     /// matched nothing (the transaction path then re-checks and says why).
@@ -255,6 +255,17 @@ impl SqlStore {
                 match ending {
                     Ending::Complete => writer.run(move |conn| lane::complete(conn, finish)).await,
                     Ending::Fail => writer.run(move |conn| lane::fail(conn, finish)).await,
+                    Ending::Release => {
+                        let lane::LaneFinish {
+                            holder,
+                            summary,
+                            now,
+                            ..
+                        } = finish;
+                        writer
+                            .run(move |conn| lane::release(conn, holder, summary, now))
+                            .await
+                    }
                 }
             }
             Specialised::None => Ok(None),
@@ -285,7 +296,7 @@ impl SqlStore {
     }
 }
 
-/// What `complete` and `fail` bind, on their fast path and on the
+/// What `complete`, `fail` and `release` bind, on their fast path and on the
 /// transaction path alike.
 struct FinishBinds {
     /// The finish's result, encoded.
@@ -485,20 +496,20 @@ impl TodoStore for SqlStore {
     }
 
     async fn release(&self, caller: &Caller, id: &str, opts: ReleaseOptions) -> StoreResult<Todo> {
-        let summary = opts.summary.as_deref().map(rules::clip_summary);
-        let now = self.now();
-        if let Specialised::SqliteLane(writer) = self.specialised() {
-            let holder = lane::LaneHolder::new(caller, id, opts.lease_token.as_deref());
-            let clipped = summary.clone();
-            let released = writer
-                .run(move |conn| lane::release(conn, holder, clipped, now))
-                .await?;
-            if let Some(todo) = released {
-                return Ok(todo);
-            }
-            // Nothing matched: the transaction below re-checks and says why.
-        }
-        let holding = Holding::new(caller, id, opts.lease_token.as_deref(), now);
+        let finish = Finish {
+            result: None,
+            summary: opts.summary,
+            lease_token: opts.lease_token,
+        };
+        let fast = self
+            .finish_fast(caller, id, Ending::Release, &finish)
+            .await?;
+        // Nothing matched: the transaction below re-checks and says why.
+        let FinishBinds { summary, now, .. } = match fast {
+            Ok(todo) => return Ok(todo),
+            Err(binds) => binds,
+        };
+        let holding = Holding::new(caller, id, finish.lease_token.as_deref(), now);
         let release =
             sqlx::query(AssertSqlSafe(statements::RELEASE.as_str())).bind(now.as_millis());
         let (tx, row) = Self::held_row(self.begin().await?, release, &holding).await?;
