@@ -115,6 +115,15 @@ async fn until_queued(store: &SqlStore, count: usize, deadline: Instant) {
     }
 }
 
+/// Waits until `count` endings (`what`: "completes", …) wait behind the one
+/// running.
+async fn until_finishes_queued(store: &SqlStore, count: usize, deadline: Instant, what: &str) {
+    while store.finishes_waiting() < count {
+        assert!(Instant::now() < deadline, "the {what} never queued");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 type ClaimTask = tokio::task::JoinHandle<StoreResult<Option<Claimed>>>;
 
 /// Five plain claimants.
@@ -472,10 +481,7 @@ async fn on_postgres_completes_that_wait_run_as_one_statement_each_with_its_own_
             store.complete(&caller, &id, finish).await
         }));
     }
-    while store.finishes_waiting() < answers.len() {
-        assert!(Instant::now() < deadline, "the completes never queued");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    until_finishes_queued(&store, answers.len(), deadline, "completes").await;
     release(lock).await;
 
     let first = leader.await.unwrap().expect("the first complete");
@@ -585,10 +591,7 @@ async fn on_postgres_fails_that_wait_run_as_one_statement_each_deciding_its_retr
         fail(&ids[3], finish(&tokens[3])),
         fail(&ids[4], finish(&wrong)),
     ];
-    while store.finishes_waiting() < followers.len() {
-        assert!(Instant::now() < deadline, "the fails never queued");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    until_finishes_queued(&store, followers.len(), deadline, "fails").await;
     release(lock).await;
 
     let now = ts.clock.now();
@@ -683,10 +686,7 @@ async fn on_postgres_releases_that_wait_run_as_one_statement_each_with_its_own_g
         hand_back(&ids[2], &tokens[2]),
         hand_back(&ids[3], "not-the-token"),
     ];
-    while store.finishes_waiting() < followers.len() {
-        assert!(Instant::now() < deadline, "the releases never queued");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    until_finishes_queued(&store, followers.len(), deadline, "releases").await;
     let (batches_before, _) = store.finish_batches();
     release(lock).await;
 
