@@ -39,6 +39,11 @@
 //! fresh database is created on that server for every run and dropped after
 //! it. Without either, only SQLite runs.
 //!
+//! `B2_LOOP` picks the agents' loop: `two-calls` (the default, above),
+//! `chained` (`claim_next` once, then `complete` with `next` — one call a
+//! todo, which claims the next), or `both`, each cell's two loops one after
+//! the other in the same sitting; the report names the loop of every row.
+//!
 //! After the runs, what one todo costs an agent's context: the response
 //! bytes of `claim_next` + `complete` for a todo with a 15 064-byte payload
 //! (target: the payload + 2 KiB at most; `context_bytes`).
@@ -104,6 +109,26 @@ impl Backend {
     }
 }
 
+/// How an agent client loops.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+enum Loop {
+    /// `claim_next` → `complete`: two calls a todo (the loop the targets
+    /// were set for).
+    TwoCalls,
+    /// `complete` with `next`: one call a todo, the completion and the
+    /// next claim in one commit on PostgreSQL (`docs/mcp.md`).
+    Chained,
+}
+
+impl Loop {
+    fn name(self) -> &'static str {
+        match self {
+            Self::TwoCalls => "claim_next → complete",
+            Self::Chained => "complete with next",
+        }
+    }
+}
+
 /// What a PostgreSQL run is compared with, measured right after it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Peer {
@@ -128,6 +153,8 @@ struct Config {
     repeats: usize,
     concurrency: Vec<usize>,
     backends: Vec<Backend>,
+    /// The loops run in each cell, one after the other.
+    loops: Vec<Loop>,
     preload: i64,
     pg_admin_url: Option<(String, &'static str)>,
     results: Option<String>,
@@ -186,8 +213,15 @@ impl Config {
                 other => bail!("B2_BACKENDS: unknown backend {other:?}"),
             }
         }
+        let loops = match std::env::var("B2_LOOP").as_deref() {
+            Err(_) | Ok("two-calls") => vec![Loop::TwoCalls],
+            Ok("chained") => vec![Loop::Chained],
+            Ok("both") => vec![Loop::TwoCalls, Loop::Chained],
+            Ok(other) => bail!("B2_LOOP: {other:?} is not two-calls, chained or both"),
+        };
         Ok(Self {
             seconds: env_num("B2_SECONDS", 20)?,
+            loops,
             repeats: env_num("B2_REPEATS", 3)?,
             concurrency,
             backends,
@@ -375,6 +409,72 @@ struct WorkerOut {
 }
 
 async fn worker(
+    agent: Agent,
+    kind: Loop,
+    deadline: Instant,
+    stop: Arc<AtomicBool>,
+    dry: Arc<AtomicBool>,
+) -> Result<WorkerOut> {
+    match kind {
+        Loop::TwoCalls => two_calls(agent, deadline, stop, dry).await,
+        Loop::Chained => chained(agent, deadline, stop, dry).await,
+    }
+}
+
+/// The id of the todo a `claim_next` answer claimed; `None` when empty.
+fn claimed_id(claimed: &Value) -> Result<Option<String>> {
+    if claimed["empty"] == Value::Bool(true) {
+        return Ok(None);
+    }
+    let id = claimed["todo"]["id"]
+        .as_str()
+        .with_context(|| format!("claim_next: no todo id in {claimed}"))?;
+    Ok(Some(id.to_owned()))
+}
+
+/// `complete` with `next` until the deadline: one call a todo. The todo
+/// held at the deadline is completed alone and counted.
+async fn chained(
+    mut agent: Agent,
+    deadline: Instant,
+    stop: Arc<AtomicBool>,
+    dry: Arc<AtomicBool>,
+) -> Result<WorkerOut> {
+    let mut out = WorkerOut::default();
+    let t0 = Instant::now();
+    let first = agent.call("claim_next", "{}").await?;
+    out.claim_us.push(micros(t0.elapsed()));
+    let mut held = claimed_id(&first)?;
+    if held.is_none() {
+        dry.store(true, Ordering::Relaxed);
+    }
+    while let Some(id) = held.take() {
+        let last = Instant::now() >= deadline || stop.load(Ordering::Relaxed);
+        let arguments = if last {
+            format!(r#"{{"id":"{id}"}}"#)
+        } else {
+            format!(r#"{{"id":"{id}","next":{{}}}}"#)
+        };
+        let t1 = Instant::now();
+        let mut done = agent.call("complete", &arguments).await?;
+        out.complete_us.push(micros(t1.elapsed()));
+        ensure!(done["state"] == "done", "complete of {id}: {done}");
+        out.ids.push(id);
+        out.loops += 1;
+        if last {
+            break;
+        }
+        held = claimed_id(&done["next"].take())?;
+        if held.is_none() {
+            dry.store(true, Ordering::Relaxed);
+            stop.store(true, Ordering::Relaxed);
+        }
+    }
+    Ok(out)
+}
+
+/// `claim_next` → `complete` until the deadline.
+async fn two_calls(
     mut agent: Agent,
     deadline: Instant,
     stop: Arc<AtomicBool>,
@@ -385,15 +485,11 @@ async fn worker(
         let t0 = Instant::now();
         let claimed = agent.call("claim_next", "{}").await?;
         let t1 = Instant::now();
-        if claimed["empty"] == Value::Bool(true) {
+        let Some(id) = claimed_id(&claimed)? else {
             dry.store(true, Ordering::Relaxed);
             stop.store(true, Ordering::Relaxed);
             break;
-        }
-        let id = claimed["todo"]["id"]
-            .as_str()
-            .with_context(|| format!("claim_next: no todo id in {claimed}"))?
-            .to_owned();
+        };
         let done = agent
             .call("complete", &format!(r#"{{"id":"{id}"}}"#))
             .await?;
@@ -503,7 +599,13 @@ fn percentile(sorted: &[u32], p: f64) -> f64 {
     sorted[rank.clamp(1, sorted.len()) - 1] as f64 / 1000.0
 }
 
-async fn run_once(cfg: &Config, backend: Backend, conc: usize, tck: f64) -> Result<RunResult> {
+async fn run_once(
+    cfg: &Config,
+    backend: Backend,
+    kind: Loop,
+    conc: usize,
+    tck: f64,
+) -> Result<RunResult> {
     let dir = tempfile::tempdir()?;
     let pg = match backend {
         Backend::Postgres => {
@@ -518,7 +620,16 @@ async fn run_once(cfg: &Config, backend: Backend, conc: usize, tck: f64) -> Resu
     };
     let outcome = async {
         let server = ServerProcess::start(&database, dir.path())?;
-        let result = drive(cfg, backend, conc, tck, &server, pg.as_ref(), &database).await;
+        let result = drive(
+            cfg,
+            (backend, kind),
+            conc,
+            tck,
+            &server,
+            pg.as_ref(),
+            &database,
+        )
+        .await;
         server.stop();
         result
     }
@@ -587,7 +698,7 @@ async fn counts(backend: Backend, database: &str) -> Result<[i64; 4]> {
 
 async fn drive(
     cfg: &Config,
-    backend: Backend,
+    (backend, kind): (Backend, Loop),
     conc: usize,
     tck: f64,
     server: &ServerProcess,
@@ -607,7 +718,7 @@ async fn drive(
     let deadline = start.at + Duration::from_secs(cfg.seconds);
     let mut set = tokio::task::JoinSet::new();
     for agent in agents {
-        set.spawn(worker(agent, deadline, stop.clone(), dry.clone()));
+        set.spawn(worker(agent, kind, deadline, stop.clone(), dry.clone()));
     }
     let mut outs = Vec::new();
     while let Some(joined) = set.join_next().await {
@@ -729,7 +840,26 @@ fn b1_floors(path: &str) -> HashMap<(String, usize), f64> {
     floors
 }
 
-type Key = (Backend, usize);
+/// A cell: backend, agents, loop.
+type Key = (Backend, usize, Loop);
+
+/// How a cell is named in the report: the backend, and the loop when it is
+/// not the two-call one.
+fn cell_name(key: &Key) -> String {
+    match key.2 {
+        Loop::TwoCalls => key.0.name().to_owned(),
+        other => format!("{} ({})", key.0.name(), other.name()),
+    }
+}
+
+/// A latency in ms, or a dash where the loop made no such call.
+fn ms(v: f64) -> String {
+    if v.is_nan() {
+        "—".into()
+    } else {
+        format!("{v:.2}")
+    }
+}
 
 fn report(
     cfg: &Config,
@@ -761,8 +891,8 @@ fn report(
         };
         let _ = writeln!(
             md,
-            "| {} | {} | {:.0} | {:.0} – {:.0} | {} | {:.2} / {:.2} | {:.2} | {:.2} | {:.0} | {} | {:.0} | {:.2} |",
-            key.0.name(),
+            "| {} | {} | {:.0} | {:.0} – {:.0} | {} | {:.2} / {:.2} | {} | {} | {:.0} | {} | {:.0} | {:.2} |",
+            cell_name(key),
             key.1,
             median(&rates),
             min,
@@ -774,8 +904,8 @@ fn report(
                 .join(", "),
             med(&|r| r.p50_ms),
             med(&|r| r.p99_ms),
-            med(&|r| r.claim_p99_ms),
-            med(&|r| r.complete_p99_ms),
+            ms(med(&|r| r.claim_p99_ms)),
+            ms(med(&|r| r.complete_p99_ms)),
             per_loop(&|r| r.server_cpu),
             pg,
             per_loop(&|r| r.this_cpu),
@@ -792,8 +922,8 @@ fn report(
         let runs = &results[key];
         let rate = median(&runs.iter().map(RunResult::rate).collect::<Vec<_>>());
         let p99 = median(&runs.iter().map(|r| r.p99_ms).collect::<Vec<_>>());
-        let name = key.0.name();
-        if key.1 == 4 && name == "SQLite" {
+        let name = cell_name(key);
+        if key.1 == 4 && key.0 == Backend::Sqlite {
             // 09-quality.md (raised by issue 47): over MCP, SQLite ≥ 8 000
             // loops/s at c = 4 (the share-of-the-floor target is PostgreSQL's).
             let _ = writeln!(
@@ -919,30 +1049,45 @@ async fn context_bytes() -> Result<String> {
         let filler = CONTEXT_PAYLOAD_BYTES - r#"{"diff":""}"#.len();
         let payload = json!({ "diff": "x".repeat(filler) });
         ensure!(payload.to_string().len() == CONTEXT_PAYLOAD_BYTES);
-        let resp = http_client()?
-            .post(format!(
-                "http://{}/api/v1/endpoints/{}/todos",
-                server.addr, ep.id
-            ))
-            .bearer_auth(&server.admin_token)
-            .json(&json!({"title": "review the pull request", "payload": payload}))
-            .send()
-            .await?;
-        ensure!(resp.status().as_u16() == 201, "push: {}", resp.status());
+        // Three alike: one for each loop, and one for the chained loop to claim.
+        for _ in 0..3 {
+            let resp = http_client()?
+                .post(format!(
+                    "http://{}/api/v1/endpoints/{}/todos",
+                    server.addr, ep.id
+                ))
+                .bearer_auth(&server.admin_token)
+                .json(&json!({"title": "review the pull request", "payload": payload}))
+                .send()
+                .await?;
+            ensure!(resp.status().as_u16() == 201, "push: {}", resp.status());
+        }
         let mut agent = Agent::connect(&ep).await?;
         let (claimed, claim_bytes) = agent.call_sized("claim_next", "{}").await?;
-        let id = claimed["todo"]["id"]
-            .as_str()
-            .with_context(|| format!("claim_next answered no todo: {claimed}"))?
-            .to_owned();
+        let id = claimed_id(&claimed)?.context("claim_next answered no todo")?;
         let (_, complete_bytes) = agent
             .call_sized("complete", &json!({ "id": id }).to_string())
             .await?;
-        Ok((claim_bytes, complete_bytes))
+        // The chained loop: per todo, one `complete` that claims the next.
+        let (claimed, _) = agent.call_sized("claim_next", "{}").await?;
+        let id = claimed_id(&claimed)?.context("claim_next answered no todo")?;
+        let (next, chained_bytes) = agent
+            .call_sized("complete", &json!({ "id": id, "next": {} }).to_string())
+            .await?;
+        ensure!(
+            next["next"]["empty"] == false,
+            "complete with next claimed nothing: {next}"
+        );
+        Ok((claim_bytes, complete_bytes, chained_bytes))
     }
     .await;
     server.stop();
-    let (claim_bytes, complete_bytes) = measured?;
+    let (claim_bytes, complete_bytes, chained_bytes) = measured?;
+    let chained_over = chained_bytes.saturating_sub(CONTEXT_PAYLOAD_BYTES);
+    ensure!(
+        chained_over <= 2048,
+        "bytes per todo, complete with next: {chained_bytes} (+{chained_over}, target +2048)"
+    );
     let total = claim_bytes + complete_bytes;
     let over = total.saturating_sub(CONTEXT_PAYLOAD_BYTES);
     let pass = over <= 2048;
@@ -955,7 +1100,9 @@ async fn context_bytes() -> Result<String> {
          | payload | claim_next | complete | total | over the payload | target | result |\n\
          |---:|---:|---:|---:|---:|---|---|\n\
          | {CONTEXT_PAYLOAD_BYTES} | {claim_bytes} | {complete_bytes} | {total} | {over} | \
-         ≤ payload + 2 048 | PASS |\n"
+         ≤ payload + 2 048 | PASS |\n\
+         | {CONTEXT_PAYLOAD_BYTES} (complete with next: one call a todo) | — | {chained_bytes} | \
+         {chained_bytes} | {chained_over} | ≤ payload + 2 048 | PASS |\n"
     ))
 }
 
@@ -980,8 +1127,14 @@ async fn run() -> Result<()> {
     let _ = writeln!(
         header,
         "- agents: one HTTP/1.1 keep-alive connection and one MCP session each (reqwest, \
-         JSON-RPC by hand), looping `tools/call claim_next` → `tools/call complete`; \
-         latency is per call, measured by the client"
+         JSON-RPC by hand), looping `tools/call claim_next` → `tools/call complete`{}; \
+         latency is per call, measured by the client",
+        if cfg.loops.contains(&Loop::Chained) {
+            " and (rows \"complete with next\") `claim_next` once, then `tools/call complete` \
+             with `next: {}` — one call a todo, which completes it and claims the next"
+        } else {
+            ""
+        }
     );
     if cfg.backends.contains(&Backend::Sqlite) {
         let _ = writeln!(
@@ -1014,20 +1167,23 @@ async fn run() -> Result<()> {
     for &backend in &cfg.backends {
         for &conc in &cfg.concurrency {
             for rep in 0..cfg.repeats {
-                let r = run_once(&cfg, backend, conc, tck)
-                    .await
-                    .with_context(|| format!("{} c={conc} run {}", backend.name(), rep + 1))?;
-                eprintln!(
-                    "B2 {} c={conc} run {}: {:.0} loops/s, p50 {:.2} ms, p99 {:.2} ms, \
-                     server {:.0} µs/loop",
-                    backend.name(),
-                    rep + 1,
-                    r.rate(),
-                    r.p50_ms,
-                    r.p99_ms,
-                    r.server_cpu * 1e6 / r.loops.max(1) as f64
-                );
-                results.entry((backend, conc)).or_default().push(r);
+                for &kind in &cfg.loops {
+                    let key = (backend, conc, kind);
+                    let r = run_once(&cfg, backend, kind, conc, tck)
+                        .await
+                        .with_context(|| format!("{} c={conc} run {}", cell_name(&key), rep + 1))?;
+                    eprintln!(
+                        "B2 {} c={conc} run {}: {:.0} loops/s, p50 {:.2} ms, p99 {:.2} ms, \
+                         server {:.0} µs/loop",
+                        cell_name(&key),
+                        rep + 1,
+                        r.rate(),
+                        r.p50_ms,
+                        r.p99_ms,
+                        r.server_cpu * 1e6 / r.loops.max(1) as f64
+                    );
+                    results.entry(key).or_default().push(r);
+                }
                 if backend == Backend::Postgres && conc == 4 && cfg.floor_beside {
                     let (url, _) = cfg.pg_admin_url.as_ref().context("no PostgreSQL URL")?;
                     let (peer, floor) = if peers::available("pgbench") {

@@ -56,7 +56,19 @@ pub async fn claim_next(
     queue: Option<&str>,
     options: ClaimOptions,
 ) -> StoreResult<NextClaim> {
-    match delivery.store().claim_next(caller, queue, options).await? {
+    let claimed = delivery.store().claim_next(caller, queue, options).await?;
+    next_claim(delivery, caller, queue, claimed).await
+}
+
+/// What a claim of the next todo found, told: a claim to the queue's
+/// charts, a claim held by admission to its counter, with the reason.
+async fn next_claim(
+    delivery: &Delivery,
+    caller: &Caller,
+    queue: Option<&str>,
+    claimed: Option<Claimed>,
+) -> StoreResult<NextClaim> {
+    match claimed {
         Some(claimed) => {
             delivery.activity().claimed(&claimed.todo);
             Ok(NextClaim::Claimed(Box::new(claimed)))
@@ -124,6 +136,28 @@ pub async fn complete(
     delivery.attempts_finished(AttemptEnd::Completed, 1);
     completed(delivery, &todo);
     Ok(todo)
+}
+
+/// The todo is done, and the caller takes its next one as `claim_next`
+/// would (`queue`, `options`): the agent's loop in one call, one commit
+/// where the store can. A refused completion claims nothing; an invalid
+/// `queue` or lease is refused before the completion.
+pub async fn complete_then_claim_next(
+    delivery: &Delivery,
+    caller: &Caller,
+    id: &str,
+    finish: Finish,
+    queue: Option<&str>,
+    options: ClaimOptions,
+) -> StoreResult<(Todo, NextClaim)> {
+    let (todo, claimed) = delivery
+        .store()
+        .complete_then_claim_next(caller, id, finish, queue, options)
+        .await?;
+    delivery.attempts_finished(AttemptEnd::Completed, 1);
+    completed(delivery, &todo);
+    let next = next_claim(delivery, caller, queue, claimed).await?;
+    Ok((todo, next))
 }
 
 /// Completes each of `ids` the caller holds, in one transaction; answers

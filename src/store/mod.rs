@@ -83,6 +83,20 @@ pub trait TodoStore: Send + Sync {
     ) -> StoreResult<Todo>;
     async fn complete(&self, caller: &Caller, id: &str, finish: Finish) -> StoreResult<Todo>;
     async fn fail(&self, caller: &Caller, id: &str, finish: Finish) -> StoreResult<Todo>;
+    /// `complete`, then — once it succeeded — `claim_next` with `queue` and
+    /// `opts` for the same caller: the agent's loop in one call, and on the
+    /// fast paths in one commit. Everything `claim_next` would refuse
+    /// (`queue`, `opts`) is checked before anything is written; a refused
+    /// completion claims nothing. Answers the completed row and what the
+    /// claim found (`None`: nothing claimable).
+    async fn complete_then_claim_next(
+        &self,
+        caller: &Caller,
+        id: &str,
+        finish: Finish,
+        queue: Option<&str>,
+        opts: ClaimOptions,
+    ) -> StoreResult<(Todo, Option<Claimed>)>;
     async fn release(&self, caller: &Caller, id: &str, opts: ReleaseOptions) -> StoreResult<Todo>;
     /// Completes each of `ids` (1 to `MAX_COMPLETE_MANY`, none twice) that
     /// the caller holds, in one transaction, as `complete` would (attempt

@@ -23,6 +23,8 @@ mod backoff;
 mod board_reads;
 #[path = "conformance/bulk.rs"]
 mod bulk;
+#[path = "conformance/chained.rs"]
+mod chained;
 #[path = "conformance/concurrency.rs"]
 mod concurrency;
 #[path = "conformance/dedup.rs"]

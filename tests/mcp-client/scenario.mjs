@@ -184,7 +184,13 @@ function ok(result, what) {
   const parsed = JSON.parse(text);
   const isClaim = result.toolName === "claim" || result.toolName === "claim_next";
   const row = parsed.todo ?? parsed;
-  const expected = isClaim ? claimText(result.structuredContent, row.note) : result.structuredContent;
+  // `complete` with `next`: the short row, and the next claim's summary.
+  const next = result.toolName === "complete" ? result.structuredContent.next : undefined;
+  const expected = isClaim
+    ? claimText(result.structuredContent, row.note)
+    : next !== undefined
+      ? { ...result.structuredContent, next: claimText(next, (parsed.next?.todo ?? parsed.next)?.note) }
+      : result.structuredContent;
   if (isClaim && result.structuredContent.empty !== true) {
     check(typeof row.note === "string", `${what}: the claim's text has no note`, result);
     check(!("payload" in row), `${what}: the text repeats the payload`, result);
@@ -394,6 +400,29 @@ const scenarios = {
     const detail = ok(await call(client, "get_todo", { id }), "get_todo");
     await client.close();
     return { claimed, heartbeat, completed, detail };
+  },
+
+  // The agent's loop with one call per todo: `complete` with `next` claims
+  // the next one; the SDK checks each result against the output schema.
+  async complete_with_next() {
+    const { client } = await connect();
+    await listTools(client);
+    let claimed = ok(await call(client, "claim_next"), "claim_next");
+    const drained = [];
+    const answers = [];
+    while (claimed.empty === false) {
+      const id = claimed.todo.id;
+      drained.push(id);
+      const completed = ok(
+        await call(client, "complete", { id, result: { n: drained.length }, next: {} }),
+        "complete with next",
+      );
+      check(completed.state === "done" && completed.id === id, "complete with next did not finish", completed);
+      answers.push(completed);
+      claimed = completed.next;
+    }
+    await client.close();
+    return { drained, answers };
   },
 
   async fail_retry() {

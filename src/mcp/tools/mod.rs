@@ -159,6 +159,35 @@ fn claim_result(
     Ok(ok_claim(value))
 }
 
+/// `claim_next`'s result as sent ([`claim_result`]).
+fn next_claim_result(claimed: ops::work::NextClaim, inline_max: usize) -> Result<Value, ToolError> {
+    match claimed {
+        ops::work::NextClaim::Claimed(claimed) => claim_result(&claimed, false, inline_max),
+        ops::work::NextClaim::Empty { held } => {
+            to_json(rows::NextClaim::of(None, 0, rows::PriorCut::WHOLE).held(held)).map(ok_claim)
+        }
+    }
+}
+
+/// `complete` with `next`: the short row with `next`, `claim_next`'s result
+/// (`next_result`, as sent), in both the structured content and the text —
+/// the text's `next` is the claim's short summary, so the payload is sent
+/// once, as a claim sends it.
+fn completed_then_claimed(
+    short: rows::ShortRow<'_>,
+    next_result: Value,
+) -> Result<Value, ToolError> {
+    let mut structured = to_json(&short)?;
+    let mut text = structured.clone();
+    let Value::Object(mut next_result) = next_result else {
+        return Err(ToolError::internal());
+    };
+    let next = next_result.remove("structuredContent").unwrap_or_default();
+    text["next"] = claim_summary(&next);
+    structured["next"] = next;
+    Ok(ok_claim_of(text.to_string(), structured))
+}
+
 /// Whether a claim's result, as sent (see [`ok_claim`]) with the summary
 /// `text`, costs at most 1.25 x its inline payload + 4 KiB, leaving
 /// [`ENVELOPE_BYTES`] for the JSON-RPC envelope.
@@ -353,6 +382,10 @@ pub async fn call_with(
     Ok(match outcome {
         // A claim's result is made whole where its size is checked.
         Ok(value) if matches!(name, ToolName::Claim | ToolName::ClaimNext) => value,
+        // So is a completion that claimed the next todo.
+        Ok(value) if name == ToolName::Complete && value.get("structuredContent").is_some() => {
+            value
+        }
         Ok(value) => ok(value),
         Err(err) if err.outage => return Err(CallFailure::Unavailable),
         Err(err) => err.into_result(),
@@ -407,15 +440,7 @@ async fn run(
         Tool::ClaimNext(a) => {
             let claimed =
                 ops::work::claim_next(delivery, caller, a.queue.as_deref(), a.options()).await?;
-            match claimed {
-                ops::work::NextClaim::Claimed(claimed) => {
-                    claim_result(&claimed, false, limits.claim_payload_inline_max)
-                }
-                ops::work::NextClaim::Empty { held } => {
-                    to_json(rows::NextClaim::of(None, 0, rows::PriorCut::WHOLE).held(held))
-                        .map(ok_claim)
-                }
-            }
+            next_claim_result(claimed, limits.claim_payload_inline_max)
         }
         Tool::Heartbeat(a) => {
             let options = HeartbeatOptions {
@@ -428,8 +453,27 @@ async fn run(
         }
         Tool::Complete(a) => {
             let finish = finish(a.result, a.summary, a.lease_token);
-            let todo = ops::work::complete(delivery, caller, &a.id, finish).await?;
-            to_json(rows::short_row(&todo))
+            let Some(next) = a.next else {
+                let todo = ops::work::complete(delivery, caller, &a.id, finish).await?;
+                return to_json(rows::short_row(&todo));
+            };
+            if !ToolName::ClaimNext.visible_to(endpoint) {
+                return Err(ToolError::invalid(
+                    "next",
+                    "claim_next is not in this endpoint's scope",
+                ));
+            }
+            let (todo, claimed) = ops::work::complete_then_claim_next(
+                delivery,
+                caller,
+                &a.id,
+                finish,
+                next.queue.as_deref(),
+                next.options(),
+            )
+            .await?;
+            let next = next_claim_result(claimed, limits.claim_payload_inline_max)?;
+            completed_then_claimed(rows::short_row(&todo), next)
         }
         Tool::CompleteMany(a) => {
             let finish = finish(a.result, a.summary, None);

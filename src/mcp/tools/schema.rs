@@ -52,6 +52,28 @@ fn row_schema() -> Value {
     json!({"type": "object", "properties": row_properties(), "required": ROW_REQUIRED})
 }
 
+/// `claim_next`'s arguments (also `complete`'s `next`).
+fn claim_next_args() -> Value {
+    json!({
+        "queue": {"type": "string"},
+        "lease_ttl_seconds": lease_arg(),
+        "require_fence": {"type": "boolean"},
+        "claimant": {"type": "string"}
+    })
+}
+
+/// What `claim_next` answers (also `complete`'s `next`).
+fn next_claim_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": merge(json!({
+            "empty": {"type": "boolean"},
+            "todo": claim_row_schema()
+        }), claim_extras()),
+        "required": ["empty"]
+    })
+}
+
 /// What `heartbeat`, `complete`, `fail` and `release` answer: where the
 /// todo stands, never its title or payload (the agent has them from the
 /// claim).
@@ -308,23 +330,8 @@ pub(super) fn definition(name: ToolName, effective_lease: i64) -> Value {
                  when there is none. The lease is {effective_lease} s unless you ask otherwise. \
                  {LARGE_PAYLOADS}"
             ),
-            object(
-                json!({
-                    "queue": {"type": "string"},
-                    "lease_ttl_seconds": lease_arg(),
-                    "require_fence": {"type": "boolean"},
-                    "claimant": {"type": "string"}
-                }),
-                &[],
-            ),
-            json!({
-                "type": "object",
-                "properties": merge(json!({
-                    "empty": {"type": "boolean"},
-                    "todo": claim_row_schema()
-                }), claim_extras()),
-                "required": ["empty"]
-            }),
+            object(claim_next_args(), &[]),
+            next_claim_schema(),
         ),
         ToolName::Heartbeat => (
             "Extend the lease on a todo you hold (to the given TTL, else the endpoint default), \
@@ -342,17 +349,31 @@ pub(super) fn definition(name: ToolName, effective_lease: i64) -> Value {
             short_row_schema(),
         ),
         ToolName::Complete => (
-            "Finish a todo you hold, with an optional JSON result.".to_owned(),
+            "Finish a todo you hold, with an optional JSON result. With next (claim_next's \
+             arguments, {} for its defaults) it also claims your next todo, answered in next \
+             as claim_next answers: one call per todo instead of two."
+                .to_owned(),
             object(
                 json!({
                     "id": {"type": "string"},
                     "result": {},
                     "summary": summary_arg(),
-                    "lease_token": token_arg()
+                    "lease_token": token_arg(),
+                    "next": {
+                        "type": "object",
+                        "properties": claim_next_args(),
+                        "additionalProperties": false,
+                        "description": "Then claim the next todo, as claim_next with these \
+                                        arguments (needs claim_next in scope)."
+                    }
                 }),
                 &["id"],
             ),
-            short_row_schema(),
+            {
+                let mut short = short_row_schema();
+                short["properties"]["next"] = next_claim_schema();
+                short
+            },
         ),
         ToolName::CompleteMany => (
             "Complete up to 100 todos you hold in one call (e.g. noise you have triaged), all \

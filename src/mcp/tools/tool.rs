@@ -199,7 +199,7 @@ pub enum Tool {
     Claim(ClaimArgs),
     ClaimNext(ClaimNextArgs),
     Heartbeat(HeartbeatArgs),
-    Complete(FinishArgs),
+    Complete(CompleteArgs),
     CompleteMany(CompleteManyArgs),
     Fail(FinishArgs),
     Release(ReleaseArgs),
@@ -391,6 +391,41 @@ pub struct FinishArgs {
 
 impl ToolArgs for FinishArgs {}
 
+/// `complete`: [`FinishArgs`]' arguments, and `next`: `claim_next`'s
+/// arguments (an object, `{}` for its defaults) to claim the caller's next
+/// todo in the same call.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CompleteArgs {
+    #[serde(deserialize_with = "de::required_string")]
+    pub id: String,
+    /// Any JSON (`null` is none).
+    pub result: Option<Value>,
+    #[serde(deserialize_with = "de::string")]
+    pub summary: Option<String>,
+    #[serde(deserialize_with = "de::string")]
+    pub lease_token: Option<String>,
+    #[serde(deserialize_with = "next_claim")]
+    pub next: Option<ClaimNextArgs>,
+}
+
+impl ToolArgs for CompleteArgs {}
+
+/// `complete`'s `next`: `null` is none, an object is `claim_next`'s
+/// arguments, each refusal naming its argument inside `next`.
+fn next_claim<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<ClaimNextArgs>, D::Error> {
+    use serde::de::Error;
+    match Option::<Value>::deserialize(d)? {
+        None | Some(Value::Null) => Ok(None),
+        Some(value @ Value::Object(_)) => args::parse::<ClaimNextArgs>(Some(value))
+            .map(Some)
+            .map_err(|e| D::Error::custom(e.message)),
+        Some(_) => Err(D::Error::custom(
+            "must be an object of claim_next's arguments ({} for its defaults)",
+        )),
+    }
+}
+
 /// `complete_many`: no `lease_token` (a fenced claim is completed with
 /// `complete`, its token in hand).
 #[derive(Debug, Deserialize)]
@@ -577,7 +612,8 @@ mod tests {
             ToolName::Claim => fields_of::<ClaimArgs>(),
             ToolName::ClaimNext => fields_of::<ClaimNextArgs>(),
             ToolName::Heartbeat => fields_of::<HeartbeatArgs>(),
-            ToolName::Complete | ToolName::Fail => fields_of::<FinishArgs>(),
+            ToolName::Complete => fields_of::<CompleteArgs>(),
+            ToolName::Fail => fields_of::<FinishArgs>(),
             ToolName::Release => fields_of::<ReleaseArgs>(),
             ToolName::SetDefaultLease => fields_of::<SetDefaultLeaseArgs>(),
             ToolName::ClockIn => fields_of::<ClockInArgs>(),
@@ -1009,7 +1045,12 @@ mod tests {
             if matches!(name, ToolName::QueueSummary | ToolName::CompleteMany) {
                 continue; // newer than the old reader
             }
-            let fields = fields_for(name);
+            // `complete`'s `next` is newer than the old reader: its other
+            // arguments are compared, and its listing names `next` too.
+            let fields = match name {
+                ToolName::Complete => args::fields_of::<FinishArgs>(),
+                _ => fields_for(name),
+            };
             let mut keys: Vec<&str> = fields.to_vec();
             keys.push("aa_unknown");
             keys.push("zz_unknown");
@@ -1038,7 +1079,13 @@ mod tests {
                     }
                 }
                 let arguments = Value::Object(map);
-                let old = old::check(name.as_str(), Some(arguments.clone())).map_err(|e| e.message);
+                let old =
+                    old::check(name.as_str(), Some(arguments.clone())).map_err(|e| match name {
+                        ToolName::Complete => {
+                            e.message.replace("lease_token)", "lease_token, next)")
+                        }
+                        _ => e.message,
+                    });
                 let new = Tool::with_arguments(name, Some(arguments.clone()))
                     .map(|_| ())
                     .map_err(|e| e.message);

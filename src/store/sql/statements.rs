@@ -736,6 +736,57 @@ pub fn claim_pending_unlimited(scope: ClaimScope) -> &'static str {
     &CLAIM_UNLIMITED[scope.index()]
 }
 
+static COMPLETE_THEN_CLAIM: LazyLock<[String; 2]> = LazyLock::new(|| {
+    [ClaimScope::AnyQueue, ClaimScope::OneQueue].map(|scope| {
+        let claimant = scope.claimant();
+        let held = |n: usize| format!("${}", claimant + n);
+        format!(
+            concat!(
+                "WITH d AS (UPDATE todos SET {done} WHERE {guard} RETURNING ",
+                todo_columns!(),
+                "), da AS (UPDATE todo_attempts SET ended_at = $1, outcome = '{outcome}', ",
+                "disposition = '{disposition}', summary = {summary}, summary_truncated = {truncated} ",
+                "WHERE todo_id = (SELECT id FROM d) AND ended_at IS NULL), ",
+                "lim AS (SELECT {limited} AS limited), ",
+                "c AS (UPDATE todos SET {set} WHERE id = (SELECT id FROM todos ",
+                "WHERE endpoint_id = $5 AND state = 'pending'{filter} ",
+                "AND EXISTS (SELECT 1 FROM d) AND NOT (SELECT limited FROM lim) ",
+                "ORDER BY {order} LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING ",
+                todo_columns!(),
+                "), a AS (INSERT INTO todo_attempts (todo_id, seq, attempt, claimant, claimed_at) ",
+                "SELECT id, attempts_total, attempt, ${claimant}, $1 FROM c) ",
+                "SELECT true AS done, lim.limited, d.* FROM d, lim ",
+                "UNION ALL SELECT false, lim.limited, c.* FROM c, lim"
+            ),
+            done = complete_set(&held(1), "$1"),
+            guard = qualified_holder_guard("", &held(2), "$5", "$2", &held(3)),
+            outcome = Outcome::Completed.as_str(),
+            disposition = Disposition::Done.as_str(),
+            summary = held(4),
+            truncated = held(5),
+            limited = has_limits("$5"),
+            set = claim_set_of(["$1", "$2", "$3", "$4"], ["NULL", "NULL"]),
+            filter = scope.filter(),
+            order = CLAIM_ORDER,
+            claimant = claimant,
+        )
+    })
+});
+
+/// PostgreSQL: the holder's `complete` ([`finish_with_attempt`]) and, once
+/// it matched, [`claim_pending_unlimited`] for the same endpoint, in one
+/// statement and one commit (the agent's loop, `complete` with `next`).
+/// Parameters: the claim's, as [`claim_pending_unlimited`] takes them (the
+/// holder's owner is the claimant's, `$2`; its endpoint `$5`), then the
+/// completion's: result, the todo, the presented fence's hash, the
+/// attempt's summary and whether it was cut. Returns the completed row
+/// (`done` true) and the claimed one (`done` false), each with `limited`;
+/// no row when the holder's guard matched nothing (then nothing was
+/// claimed either). Under limits it completes and claims nothing.
+pub fn complete_then_claim_unlimited(scope: ClaimScope) -> &'static str {
+    &COMPLETE_THEN_CLAIM[scope.index()]
+}
+
 static CLAIM_PENDING_BATCH: LazyLock<[String; 2]> =
     LazyLock::new(|| {
         [ClaimScope::AnyQueue, ClaimScope::OneQueue].map(|scope| {

@@ -215,6 +215,22 @@ async fn claim_next_heartbeat_complete() {
 }
 
 #[tokio::test]
+async fn the_sdk_drains_a_queue_with_complete_and_next() {
+    let (server, ep, ids) = setup(&[], 3).await;
+    let out = scenario(&ep, "complete_with_next");
+    assert_eq!(out["drained"], json!(ids), "{out}");
+    let answers = out["answers"].as_array().unwrap();
+    assert_eq!(answers.len(), 3);
+    assert_eq!(answers[0]["next"]["todo"]["id"], ids[1].as_str());
+    assert_eq!(answers[2]["next"], json!({"empty": true}));
+    for (n, id) in ids.iter().enumerate() {
+        let view = server.todo(id).await;
+        assert_eq!(view["state"], "done", "{view}");
+        assert_eq!(view["result"], json!({"n": n + 1}));
+    }
+}
+
+#[tokio::test]
 async fn fail_opens_a_retry_window_during_which_nothing_is_claimable() {
     let (server, ep, ids) = setup(&[], 1).await;
     let out = scenario(&ep, "fail_retry");

@@ -3,6 +3,7 @@
 
 mod admission;
 mod bulk;
+mod chained;
 mod doorbells;
 mod interop;
 mod presence;

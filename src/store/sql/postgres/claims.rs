@@ -176,6 +176,95 @@ impl Batched for ClaimInput {
     }
 }
 
+/// A holder's completion, as [`statements::complete_then_claim_unlimited`]
+/// binds it after the claim's parameters.
+pub(in crate::store::sql) struct HeldCompletion<'a> {
+    pub id: &'a str,
+    pub result: Option<String>,
+    pub fence: Option<String>,
+    pub summary: Option<(String, bool)>,
+}
+
+/// What [`SqlStore::complete_then_claim_at_once`] did.
+#[expect(
+    clippy::large_enum_variant,
+    reason = "made once per call and moved once, to its caller; boxing would add an allocation"
+)]
+pub(in crate::store::sql) enum CompletedThenClaimed {
+    /// The holder's guard matched nothing, or the endpoint was found under
+    /// admission limits lately: nothing written.
+    NotRun,
+    /// Completed, and the todo it claimed (`None`: nothing was pending, or
+    /// the endpoint has admission limits — the claim is for `claim_next`).
+    Completed(Todo, Option<Todo>),
+}
+
+impl SqlStore {
+    /// The holder's completion and the caller's next claim in one statement
+    /// and one commit, for an endpoint without admission limits
+    /// ([`statements::complete_then_claim_unlimited`]); under limits it
+    /// completes only, and the endpoint is remembered as the batches
+    /// remember it.
+    pub(in crate::store::sql) async fn complete_then_claim_at_once(
+        &self,
+        caller: &Caller,
+        queue: Option<&str>,
+        binds: &ClaimBinds<'_>,
+        held: HeldCompletion<'_>,
+    ) -> StoreResult<CompletedThenClaimed> {
+        let key: ClaimKey = (caller.endpoint_id.clone(), queue.map(str::to_owned));
+        let batches = self.claims.as_deref();
+        if batches.is_some_and(|b| b.limited_lately(&key)) {
+            return Ok(CompletedThenClaimed::NotRun);
+        }
+        let scope = ClaimScope::of(queue);
+        let mut q = sqlx::query(AssertSqlSafe(statements::complete_then_claim_unlimited(
+            scope,
+        )))
+        .bind(binds.now.as_millis())
+        .bind(binds.owner.to_owned())
+        .bind(binds.expires.as_millis())
+        .bind(binds.token_hash.map(str::to_owned))
+        .bind(caller.endpoint_id.clone());
+        if let Some(queue) = queue {
+            q = q.bind(queue.to_owned());
+        }
+        let (summary, truncated) = match held.summary {
+            Some((text, cut)) => (Some(text), cut),
+            None => (None, false),
+        };
+        let q = q
+            .bind(binds.claimant.map(str::to_owned))
+            .bind(held.result)
+            .bind(held.id.to_owned())
+            .bind(held.fence)
+            .bind(summary)
+            .bind(i64::from(truncated));
+        let rows = self.run_hot(q).await?;
+        let (mut done, mut claimed, mut limited) = (None, None, false);
+        for row in &rows {
+            limited |= row.try_get::<bool, _>("limited")?;
+            let todo = rows::todo(row)?;
+            if row.try_get::<bool, _>("done")? {
+                done = Some(todo);
+            } else {
+                claimed = Some(todo);
+            }
+        }
+        let Some(mut done) = done else {
+            return Ok(CompletedThenClaimed::NotRun);
+        };
+        if limited && let Some(batches) = batches {
+            batches.remember_limits(key);
+        }
+        self.prune_ended(&mut done).await?;
+        if claimed.is_some() {
+            self.count_claim();
+        }
+        Ok(CompletedThenClaimed::Completed(done, claimed))
+    }
+}
+
 /// Which text a lone claim runs.
 #[derive(Clone, Copy)]
 enum Claim {

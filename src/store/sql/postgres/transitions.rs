@@ -48,17 +48,26 @@ impl SqlStore {
             return Ok(None);
         };
         self.count_claim();
-        // A todo back in the queue after earlier attempts shows the claimant
-        // its recent history. Closed attempts do not change under a claim,
-        // so reading them after the commit sees what the transaction would.
+        let prior = self.prior_attempts_after_commit(&todo).await?;
+        Ok(Some((todo, prior)))
+    }
+
+    /// The recent history a todo back in the queue after earlier attempts
+    /// shows its claimant, read after the claim's one-statement commit.
+    /// Closed attempts do not change under a claim, so this sees what the
+    /// transaction would have.
+    pub(in crate::store::sql) async fn prior_attempts_after_commit(
+        &self,
+        todo: &Todo,
+    ) -> StoreResult<Vec<Attempt>> {
         if todo.attempts_total <= 1 {
             // A first attempt has none: no connection taken for them.
-            return Ok(Some((todo, Vec::new())));
+            return Ok(Vec::new());
         }
         let mut conn = self.hot_connection().await?;
-        let prior = Self::prior_attempts(&mut conn, &todo).await?;
+        let prior = Self::prior_attempts(&mut conn, todo).await?;
         self.put_hot_connection(conn);
-        Ok(Some((todo, prior)))
+        Ok(prior)
     }
 
     /// Runs one statement of the hot path on a hot connection (given back
@@ -107,14 +116,20 @@ impl SqlStore {
         let Some(mut todo) = batch::call(self, input).await? else {
             return Ok(None);
         };
+        self.prune_ended(&mut todo).await?;
+        Ok(Some(todo))
+    }
+
+    /// Keeps an ended todo's history to [`rules::KEPT_ATTEMPTS`] after its
+    /// one-statement ending. Rare (a todo retried more than that): it runs
+    /// in its own transaction, as the transaction path would have.
+    pub(in crate::store::sql) async fn prune_ended(&self, todo: &mut Todo) -> StoreResult<()> {
         if todo.attempts_total - todo.attempts_pruned > rules::KEPT_ATTEMPTS {
-            // Rare (a todo retried more than KEPT_ATTEMPTS times): prune in
-            // its own transaction, as the transaction path would have.
             let mut tx = self.begin().await?;
-            todo.attempts_pruned += Self::prune_attempts(&mut tx, &todo).await?;
+            todo.attempts_pruned += Self::prune_attempts(&mut tx, todo).await?;
             tx.commit().await?;
         }
-        Ok(Some(todo))
+        Ok(())
     }
 }
 

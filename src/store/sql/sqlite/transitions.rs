@@ -290,6 +290,20 @@ pub(in crate::store::sql) fn complete(
     Ok(Some(todo))
 }
 
+/// The holder's completion and, once it matched, the caller's claim of its
+/// next todo, in one job (`complete` with `next`). `None` when the holder's
+/// guard matched nothing: nothing was claimed.
+pub(in crate::store::sql) fn complete_then_claim(
+    tx: &Connection,
+    finish: LaneFinish,
+    claim: LaneClaim,
+) -> StoreResult<Option<(Todo, LaneClaimed)>> {
+    let Some(done) = complete(tx, finish)? else {
+        return Ok(None);
+    };
+    Ok(Some((done, claim_pending(tx, claim)?)))
+}
+
 /// Closes the ended todo's open attempt (outcome, disposition, summary) and
 /// keeps its history to [`rules::KEPT_ATTEMPTS`].
 fn close_attempt(

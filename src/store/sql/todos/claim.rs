@@ -55,6 +55,59 @@ fn over_budget() -> StoreError {
     StoreError::Internal(Box::new(WindowSpent))
 }
 
+/// What a claim binds besides its target, worked out (and checked) before
+/// anything is written.
+pub(super) struct ClaimPrep {
+    pub now: Timestamp,
+    pub expires: Timestamp,
+    pub owner: String,
+    pub claimant: Option<String>,
+    /// Only for a fenced claim: shown once, stored as `token_hash`.
+    pub lease_token: Option<String>,
+    pub token_hash: Option<String>,
+}
+
+impl ClaimPrep {
+    pub(super) fn binds(&self) -> ClaimBinds<'_> {
+        ClaimBinds {
+            now: self.now,
+            owner: &self.owner,
+            expires: self.expires,
+            token_hash: self.token_hash.as_deref(),
+            claimant: self.claimant.as_deref(),
+        }
+    }
+}
+
+impl SqlStore {
+    /// The lease, fence and claimant of a claim by `caller` with `opts`; an
+    /// invalid lease is refused here, before any write.
+    pub(super) fn claim_prep(
+        &self,
+        caller: &Caller,
+        opts: &ClaimOptions,
+    ) -> StoreResult<ClaimPrep> {
+        let lease_secs =
+            resolve_lease_seconds(opts.lease_ttl_seconds, caller.default_lease_ttl_seconds)?;
+        let claimant = opts
+            .claimant
+            .as_deref()
+            .map(rules::clean_claimant)
+            .filter(|c| !c.is_empty());
+        let lease_token = opts.require_fence.then(|| random_token(16));
+        let token_hash = lease_token.as_deref().map(sha256_hex);
+        let now = self.now();
+        Ok(ClaimPrep {
+            now,
+            expires: now.add_secs(lease_secs),
+            owner: caller.owner(),
+            claimant,
+            lease_token,
+            token_hash,
+        })
+    }
+}
+
 impl SqlStore {
     /// Charges a claim of `todo` to its endpoint's and queue's windows (in
     /// the claim's transaction): a window that ended starts anew, then one
@@ -120,18 +173,14 @@ impl SqlStore {
         target: &ClaimTarget<'_>,
         opts: ClaimOptions,
     ) -> StoreResult<Option<Claimed>> {
-        let lease_secs =
-            resolve_lease_seconds(opts.lease_ttl_seconds, caller.default_lease_ttl_seconds)?;
-        let claimant = opts
-            .claimant
-            .as_deref()
-            .map(rules::clean_claimant)
-            .filter(|c| !c.is_empty());
-        let lease_token = opts.require_fence.then(|| random_token(16));
-        let token_hash = lease_token.as_deref().map(sha256_hex);
-        let now = self.now();
-        let expires = now.add_secs(lease_secs);
-        let owner = caller.owner();
+        let ClaimPrep {
+            now,
+            expires,
+            owner,
+            claimant,
+            lease_token,
+            token_hash,
+        } = self.claim_prep(caller, &opts)?;
 
         let specialised = self.specialised();
         if let (ClaimTarget::Oldest(queue), Specialised::Postgres) = (target, &specialised) {

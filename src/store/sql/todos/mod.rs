@@ -11,6 +11,7 @@
 //! `refusal` (why a guarded transition matched nothing).
 
 mod attempts;
+mod chained;
 mod claim;
 mod create;
 mod filter;
@@ -296,6 +297,20 @@ impl SqlStore {
     }
 }
 
+/// A named queue a claim may look in: a valid name, in the caller's scope.
+fn check_claim_queue(caller: &Caller, queue: Option<&str>) -> StoreResult<()> {
+    let Some(queue) = queue else {
+        return Ok(());
+    };
+    rules::validate_queue_name(queue, "queue")?;
+    if !caller.queues.iter().any(|q| q == queue) {
+        return Err(StoreError::Forbidden(format!(
+            "queue {queue:?} is not in this endpoint's scope"
+        )));
+    }
+    Ok(())
+}
+
 /// What `complete`, `fail` and `release` bind, on their fast path and on the
 /// transaction path alike.
 struct FinishBinds {
@@ -374,14 +389,7 @@ impl TodoStore for SqlStore {
         queue: Option<&str>,
         opts: ClaimOptions,
     ) -> StoreResult<Option<Claimed>> {
-        if let Some(queue) = queue {
-            rules::validate_queue_name(queue, "queue")?;
-            if !caller.queues.iter().any(|q| q == queue) {
-                return Err(StoreError::Forbidden(format!(
-                    "queue {queue:?} is not in this endpoint's scope"
-                )));
-            }
-        }
+        check_claim_queue(caller, queue)?;
         self.claim_target(caller, ClaimTarget::Oldest(queue), opts)
             .await
     }
@@ -461,6 +469,18 @@ impl TodoStore for SqlStore {
             summary,
         )
         .await
+    }
+
+    async fn complete_then_claim_next(
+        &self,
+        caller: &Caller,
+        id: &str,
+        finish: Finish,
+        queue: Option<&str>,
+        opts: ClaimOptions,
+    ) -> StoreResult<(Todo, Option<Claimed>)> {
+        self.complete_then_claim(caller, id, finish, queue, opts)
+            .await
     }
 
     async fn fail(&self, caller: &Caller, id: &str, finish: Finish) -> StoreResult<Todo> {
