@@ -500,6 +500,19 @@ impl SqlStore {
         self.claims.as_ref().map_or(0, |c| c.batcher.waiting())
     }
 
+    /// PostgreSQL's group commit of `complete` with `next`
+    /// (`postgres/chained.rs`): how many statements ran more than one, and
+    /// how many they ran (for benchmarks and tests).
+    pub fn chained_batches(&self) -> (u64, u64) {
+        self.claims.as_ref().map_or((0, 0), |c| c.chained.counts())
+    }
+
+    /// `complete`s with `next` waiting for their endpoint's running one to
+    /// finish (tests).
+    pub fn chained_waiting(&self) -> usize {
+        self.claims.as_ref().map_or(0, |c| c.chained.waiting())
+    }
+
     /// How many background vacuums of the queue table this store ran
     /// (PostgreSQL; for benchmarks and tests).
     pub fn queue_vacuums(&self) -> u64 {

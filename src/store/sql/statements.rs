@@ -773,6 +773,69 @@ static COMPLETE_THEN_CLAIM: LazyLock<[String; 2]> = LazyLock::new(|| {
     })
 });
 
+static COMPLETE_THEN_CLAIM_BATCH: LazyLock<[String; 2]> = LazyLock::new(|| {
+    [ClaimScope::AnyQueue, ClaimScope::OneQueue].map(|scope| {
+        format!(
+            concat!(
+                "WITH i AS (SELECT * FROM json_to_recordset($1::json) AS i(n bigint, id text, ",
+                "owner text, fence text, result text, now bigint, summary text, truncated bigint, ",
+                "expires bigint, new_fence text, claimant text)), ",
+                "d AS (UPDATE todos SET {done} FROM i WHERE {guard} ",
+                "RETURNING todos.*, i.n AS holder), ",
+                "da AS (UPDATE todo_attempts SET ended_at = i.now, outcome = '{outcome}', ",
+                "disposition = '{disposition}', summary = i.summary, summary_truncated = i.truncated ",
+                "FROM d JOIN i ON i.n = d.holder ",
+                "WHERE todo_attempts.todo_id = d.id AND todo_attempts.ended_at IS NULL), ",
+                "lim AS (SELECT {limited} AS limited), ",
+                // The holders whose completion matched, in order, each take
+                // the next pending todo in claim order.
+                "m AS (SELECT holder, row_number() OVER (ORDER BY holder) AS k FROM d), ",
+                "k AS (SELECT p.id, row_number() OVER (ORDER BY {order}) AS k FROM (",
+                "SELECT id, priority, created_at FROM todos ",
+                "WHERE endpoint_id = $2 AND state = 'pending'{filter} ",
+                "AND NOT (SELECT limited FROM lim) ",
+                "ORDER BY {order} LIMIT (SELECT count(*) FROM d) FOR UPDATE SKIP LOCKED) p), ",
+                "c AS (UPDATE todos SET {set} FROM k JOIN m ON m.k = k.k JOIN i ON i.n = m.holder ",
+                "WHERE todos.id = k.id AND todos.id = ANY (ARRAY(SELECT id FROM k)) ",
+                "RETURNING todos.*, i.n AS holder, i.claimant AS holder_claimant), ",
+                "a AS (INSERT INTO todo_attempts (todo_id, seq, attempt, claimant, claimed_at) ",
+                "SELECT id, attempts_total, attempt, holder_claimant, claimed_at FROM c) ",
+                "SELECT true AS done, lim.limited, holder, ",
+                todo_columns!(),
+                " FROM d, lim UNION ALL SELECT false, lim.limited, holder, ",
+                todo_columns!(),
+                " FROM c, lim"
+            ),
+            done = complete_set("i.result", "i.now"),
+            guard = qualified_holder_guard("todos.", "i.id", "$2", "i.owner", "i.fence"),
+            outcome = Outcome::Completed.as_str(),
+            disposition = Disposition::Done.as_str(),
+            limited = has_limits("$2"),
+            order = CLAIM_ORDER,
+            filter = match scope {
+                ClaimScope::AnyQueue => "",
+                ClaimScope::OneQueue => " AND queue = $3",
+            },
+            set = claim_set_of(["i.now", "i.owner", "i.expires", "i.new_fence"], ["NULL", "NULL"]),
+        )
+    })
+});
+
+/// PostgreSQL: [`complete_then_claim_unlimited`] for several holders of one
+/// endpoint (and named queue) at once, one statement and one commit (group
+/// commit, `postgres/claims.rs`). `$1` is a JSON array with one object per
+/// holder: `n` (1, 2, …), the completion's `id`, `owner`, `fence` (the
+/// presented token's hash or null), `result`, `now`, `summary`, `truncated`
+/// (0/1), and the claim's `expires`, `new_fence` and `claimant`; `$2` the
+/// endpoint (`$3` the queue). Each completion is held to its own guard; the
+/// holders whose completion matched take the next pending todos in claim
+/// order, one each, in holder order. Returns, per holder, its completed row
+/// (`done` true) and its claimed one (`done` false), each with `holder` and
+/// `limited`. Under limits it completes and claims nothing.
+pub fn complete_then_claim_batch(scope: ClaimScope) -> &'static str {
+    &COMPLETE_THEN_CLAIM_BATCH[scope.index()]
+}
+
 /// PostgreSQL: the holder's `complete` ([`finish_with_attempt`]) and, once
 /// it matched, [`claim_pending_unlimited`] for the same endpoint, in one
 /// statement and one commit (the agent's loop, `complete` with `next`).

@@ -1080,3 +1080,136 @@ async fn on_sqlite_every_verb_of_the_loop_is_a_writer_thread_job() {
         "newest first"
     );
 }
+
+/// `complete` with `next` calls of one endpoint queued behind a first one
+/// run as ONE statement (`statements::complete_then_claim_batch`): each
+/// completion held to its own guard, each holder whose completion matched
+/// given a pending todo of its own, all in one transaction; a refused
+/// completion claims nothing and is answered why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_postgres_completes_with_next_that_wait_run_as_one_statement() {
+    let Some(ts) = support::postgres_store("chained_batch").await else {
+        return;
+    };
+    let url = ts.postgres_url().expect("a PostgreSQL store");
+    let store = Arc::new(second_handle(&ts).await);
+    let f = fixture(&*store, "ada").await;
+    let (mut held, mut tokens) = (Vec::new(), Vec::new());
+    for n in 0..4 {
+        let todo = create(&*store, inbox_todo(&f, &format!("held {n}"))).await;
+        let (_, token) = fenced_claim(&*store, &f.caller, &todo.id).await;
+        held.push(todo.id);
+        tokens.push(token);
+    }
+    let mut pending = Vec::new();
+    for n in 0..3 {
+        ts.clock.advance(Duration::from_millis(1));
+        pending.push(
+            create(&*store, inbox_todo(&f, &format!("pending {n}")))
+                .await
+                .id,
+        );
+    }
+    let chain = |id: &String, token: &str| {
+        let (store, caller, id) = (store.clone(), f.caller.clone(), id.clone());
+        let finish = Finish {
+            summary: Some("done".into()),
+            lease_token: Some(token.to_owned()),
+            ..Finish::default()
+        };
+        let opts = ClaimOptions {
+            claimant: Some("chain".into()),
+            ..ClaimOptions::default()
+        };
+        tokio::spawn(async move {
+            store
+                .complete_then_claim_next(&caller, &id, finish, None, opts)
+                .await
+        })
+    };
+
+    let lock = hold_row_lock(&url, &held[0]).await;
+    let leader = chain(&held[0], &tokens[0]);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut watch = PgConnection::connect(&url).await.expect("connect");
+    until_a_statement_waits(&mut watch, deadline).await;
+    let followers = [
+        chain(&held[1], &tokens[1]),
+        chain(&held[2], &tokens[2]),
+        chain(&held[3], "not-the-token"),
+    ];
+    while store.chained_waiting() < followers.len() {
+        assert!(Instant::now() < deadline, "the calls never queued");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let (batches_before, _) = store.chained_batches();
+    release(lock).await;
+
+    let (done, next) = leader.await.unwrap().expect("the first call");
+    assert_eq!(
+        (done.id.as_str(), done.state),
+        (held[0].as_str(), TodoState::Done)
+    );
+    assert_eq!(next.expect("the oldest pending").todo.id, pending[0]);
+    let mut results = Vec::new();
+    for answer in followers {
+        results.push(answer.await.unwrap());
+    }
+    let (batches, batched) = store.chained_batches();
+    assert!(
+        batches > batches_before && batched >= 2,
+        "the waiting calls ran together ({batches} batches, {batched} calls)"
+    );
+    assert_conflict(results.pop().unwrap());
+    let mut claimed = Vec::new();
+    for (n, answer) in results.into_iter().enumerate() {
+        let (done, next) = answer.expect("a completion by its holder");
+        assert_eq!(
+            (done.id.as_str(), done.state),
+            (held[n + 1].as_str(), TodoState::Done)
+        );
+        let next = next.expect("a pending todo of its own");
+        assert_eq!(next.todo.owner, Some(f.caller.owner()));
+        assert_eq!(next.attempt_seq, 1);
+        claimed.push(next.todo.id);
+    }
+    claimed.sort();
+    assert_eq!(claimed, [pending[1].clone(), pending[2].clone()]);
+
+    let written_by: Vec<String> =
+        sqlx::query_scalar("SELECT DISTINCT xmin::text FROM todos WHERE id = ANY($1)")
+            .bind([
+                held[1].clone(),
+                held[2].clone(),
+                pending[1].clone(),
+                pending[2].clone(),
+            ])
+            .fetch_all(&mut watch)
+            .await
+            .expect("read the writers");
+    assert_eq!(written_by.len(), 1, "one transaction: {written_by:?}");
+    let done = (
+        "done".to_owned(),
+        Some(Outcome::Completed.as_str().to_owned()),
+        Some(Disposition::Done.as_str().to_owned()),
+        Some("done".to_owned()),
+    );
+    assert_eq!(
+        closed_attempts(&mut watch, &held).await,
+        [
+            done.clone(),
+            done.clone(),
+            done,
+            ("claimed".to_owned(), None, None, None),
+        ],
+        "each completion closed its attempt once; the wrong token's todo still held"
+    );
+    let opened: Vec<(Option<String>, Option<i64>)> =
+        sqlx::query_as("SELECT claimant, ended_at FROM todo_attempts WHERE todo_id = ANY($1)")
+            .bind(&pending)
+            .fetch_all(&mut watch)
+            .await
+            .expect("read the new attempts");
+    assert_eq!(opened, vec![(Some("chain".to_owned()), None); 3]);
+    store.close().await;
+}

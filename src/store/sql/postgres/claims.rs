@@ -28,6 +28,7 @@ use sqlx::{AssertSqlSafe, Row};
 
 use crate::store::sql::SqlStore;
 use crate::store::sql::postgres::batch::{Batched, Batcher, Together};
+use crate::store::sql::postgres::chained::ChainedInput;
 use crate::store::sql::postgres::transitions::ClaimBinds;
 use crate::store::sql::statements::{self, ClaimScope};
 use crate::store::{Caller, StoreResult, Todo, rows};
@@ -49,17 +50,19 @@ const LIMITS_REMEMBERED: Duration = Duration::from_secs(1);
 const SLOT_TRIES: i64 = 8;
 
 /// Claims of one endpoint and named queue (`None`: the whole scope).
-type ClaimKey = (String, Option<String>);
+pub(super) type ClaimKey = (String, Option<String>);
 
 /// The claims' batcher, and the keys found under admission limits lately.
 #[derive(Debug, Default)]
 pub(in crate::store::sql) struct ClaimBatches {
     pub batcher: Batcher<ClaimInput>,
+    /// `complete` with `next` of one endpoint (and queue): the same keys.
+    pub chained: Batcher<ChainedInput>,
     under_limits: Mutex<HashMap<ClaimKey, Instant>>,
 }
 
 impl ClaimBatches {
-    fn limited_lately(&self, key: &ClaimKey) -> bool {
+    pub(super) fn limited_lately(&self, key: &ClaimKey) -> bool {
         let mut keys = self.lock();
         match keys.get(key) {
             Some(until) if Instant::now() < *until => true,
@@ -71,7 +74,7 @@ impl ClaimBatches {
         }
     }
 
-    fn remember_limits(&self, key: ClaimKey) {
+    pub(super) fn remember_limits(&self, key: ClaimKey) {
         self.lock().insert(key, Instant::now() + LIMITS_REMEMBERED);
     }
 
@@ -84,13 +87,13 @@ impl ClaimBatches {
 /// One pending claim's bound values.
 #[derive(Debug, Clone)]
 pub(in crate::store::sql) struct ClaimInput {
-    endpoint_id: String,
-    queue: Option<String>,
-    now: i64,
-    owner: String,
-    expires: i64,
-    token_hash: Option<String>,
-    claimant: Option<String>,
+    pub(super) endpoint_id: String,
+    pub(super) queue: Option<String>,
+    pub(super) now: i64,
+    pub(super) owner: String,
+    pub(super) expires: i64,
+    pub(super) token_hash: Option<String>,
+    pub(super) claimant: Option<String>,
 }
 
 impl ClaimInput {
@@ -176,92 +179,24 @@ impl Batched for ClaimInput {
     }
 }
 
-/// A holder's completion, as [`statements::complete_then_claim_unlimited`]
-/// binds it after the claim's parameters.
-pub(in crate::store::sql) struct HeldCompletion<'a> {
-    pub id: &'a str,
-    pub result: Option<String>,
-    pub fence: Option<String>,
-    pub summary: Option<(String, bool)>,
-}
-
-/// What [`SqlStore::complete_then_claim_at_once`] did.
-#[expect(
-    clippy::large_enum_variant,
-    reason = "made once per call and moved once, to its caller; boxing would add an allocation"
-)]
-pub(in crate::store::sql) enum CompletedThenClaimed {
-    /// The holder's guard matched nothing, or the endpoint was found under
-    /// admission limits lately: nothing written.
-    NotRun,
-    /// Completed, and the todo it claimed (`None`: nothing was pending, or
-    /// the endpoint has admission limits — the claim is for `claim_next`).
-    Completed(Todo, Option<Todo>),
-}
-
-impl SqlStore {
-    /// The holder's completion and the caller's next claim in one statement
-    /// and one commit, for an endpoint without admission limits
-    /// ([`statements::complete_then_claim_unlimited`]); under limits it
-    /// completes only, and the endpoint is remembered as the batches
-    /// remember it.
-    pub(in crate::store::sql) async fn complete_then_claim_at_once(
+impl ClaimInput {
+    /// `sql` with a lone claim's parameters bound: its own (`$1` now, `$2`
+    /// owner, `$3` lease expiry, `$4` fence hash, `$5` endpoint, then the
+    /// queue when one is named), then its claimant.
+    pub(super) fn bound(
         &self,
-        caller: &Caller,
-        queue: Option<&str>,
-        binds: &ClaimBinds<'_>,
-        held: HeldCompletion<'_>,
-    ) -> StoreResult<CompletedThenClaimed> {
-        let key: ClaimKey = (caller.endpoint_id.clone(), queue.map(str::to_owned));
-        let batches = self.claims.as_deref();
-        if batches.is_some_and(|b| b.limited_lately(&key)) {
-            return Ok(CompletedThenClaimed::NotRun);
+        sql: &'static str,
+    ) -> sqlx::query::Query<'static, sqlx::Any, sqlx::any::AnyArguments> {
+        let mut q = sqlx::query(AssertSqlSafe(sql))
+            .bind(self.now)
+            .bind(self.owner.clone())
+            .bind(self.expires)
+            .bind(self.token_hash.clone())
+            .bind(self.endpoint_id.clone());
+        if let Some(queue) = &self.queue {
+            q = q.bind(queue.clone());
         }
-        let scope = ClaimScope::of(queue);
-        let mut q = sqlx::query(AssertSqlSafe(statements::complete_then_claim_unlimited(
-            scope,
-        )))
-        .bind(binds.now.as_millis())
-        .bind(binds.owner.to_owned())
-        .bind(binds.expires.as_millis())
-        .bind(binds.token_hash.map(str::to_owned))
-        .bind(caller.endpoint_id.clone());
-        if let Some(queue) = queue {
-            q = q.bind(queue.to_owned());
-        }
-        let (summary, truncated) = match held.summary {
-            Some((text, cut)) => (Some(text), cut),
-            None => (None, false),
-        };
-        let q = q
-            .bind(binds.claimant.map(str::to_owned))
-            .bind(held.result)
-            .bind(held.id.to_owned())
-            .bind(held.fence)
-            .bind(summary)
-            .bind(i64::from(truncated));
-        let rows = self.run_hot(q).await?;
-        let (mut done, mut claimed, mut limited) = (None, None, false);
-        for row in &rows {
-            limited |= row.try_get::<bool, _>("limited")?;
-            let todo = rows::todo(row)?;
-            if row.try_get::<bool, _>("done")? {
-                done = Some(todo);
-            } else {
-                claimed = Some(todo);
-            }
-        }
-        let Some(mut done) = done else {
-            return Ok(CompletedThenClaimed::NotRun);
-        };
-        if limited && let Some(batches) = batches {
-            batches.remember_limits(key);
-        }
-        self.prune_ended(&mut done).await?;
-        if claimed.is_some() {
-            self.count_claim();
-        }
-        Ok(CompletedThenClaimed::Completed(done, claimed))
+        q.bind(self.claimant.clone())
     }
 }
 
@@ -284,16 +219,7 @@ impl ClaimInput {
             Claim::Unlimited => statements::claim_pending_unlimited(scope),
             Claim::Full => statements::claim_pending_with_attempt(scope),
         };
-        let mut q = sqlx::query(AssertSqlSafe(sql))
-            .bind(self.now)
-            .bind(self.owner.clone())
-            .bind(self.expires)
-            .bind(self.token_hash.clone())
-            .bind(self.endpoint_id.clone());
-        if let Some(queue) = &self.queue {
-            q = q.bind(queue.clone());
-        }
-        let rows = store.run_hot(q.bind(self.claimant.clone())).await?;
+        let rows = store.run_hot(self.bound(sql)).await?;
         let Some(row) = rows.first() else {
             return Ok((None, false));
         };

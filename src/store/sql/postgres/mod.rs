@@ -6,6 +6,7 @@
 //! falls back to that path, which re-checks under its own guards.
 
 pub(in crate::store::sql) mod batch;
+pub(in crate::store::sql) mod chained;
 pub(in crate::store::sql) mod claims;
 pub(in crate::store::sql) mod hot;
 pub(in crate::store::sql) mod transitions;

@@ -7,7 +7,7 @@
 
 use super::claim::ClaimPrep;
 use super::*;
-use crate::store::sql::postgres::claims::{CompletedThenClaimed, HeldCompletion};
+use crate::store::sql::postgres::chained::{CompletedThenClaimed, HeldCompletion};
 use crate::store::sql::sqlite::transitions::{LaneClaim, LaneClaimed};
 
 /// What the fast path did.
