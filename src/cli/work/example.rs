@@ -3,9 +3,10 @@
 //! (`switchboard quickstart` runs it under the runner). Started by
 //! `switchboard work`, it reads `SWITCHBOARD_MCP_URL` and
 //! `SWITCHBOARD_TOKEN`, opens an MCP session of its own, claims the
-//! endpoint's todos one by one with `claim_next`, says what it got on
+//! endpoint's todos one by one (`claim_next`, then `complete` with `next`,
+//! which claims the next one in the same call), says what it got on
 //! stdout, completes each with a small result, and ends its session when
-//! `claim_next` finds nothing more. A real agent (Claude Code, Codex) does
+//! nothing more is claimable. A real agent (Claude Code, Codex) does
 //! the same through the same tools.
 
 use clap::Args;
@@ -58,16 +59,18 @@ pub(crate) async fn run(args: ExampleAgentArgs) -> anyhow::Result<()> {
 }
 
 /// Claims and completes until nothing is claimable; how many it completed.
+/// Every completion but the run's last claims the next todo too
+/// (`complete` with `next`): one call a todo, as an agent should loop.
 async fn work(client: &McpClient, say: &str) -> anyhow::Result<usize> {
-    let mut done = 0;
-    while done < MAX_PER_RUN {
-        let claimed = client
-            .call_tool("claim_next", json!({}))
+    let call = async |name: &str, arguments: Value| {
+        client
+            .call_tool(name, arguments)
             .await
-            .map_err(|e| anyhow::anyhow!("example-agent: {e}"))?;
-        if claimed["empty"] != Value::Bool(false) {
-            break;
-        }
+            .map_err(|e| anyhow::anyhow!("example-agent: {e}"))
+    };
+    let mut claimed = call("claim_next", json!({})).await?;
+    let mut done = 0;
+    while claimed["empty"] == Value::Bool(false) {
         let todo = &claimed["todo"];
         let id = todo["id"].as_str().unwrap_or_default().to_owned();
         println!(
@@ -83,12 +86,17 @@ async fn work(client: &McpClient, say: &str) -> anyhow::Result<usize> {
         if let Some(lease) = claimed.get("lease_token").filter(|v| !v.is_null()) {
             complete["lease_token"] = lease.clone();
         }
-        client
-            .call_tool("complete", complete)
-            .await
-            .map_err(|e| anyhow::anyhow!("example-agent: {e}"))?;
+        let last = done + 1 == MAX_PER_RUN;
+        if !last {
+            complete["next"] = json!({});
+        }
+        let mut answer = call("complete", complete).await?;
         println!("example-agent: completed {id}");
         done += 1;
+        if last {
+            break;
+        }
+        claimed = answer["next"].take();
     }
     Ok(done)
 }

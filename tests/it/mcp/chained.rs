@@ -148,3 +148,44 @@ async fn next_needs_claim_next_in_the_endpoints_scope() {
     assert_eq!(server.todo(&held).await["state"], "claimed");
     assert_eq!(server.todo(&pending).await["state"], "pending");
 }
+
+/// The example agent (`switchboard example-agent`, what `quickstart` runs)
+/// loops with `complete` and `next`: one run drains a backlog.
+#[tokio::test]
+async fn the_example_agent_drains_a_backlog_with_next() {
+    let server = Server::start(&[]);
+    let ep = server.vend(json!({"agent": "a"})).await;
+    let mut ids = Vec::new();
+    for i in 0..3 {
+        ids.push(server.push(&ep.slug, &format!("backlog {i}")).await);
+    }
+    let (url, token) = (ep.mcp_url.clone(), ep.token.clone());
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_switchboard"))
+            .args(["example-agent", "--say", "drained"])
+            .env("SWITCHBOARD_MCP_URL", url)
+            .env("SWITCHBOARD_TOKEN", token)
+            .env("NO_PROXY", "*")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("run the example agent")
+    })
+    .await
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let completed: Vec<&str> = stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("example-agent: completed "))
+        .collect();
+    assert_eq!(completed, ids, "{stdout}");
+    for id in &ids {
+        let view = server.todo(id).await;
+        assert_eq!(view["state"], "done", "{view}");
+        assert_eq!(view["result"], json!({"said": "drained"}));
+    }
+}
