@@ -34,7 +34,7 @@ pub struct ClientSnippets {
 
 /// What an unattended run is told to do (the vended `claude -p` and
 /// `codex exec` lines).
-pub const UNATTENDED_PROMPT: &str = "Work the switchboard queue: claim_next, do the todo, complete it; repeat until nothing is left.";
+pub const UNATTENDED_PROMPT: &str = "Work the switchboard queue: claim_next, do the todo, complete it with next: {} (which claims the next one), and go on until nothing is left.";
 
 impl ClientSnippets {
     pub fn new(server_name: &str, mcp_url: &str, token: &str) -> Self {
