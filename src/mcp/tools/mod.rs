@@ -458,9 +458,8 @@ async fn run(
                 return to_json(rows::short_row(&todo));
             };
             if !ToolName::ClaimNext.visible_to(endpoint) {
-                return Err(ToolError::invalid(
-                    "next",
-                    "claim_next is not in this endpoint's scope",
+                return Err(ToolError::forbidden(
+                    "next: claim_next is not in this endpoint's scope",
                 ));
             }
             let (todo, claimed) = ops::work::complete_then_claim_next(

@@ -141,7 +141,7 @@ async fn next_needs_claim_next_in_the_endpoints_scope() {
     assert_eq!(
         (code.as_str(), message.as_str()),
         (
-            "invalid_argument",
+            "forbidden",
             "next: claim_next is not in this endpoint's scope"
         )
     );
