@@ -5,10 +5,9 @@
 //! those cannot decide (a refused completion, admission limits, a takeover)
 //! runs as `complete` and then `claim_next` would, each on its own path.
 
-use super::claim::ClaimPrep;
 use super::*;
 use crate::store::sql::postgres::chained::{CompletedThenClaimed, HeldCompletion};
-use crate::store::sql::sqlite::transitions::{LaneClaim, LaneClaimed};
+use crate::store::sql::sqlite::transitions::LaneClaimed;
 
 /// What the fast path did.
 #[expect(
@@ -68,15 +67,7 @@ impl SqlStore {
                     summary: binds.summary,
                     now: binds.now,
                 };
-                let claim = LaneClaim {
-                    endpoint_id: caller.endpoint_id.clone(),
-                    queue: queue.map(str::to_owned),
-                    now: prep.now,
-                    owner: prep.owner.clone(),
-                    expires: prep.expires,
-                    token_hash: prep.token_hash.clone(),
-                    claimant: prep.claimant.clone(),
-                };
+                let claim = prep.lane_claim(caller, queue);
                 let job = writer
                     .run(move |conn| lane::complete_then_claim(conn, finish, claim))
                     .await?;
@@ -100,17 +91,5 @@ impl SqlStore {
             .claim_target(caller, ClaimTarget::Oldest(queue), opts)
             .await?;
         Ok((done, claimed))
-    }
-}
-
-impl ClaimPrep {
-    /// The claim of `todo` as its caller sees it.
-    fn claimed(self, todo: Todo, prior_attempts: Vec<Attempt>) -> Claimed {
-        Claimed {
-            attempt_seq: todo.attempts_total,
-            todo,
-            prior_attempts,
-            lease_token: self.lease_token,
-        }
     }
 }

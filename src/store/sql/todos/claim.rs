@@ -68,6 +68,29 @@ pub(super) struct ClaimPrep {
 }
 
 impl ClaimPrep {
+    /// The claim of `todo` as its caller sees it.
+    pub(super) fn claimed(self, todo: Todo, prior_attempts: Vec<Attempt>) -> Claimed {
+        Claimed {
+            attempt_seq: todo.attempts_total,
+            todo,
+            prior_attempts,
+            lease_token: self.lease_token,
+        }
+    }
+
+    /// The claim as a job of SQLite's writer lane.
+    pub(super) fn lane_claim(&self, caller: &Caller, queue: Option<&str>) -> LaneClaim {
+        LaneClaim {
+            endpoint_id: caller.endpoint_id.clone(),
+            queue: queue.map(str::to_owned),
+            now: self.now,
+            owner: self.owner.clone(),
+            expires: self.expires,
+            token_hash: self.token_hash.clone(),
+            claimant: self.claimant.clone(),
+        }
+    }
+
     pub(super) fn binds(&self) -> ClaimBinds<'_> {
         ClaimBinds {
             now: self.now,
@@ -173,6 +196,31 @@ impl SqlStore {
         target: &ClaimTarget<'_>,
         opts: ClaimOptions,
     ) -> StoreResult<Option<Claimed>> {
+        let prep = self.claim_prep(caller, &opts)?;
+        let specialised = self.specialised();
+        // Nothing pending on PostgreSQL: the transaction below tries a takeover.
+        if let (ClaimTarget::Oldest(queue), Specialised::Postgres) = (target, &specialised)
+            && let Some((todo, prior_attempts)) = self
+                .claim_pending_at_once(caller, *queue, &prep.binds())
+                .await?
+        {
+            return Ok(Some(prep.claimed(todo, prior_attempts)));
+        }
+        if let (ClaimTarget::Oldest(queue), Specialised::SqliteLane(writer)) = (target, specialised)
+        {
+            let claim = prep.lane_claim(caller, *queue);
+            match writer
+                .run(move |conn| lane::claim_pending(conn, claim))
+                .await?
+            {
+                LaneClaimed::Claimed(todo, prior_attempts) => {
+                    return Ok(Some(prep.claimed(todo, prior_attempts)));
+                }
+                LaneClaimed::Empty => return Ok(None),
+                // The transaction below takes it over.
+                LaneClaimed::TakeoverDue => {}
+            }
+        }
         let ClaimPrep {
             now,
             expires,
@@ -180,57 +228,7 @@ impl SqlStore {
             claimant,
             lease_token,
             token_hash,
-        } = self.claim_prep(caller, &opts)?;
-
-        let specialised = self.specialised();
-        if let (ClaimTarget::Oldest(queue), Specialised::Postgres) = (target, &specialised) {
-            let binds = ClaimBinds {
-                now,
-                owner: &owner,
-                expires,
-                token_hash: token_hash.as_deref(),
-                claimant: claimant.as_deref(),
-            };
-            if let Some((todo, prior_attempts)) =
-                self.claim_pending_at_once(caller, *queue, &binds).await?
-            {
-                return Ok(Some(Claimed {
-                    attempt_seq: todo.attempts_total,
-                    todo,
-                    prior_attempts,
-                    lease_token,
-                }));
-            }
-            // Nothing pending: the transaction below tries a takeover.
-        }
-        if let (ClaimTarget::Oldest(queue), Specialised::SqliteLane(writer)) = (target, specialised)
-        {
-            let claim = LaneClaim {
-                endpoint_id: caller.endpoint_id.clone(),
-                queue: queue.map(str::to_owned),
-                now,
-                owner: owner.clone(),
-                expires,
-                token_hash: token_hash.clone(),
-                claimant: claimant.clone(),
-            };
-            match writer
-                .run(move |conn| lane::claim_pending(conn, claim))
-                .await?
-            {
-                LaneClaimed::Claimed(todo, prior_attempts) => {
-                    return Ok(Some(Claimed {
-                        attempt_seq: todo.attempts_total,
-                        todo,
-                        prior_attempts,
-                        lease_token,
-                    }));
-                }
-                LaneClaimed::Empty => return Ok(None),
-                // The transaction below takes it over.
-                LaneClaimed::TakeoverDue => {}
-            }
-        }
+        } = prep;
 
         let mut tx = self.begin().await?;
         let bind_claim = |sql: &'static str| {
